@@ -1,0 +1,36 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "Larder",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "larder", targets: ["larder"]),
+    ],
+    dependencies: [
+        // The only Swift dependency: the command line (`larder serve`, `larder check`).
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    ],
+    targets: [
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3",
+                       providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
+                       providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(name: "CSystem"),
+        .systemLibrary(name: "CArchive", pkgConfig: "libarchive",
+                       providers: [.apt(["libarchive-dev"])]),
+        .target(name: "SQLite", dependencies: ["CSQLite"]),
+        .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD"]),
+        .target(name: "LarderCore", dependencies: ["SQLite", "CArchive", "CSystem"]),
+        .target(name: "LarderServer", dependencies: ["LarderCore", "MicroHTTP", "SQLite"]),
+        .executableTarget(name: "larder", dependencies: [
+            "LarderServer", "LarderCore",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+        .testTarget(name: "SQLiteTests", dependencies: ["SQLite"]),
+        .testTarget(name: "LarderCoreTests", dependencies: ["LarderCore", "SQLite"]),
+        .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "MicroHTTP", "LarderCore"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["LarderServer", "LarderCore", "SQLite"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,153 @@
+import Foundation
+
+/// Every setting of Larder in one value, with defaults, read once from
+/// `LARDER_*` environment variables and then from flags (flags win), and
+/// passed down by value.
+public struct Configuration: Sendable {
+    public var host = "127.0.0.1"
+    public var port = 7464
+    public var root = (ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp") + "/larder"
+    public var fixtures = "./fixtures"
+    public var token: String?
+    public var publicURL: String?
+    public var ttlSeconds = 3600
+    public var maxBodyBytes = 512 * 1024 * 1024
+    public var maxStores = 100_000
+    public var maxDiskBytes: Int64 = 0
+    public var threads = max(ProcessInfo.processInfo.activeProcessorCount, 2)
+    public var connectionLimit = 1024
+    public var connectionTimeoutSeconds = 60
+    public var queryTimeoutMs = 5_000
+    public var queryRowLimit = 10_000
+    public var waitTimeoutMaxMs = 300_000
+    public var reapIntervalSeconds = 5
+    public var cacheMaxBytes: Int64 = 1 << 30
+    public var readyCopies = 4
+
+    public init() {}
+
+    /// One documented setting: its flag, its environment variable and its default.
+    public enum Key: String, CaseIterable, Sendable {
+        case host, port, root, fixtures, token
+        case publicURL = "public-url"
+        case ttlSeconds = "ttl-seconds"
+        case maxBodyBytes = "max-body-bytes"
+        case maxStores = "max-stores"
+        case maxDiskBytes = "max-disk-bytes"
+        case threads
+        case connectionLimit = "connection-limit"
+        case connectionTimeoutSeconds = "connection-timeout-seconds"
+        case queryTimeoutMs = "query-timeout-ms"
+        case queryRowLimit = "query-row-limit"
+        case waitTimeoutMaxMs = "wait-timeout-max-ms"
+        case reapIntervalSeconds = "reap-interval-seconds"
+        case cacheMaxBytes = "cache-max-bytes"
+        case readyCopies = "ready-copies"
+
+        public var flag: String { "--" + rawValue }
+        public var environmentVariable: String { "LARDER_" + rawValue.uppercased().replacingOccurrences(of: "-", with: "_") }
+
+        public var help: String {
+            switch self {
+            case .host: return "Address to listen on; any address but loopback requires a token."
+            case .port: return "Port to listen on; 0 takes a free port."
+            case .root: return "Directory the stores, the template cache and temporary files live in."
+            case .fixtures: return "The fixtures directory: one sub-folder per template."
+            case .token: return "Bearer token required on every request but GET /health."
+            case .publicURL: return "Base URL used in `links` (default: http://HOST:PORT)."
+            case .ttlSeconds: return "Default lifetime of a store that is not kept."
+            case .maxBodyBytes: return "Largest request body (uploads included), in bytes."
+            case .maxStores: return "Most live stores at once; past it POST /stores answers 429."
+            case .maxDiskBytes: return "Most bytes the stores may take on disk (0: no limit); past it 429."
+            case .threads: return "libmicrohttpd's pool threads."
+            case .connectionLimit: return "Most open connections."
+            case .connectionTimeoutSeconds: return "Idle connections are closed after this many seconds."
+            case .queryTimeoutMs: return "Time limit of one POST /stores/{id}/query."
+            case .queryRowLimit: return "Most rows one query answers (the answer says when rows were cut)."
+            case .waitTimeoutMaxMs: return "Longest timeout_ms a count wait may ask for."
+            case .reapIntervalSeconds: return "How often expired stores are removed."
+            case .cacheMaxBytes: return "Disk budget of the template cache; least recently used entries go first."
+            case .readyCopies: return "Ready-made copies kept per hot template key (0: none)."
+            }
+        }
+    }
+
+    public func value(of key: Key) -> String {
+        switch key {
+        case .host: return host
+        case .port: return String(port)
+        case .root: return root
+        case .fixtures: return fixtures
+        case .token: return token == nil ? "" : "(set)"
+        case .publicURL: return publicURL ?? ""
+        case .ttlSeconds: return String(ttlSeconds)
+        case .maxBodyBytes: return String(maxBodyBytes)
+        case .maxStores: return String(maxStores)
+        case .maxDiskBytes: return String(maxDiskBytes)
+        case .threads: return String(threads)
+        case .connectionLimit: return String(connectionLimit)
+        case .connectionTimeoutSeconds: return String(connectionTimeoutSeconds)
+        case .queryTimeoutMs: return String(queryTimeoutMs)
+        case .queryRowLimit: return String(queryRowLimit)
+        case .waitTimeoutMaxMs: return String(waitTimeoutMaxMs)
+        case .reapIntervalSeconds: return String(reapIntervalSeconds)
+        case .cacheMaxBytes: return String(cacheMaxBytes)
+        case .readyCopies: return String(readyCopies)
+        }
+    }
+
+    public struct InvalidSetting: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Sets one key from text, checking its type and range.
+    public mutating func set(_ key: Key, _ text: String) throws {
+        func int(_ range: ClosedRange<Int>) throws -> Int {
+            guard let v = Int(text), range.contains(v) else {
+                throw InvalidSetting(description: "\(key.flag) must be a whole number in \(range.lowerBound)...\(range.upperBound), not '\(text)'")
+            }
+            return v
+        }
+        switch key {
+        case .host: host = text
+        case .port: port = try int(0...65535)
+        case .root: root = text
+        case .fixtures: fixtures = text
+        case .token: token = text.isEmpty ? nil : text
+        case .publicURL: publicURL = text.isEmpty ? nil : (text.hasSuffix("/") ? String(text.dropLast()) : text)
+        case .ttlSeconds: ttlSeconds = try int(1...31_536_000)
+        case .maxBodyBytes: maxBodyBytes = try int(1...Int(Int32.max) * 4)
+        case .maxStores: maxStores = try int(1...10_000_000)
+        case .maxDiskBytes: maxDiskBytes = Int64(try int(0...Int.max))
+        case .threads: threads = try int(1...256)
+        case .connectionLimit: connectionLimit = try int(1...1_000_000)
+        case .connectionTimeoutSeconds: connectionTimeoutSeconds = try int(1...86_400)
+        case .queryTimeoutMs: queryTimeoutMs = try int(1...3_600_000)
+        case .queryRowLimit: queryRowLimit = try int(1...10_000_000)
+        case .waitTimeoutMaxMs: waitTimeoutMaxMs = try int(1...3_600_000)
+        case .reapIntervalSeconds: reapIntervalSeconds = try int(1...86_400)
+        case .cacheMaxBytes: cacheMaxBytes = Int64(try int(0...Int.max))
+        case .readyCopies: readyCopies = try int(0...64)
+        }
+    }
+
+    /// Defaults, then every `LARDER_*` variable that is set.
+    public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Configuration {
+        var configuration = Configuration()
+        for key in Key.allCases {
+            if let value = environment[key.environmentVariable] { try configuration.set(key, value) }
+        }
+        return configuration
+    }
+
+    /// Whether `host` is a loopback address (anything else requires a token).
+    public var listensOnLoopbackOnly: Bool {
+        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
+
+    public func validate() throws {
+        if !listensOnLoopbackOnly && token == nil {
+            throw InvalidSetting(description: "listening on \(host) requires a token (--token or LARDER_TOKEN)")
+        }
+    }
+}

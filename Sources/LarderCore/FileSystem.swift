@@ -1,0 +1,163 @@
+import CSystem
+import Foundation
+import Glibc
+
+/// Small POSIX file helpers. Nothing here follows a symbolic link when it
+/// removes, and nothing removes outside the directory it is given.
+public enum FileSystem {
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+        init(_ what: String, _ path: String, _ code: Int32 = errno) {
+            description = "\(what) \(path): \(String(cString: strerror(code)))"
+        }
+    }
+
+    /// Copies a whole file with `copy_file_range` (no bytes through user
+    /// space; a reflink on filesystems that can). The target must not exist.
+    public static func copyFile(from source: String, to target: String) throws {
+        let input = open(source, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { throw Failure("cannot open", source) }
+        defer { close(input) }
+        let output = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard output >= 0 else { throw Failure("cannot create", target) }
+        var ok = false
+        defer {
+            close(output)
+            if !ok { unlink(target) }
+        }
+        var info = stat()
+        guard fstat(input, &info) == 0 else { throw Failure("cannot stat", source) }
+        var remaining = Int(info.st_size)
+        while remaining > 0 {
+            let n = Int(larder_copy_file_range(input, output, remaining))
+            if n > 0 { remaining -= n; continue }
+            if n == 0 { break }
+            if errno == EINTR { continue }
+            if errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP {
+                try copyByReading(input, output, source: source)
+                remaining = 0
+                break
+            }
+            throw Failure("cannot copy", source)
+        }
+        ok = true
+    }
+
+    private static func copyByReading(_ input: Int32, _ output: Int32, source: String) throws {
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
+            if n == 0 { return }
+            if n < 0 { if errno == EINTR { continue }; throw Failure("cannot read", source) }
+            var written = 0
+            while written < n {
+                let w = buffer.withUnsafeBytes { write(output, $0.baseAddress! + written, n - written) }
+                if w < 0 { if errno == EINTR { continue }; throw Failure("cannot write", source) }
+                written += w
+            }
+        }
+    }
+
+    /// Writes `bytes` to a temporary file beside `path`, then renames it over `path`.
+    public static func writeAtomically(_ bytes: [UInt8], to path: String) throws {
+        let temporary = path + ".tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw Failure("cannot create", temporary) }
+        var written = 0
+        while written < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + written, bytes.count - written) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                let code = errno
+                close(fd)
+                unlink(temporary)
+                throw Failure("cannot write", temporary, code)
+            }
+            written += n
+        }
+        close(fd)
+        guard rename(temporary, path) == 0 else {
+            let code = errno
+            unlink(temporary)
+            throw Failure("cannot rename", temporary, code)
+        }
+    }
+
+    public static func readFile(_ path: String) throws -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw Failure("cannot open", path) }
+        defer { close(fd) }
+        var out: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n == 0 { return out }
+            if n < 0 { if errno == EINTR { continue }; throw Failure("cannot read", path) }
+            out.append(contentsOf: chunk[0..<n])
+        }
+    }
+
+    public static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0
+    }
+
+    public static func isDirectory(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    /// Size in bytes, or 0 when the file is missing.
+    public static func size(_ path: String) -> Int64 {
+        var info = stat()
+        return lstat(path, &info) == 0 ? Int64(info.st_size) : 0
+    }
+
+    /// The names in a directory, sorted; empty when it cannot be read.
+    public static func entries(_ path: String) -> [String] {
+        guard let dir = opendir(path) else { return [] }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.baseAddress!.assumingMemoryBound(to: CChar.self))
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    public static func makeDirectory(_ path: String) throws {
+        if mkdir(path, 0o755) != 0 && errno != EEXIST { throw Failure("cannot create directory", path) }
+    }
+
+    public static func makeDirectories(_ path: String) throws {
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    /// Removes `path` and everything below it, refusing anything that is not
+    /// inside `root`. Symbolic links are removed, never followed.
+    public static func removeTree(_ path: String, within root: String) throws {
+        guard path.hasPrefix(root + "/"), !path.contains("/../"), !path.hasSuffix("/..") else {
+            throw Failure("refusing to remove outside the root:", path, EPERM)
+        }
+        try removeTree(path)
+    }
+
+    private static func removeTree(_ path: String) throws {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return }
+        if (info.st_mode & S_IFMT) == S_IFDIR {
+            for name in entries(path) { try removeTree(path + "/" + name) }
+            if rmdir(path) != 0 && errno != ENOENT { throw Failure("cannot remove", path) }
+        } else if unlink(path) != 0 && errno != ENOENT {
+            throw Failure("cannot remove", path)
+        }
+    }
+
+    public static func realPath(_ path: String) -> String {
+        guard let resolved = realpath(path, nil) else { return path }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+}

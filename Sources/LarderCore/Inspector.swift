@@ -1,0 +1,45 @@
+import Foundation
+import SQLite
+
+/// Reads what is inside a store: row counts and the schema. Works on any
+/// connection; never writes.
+public enum Inspector {
+    /// Tables that migration tools keep for their own bookkeeping; never counted.
+    public static let bookkeepingTables: Set<String> = [
+        "schema_migrations", "goose_db_version", "flyway_schema_history", "larder_migrations",
+        "ar_internal_metadata", "django_migrations", "alembic_version", "grdb_migrations",
+    ]
+
+    /// User tables, in name order: no `sqlite_*`, no bookkeeping, no virtual-table shadows.
+    public static func userTables(_ db: Connection) throws -> [String] {
+        let rows = try db.rows("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")
+        return rows.compactMap { $0.first?.string }.filter { !bookkeepingTables.contains($0) }
+    }
+
+    /// Row counts of `tables` (default: every user table). An unknown table is a 400.
+    public static func counts(_ db: Connection, tables: [String]? = nil) throws -> [(String, Int64)] {
+        let all = try userTables(db)
+        var names = all
+        if let tables {
+            let known = Set(all)
+            if let unknown = tables.first(where: { !known.contains($0) }) {
+                throw LarderError(.badRequest, "no table '\(unknown)' in this store",
+                                  details: [("table", .string(unknown)), ("tables", JSONValue(all))])
+            }
+            names = tables
+        }
+        return try names.map { name in
+            (name, try db.scalar("SELECT count(*) FROM \(quoteIdentifier(name))")?.int64 ?? 0)
+        }
+    }
+}
+
+/// `"name"` with embedded quotes doubled: safe to put in SQL text.
+public func quoteIdentifier(_ name: String) -> String {
+    "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+}
+
+/// `'text'` with embedded quotes doubled.
+public func quoteLiteral(_ text: String) -> String {
+    "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
+}

@@ -1,0 +1,80 @@
+extension JSONValue {
+    /// Compact UTF-8 JSON.
+    public func serialized() -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        write(to: &out, indent: nil, level: 0)
+        return out
+    }
+
+    /// Indented JSON for files people read.
+    public func prettySerialized() -> [UInt8] {
+        var out: [UInt8] = []
+        write(to: &out, indent: 2, level: 0)
+        out.append(0x0A)
+        return out
+    }
+
+    public var jsonText: String { String(decoding: serialized(), as: UTF8.self) }
+
+    private func newline(_ out: inout [UInt8], _ indent: Int?, _ level: Int) {
+        guard let indent else { return }
+        out.append(0x0A)
+        out.append(contentsOf: repeatElement(0x20, count: indent * level))
+    }
+
+    func write(to out: inout [UInt8], indent: Int?, level: Int) {
+        switch self {
+        case .null: out.append(contentsOf: Array("null".utf8))
+        case .bool(let b): out.append(contentsOf: Array((b ? "true" : "false").utf8))
+        case .int(let v): out.append(contentsOf: Array(String(v).utf8))
+        case .double(let d):
+            if d.isFinite {
+                if d == d.rounded(), abs(d) < 1e15 { out.append(contentsOf: Array(String(Int64(d)).utf8)); out.append(contentsOf: Array(".0".utf8)) }
+                else { out.append(contentsOf: Array("\(d)".utf8)) }
+            } else {
+                out.append(contentsOf: Array("null".utf8))
+            }
+        case .string(let s): JSONValue.writeString(s, to: &out)
+        case .array(let items):
+            out.append(UInt8(ascii: "["))
+            for (i, item) in items.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                newline(&out, indent, level + 1)
+                item.write(to: &out, indent: indent, level: level + 1)
+            }
+            if !items.isEmpty { newline(&out, indent, level) }
+            out.append(UInt8(ascii: "]"))
+        case .object(let members):
+            out.append(UInt8(ascii: "{"))
+            for (i, (key, value)) in members.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                newline(&out, indent, level + 1)
+                JSONValue.writeString(key, to: &out)
+                out.append(UInt8(ascii: ":"))
+                if indent != nil { out.append(0x20) }
+                value.write(to: &out, indent: indent, level: level + 1)
+            }
+            if !members.isEmpty { newline(&out, indent, level) }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    static func writeString(_ s: String, to out: inout [UInt8]) {
+        out.append(0x22)
+        for byte in s.utf8 {
+            switch byte {
+            case 0x22: out.append(0x5C); out.append(0x22)
+            case 0x5C: out.append(0x5C); out.append(0x5C)
+            case 0x0A: out.append(0x5C); out.append(UInt8(ascii: "n"))
+            case 0x0D: out.append(0x5C); out.append(UInt8(ascii: "r"))
+            case 0x09: out.append(0x5C); out.append(UInt8(ascii: "t"))
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 15)]])
+            default: out.append(byte)
+            }
+        }
+        out.append(0x22)
+    }
+}

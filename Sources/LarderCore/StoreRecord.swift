@@ -1,0 +1,56 @@
+/// What Larder knows of a store, kept beside it as `store.json` so a restart
+/// finds it again.
+public struct StoreRecord: Sendable {
+    public var id: String
+    public var sequence: Int64
+    public var template: String?
+    public var version: String?
+    public var snapshot: String?
+    public var fixtures: [String]
+    public var label: String?
+    public var createdAt: Timestamp
+    public var expiresAt: Timestamp
+    public var keep: Bool
+
+    public init(id: String, sequence: Int64, template: String? = nil, version: String? = nil, snapshot: String? = nil,
+                fixtures: [String] = [], label: String? = nil, createdAt: Timestamp, expiresAt: Timestamp, keep: Bool = false) {
+        self.id = id
+        self.sequence = sequence
+        self.template = template
+        self.version = version
+        self.snapshot = snapshot
+        self.fixtures = fixtures
+        self.label = label
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+        self.keep = keep
+    }
+
+    public var json: JSONValue {
+        .object([
+            ("id", .string(id)), ("sequence", .int(sequence)),
+            ("template", JSONValue(template)), ("version", JSONValue(version)), ("snapshot", JSONValue(snapshot)),
+            ("fixtures", JSONValue(fixtures)), ("label", JSONValue(label)),
+            ("created_at", .double(createdAt.seconds)), ("expires_at", .double(expiresAt.seconds)),
+            ("keep", .bool(keep)),
+        ])
+    }
+
+    public init?(json: JSONValue) {
+        guard let id = json["id"]?.stringValue, let sequence = json["sequence"]?.intValue,
+              let created = json["created_at"], let expires = json["expires_at"] else { return nil }
+        func seconds(_ v: JSONValue) -> Double? {
+            switch v {
+            case .double(let d): return d
+            case .int(let i): return Double(i)
+            default: return nil
+            }
+        }
+        guard let c = seconds(created), let e = seconds(expires) else { return nil }
+        self.init(id: id, sequence: sequence, template: json["template"]?.stringValue, version: json["version"]?.stringValue,
+                  snapshot: json["snapshot"]?.stringValue,
+                  fixtures: json["fixtures"]?.arrayValue?.compactMap(\.stringValue) ?? [],
+                  label: json["label"]?.stringValue, createdAt: Timestamp(seconds: c), expiresAt: Timestamp(seconds: e),
+                  keep: json["keep"]?.boolValue ?? false)
+    }
+}

@@ -1,0 +1,260 @@
+import Foundation
+import Glibc
+import SQLite
+import Synchronization
+
+/// Where a store came from, as its builder reports it.
+public struct Provenance: Sendable {
+    public var template: String?
+    public var version: String?
+    public var snapshot: String?
+    public var fixtures: [String]
+    /// Row counts when the builder knows them (a copy of a cached template).
+    public var counts: [(String, Int64)]?
+
+    public init(template: String? = nil, version: String? = nil, snapshot: String? = nil,
+                fixtures: [String] = [], counts: [(String, Int64)]? = nil) {
+        self.template = template
+        self.version = version
+        self.snapshot = snapshot
+        self.fixtures = fixtures
+        self.counts = counts
+    }
+}
+
+/// Every live store under the root. A store is built aside in `building/`,
+/// then renamed into `stores/`, so it appears only once complete; after a
+/// crash, complete stores are found again and half-built ones removed.
+public final class StoreRegistry: Sendable {
+    public let root: String
+    public let storesDirectory: String
+    public let buildingDirectory: String
+    public let temporaryDirectory: String
+    public let cacheDirectory: String
+    let defaultTTL: Int
+    let maxStores: Int
+    let maxDiskBytes: Int64
+
+    struct Live {
+        var stores: [String: Store] = [:]
+        var reserved = 0
+        var nextSequence: Int64 = 1
+        var diskBytes: Int64 = 0
+    }
+    private let live = Mutex(Live())
+
+    static let marker = ".larder-root"
+
+    public init(configuration: Configuration) throws {
+        let root = try StoreRegistry.prepareRoot(configuration.root)
+        self.root = root
+        storesDirectory = root + "/stores"
+        buildingDirectory = root + "/building"
+        temporaryDirectory = root + "/tmp"
+        cacheDirectory = root + "/cache"
+        defaultTTL = configuration.ttlSeconds
+        maxStores = configuration.maxStores
+        maxDiskBytes = configuration.maxDiskBytes
+        for directory in [storesDirectory, buildingDirectory, temporaryDirectory, cacheDirectory] {
+            try FileSystem.makeDirectory(directory)
+        }
+        try recover()
+    }
+
+    /// Creates the root, or accepts it when it is Larder's (it has the marker)
+    /// or empty. Anything else is refused: Larder removes files under its
+    /// root, so it must never take over a directory that holds other things.
+    static func prepareRoot(_ path: String) throws -> String {
+        if !FileSystem.exists(path) { try FileSystem.makeDirectories(path) }
+        let root = FileSystem.realPath(path)
+        guard FileSystem.isDirectory(root) else {
+            throw LarderError(.internalError, "the root '\(path)' is not a directory")
+        }
+        if !FileSystem.exists(root + "/" + marker) {
+            guard FileSystem.entries(root).isEmpty else {
+                throw LarderError(.internalError, "refusing to use root '\(root)': it is not empty and was not created by Larder (no \(marker) file)")
+            }
+            try FileSystem.writeAtomically(Array("Larder owns this directory and removes files below it.\n".utf8), to: root + "/" + marker)
+        }
+        return root
+    }
+
+    /// Removes half-built stores and temporary files; lists complete stores again.
+    private func recover() throws {
+        for name in FileSystem.entries(buildingDirectory) { try FileSystem.removeTree(buildingDirectory + "/" + name, within: root) }
+        for name in FileSystem.entries(temporaryDirectory) { try FileSystem.removeTree(temporaryDirectory + "/" + name, within: root) }
+        var found: [String: Store] = [:]
+        var maxSequence: Int64 = 0
+        for name in FileSystem.entries(storesDirectory) {
+            let directory = storesDirectory + "/" + name
+            guard let bytes = try? FileSystem.readFile(directory + "/store.json"),
+                  let json = try? JSONValue.parse(bytes), let record = StoreRecord(json: json), record.id == name,
+                  FileSystem.exists(directory + "/store.sqlite") else {
+                try FileSystem.removeTree(directory, within: root)
+                continue
+            }
+            found[name] = Store(record: record, directory: directory)
+            maxSequence = max(maxSequence, record.sequence)
+        }
+        live.withLock { l in
+            l.stores = found
+            l.nextSequence = maxSequence + 1
+        }
+        refreshDiskUsage()
+    }
+
+    /// A new id: `st_` and 128 random bits in hex, never one in use.
+    func newID() -> String {
+        var generator = SystemRandomNumberGenerator()
+        while true {
+            let a = generator.next() as UInt64, b = generator.next() as UInt64
+            let hex = String(a, radix: 16).leftPadded(16) + String(b, radix: 16).leftPadded(16)
+            let id = "st_" + hex
+            if !FileSystem.exists(storesDirectory + "/" + id) && !FileSystem.exists(buildingDirectory + "/" + id) { return id }
+        }
+    }
+
+    public var count: Int { live.withLock { $0.stores.count } }
+
+    /// Builds a store: `build` fills the file at the path it is given. On any
+    /// error nothing is left behind.
+    public func create(label: String?, ttlSeconds: Int?, build: (String) throws -> Provenance) throws -> (Store, Provenance) {
+        try live.withLock { l in
+            guard l.stores.count + l.reserved < maxStores else {
+                throw LarderError(.quotaExceeded, "the store limit (\(maxStores)) is reached; delete stores or raise --max-stores",
+                                  details: [("limit", .int(Int64(maxStores)))])
+            }
+            if maxDiskBytes > 0 && l.diskBytes >= maxDiskBytes {
+                throw LarderError(.quotaExceeded, "the disk quota (\(maxDiskBytes) bytes) is reached",
+                                  details: [("limit_bytes", .int(maxDiskBytes)), ("used_bytes", .int(l.diskBytes))])
+            }
+            l.reserved += 1
+        }
+        defer { live.withLock { $0.reserved -= 1 } }
+        let id = newID()
+        let staging = buildingDirectory + "/" + id
+        try FileSystem.makeDirectory(staging)
+        do {
+            let provenance = try build(staging + "/store.sqlite")
+            let now = Timestamp.now
+            let sequence = live.withLock { l -> Int64 in
+                defer { l.nextSequence += 1 }
+                return l.nextSequence
+            }
+            let record = StoreRecord(id: id, sequence: sequence, template: provenance.template, version: provenance.version,
+                                     snapshot: provenance.snapshot, fixtures: provenance.fixtures, label: label,
+                                     createdAt: now, expiresAt: now.adding(seconds: ttlSeconds ?? defaultTTL))
+            try FileSystem.writeAtomically(record.json.serialized(), to: staging + "/store.json")
+            let directory = storesDirectory + "/" + id
+            guard rename(staging, directory) == 0 else { throw FileSystem.Failure("cannot move store into place:", directory) }
+            let store = Store(record: record, directory: directory)
+            let size = store.sizeBytes
+            live.withLock { l in
+                l.stores[id] = store
+                l.diskBytes += size
+            }
+            return (store, provenance)
+        } catch {
+            try? FileSystem.removeTree(staging, within: root)
+            throw error
+        }
+    }
+
+    public func get(_ id: String) throws -> Store {
+        guard let store = live.withLock({ $0.stores[id] }) else {
+            throw LarderError(.storeNotFound, "no store with id '\(id)'", details: [("id", .string(id))])
+        }
+        return store
+    }
+
+    public struct Page: Sendable {
+        public var stores: [Store]
+        public var nextCursor: String?
+    }
+
+    /// Stores newest first, filtered; `cursor` is the `nextCursor` of the page before.
+    public func list(label: String? = nil, template: String? = nil, limit: Int = 100, cursor: String? = nil) throws -> Page {
+        var below = Int64.max
+        if let cursor {
+            guard let value = Int64(cursor), value > 0 else { throw LarderError.badRequest("cursor '\(cursor)' is not one this server gave") }
+            below = value
+        }
+        let all = live.withLock { Array($0.stores.values) }
+        let records = all.map { ($0, $0.record) }
+            .filter { $0.1.sequence < below && (label == nil || $0.1.label == label) && (template == nil || $0.1.template == template) }
+            .sorted { $0.1.sequence > $1.1.sequence }
+        let page = records.prefix(limit)
+        let next = records.count > limit ? page.last.map { String($0.1.sequence) } : nil
+        return Page(stores: page.map(\.0), nextCursor: next)
+    }
+
+    public struct Patch: Sendable {
+        public var keep: Bool?
+        public var ttlSeconds: Int?
+        public var label: String??
+        public init(keep: Bool? = nil, ttlSeconds: Int? = nil, label: String?? = nil) {
+            self.keep = keep
+            self.ttlSeconds = ttlSeconds
+            self.label = label
+        }
+    }
+
+    public func update(_ id: String, _ patch: Patch) throws -> Store {
+        let store = try get(id)
+        let record = store.update { r in
+            if let keep = patch.keep { r.keep = keep }
+            if let ttl = patch.ttlSeconds { r.expiresAt = Timestamp.now.adding(seconds: ttl) }
+            if let label = patch.label { r.label = label }
+        }
+        try FileSystem.writeAtomically(record.json.serialized(), to: store.recordPath)
+        return store
+    }
+
+    /// Removes the store and every file of it. 409 while an exclusive
+    /// operation runs on it.
+    public func delete(_ id: String) throws {
+        let store = try get(id)
+        try store.begin("delete")
+        let size = store.sizeBytes
+        live.withLock { l in
+            l.stores[id] = nil
+            l.diskBytes = max(0, l.diskBytes - size)
+        }
+        store.markDeleted()
+        // Rename first so the store disappears at once even if removal is cut short.
+        let doomed = temporaryDirectory + "/deleted-" + id
+        if rename(store.directory, doomed) == 0 {
+            try FileSystem.removeTree(doomed, within: root)
+        } else {
+            try FileSystem.removeTree(store.directory, within: root)
+        }
+    }
+
+    /// Deletes every store past its expiry that is not kept; answers their ids.
+    @discardableResult
+    public func reapExpired(now: Timestamp = .now) -> [String] {
+        let expired = live.withLock { l in l.stores.values.filter { !$0.record.keep && $0.record.expiresAt < now } }
+        var removed: [String] = []
+        for store in expired {
+            if (try? delete(store.id)) != nil { removed.append(store.id) }
+        }
+        return removed
+    }
+
+    /// Recounts the bytes the stores take (for the disk quota and metrics).
+    @discardableResult
+    public func refreshDiskUsage() -> Int64 {
+        let stores = live.withLock { Array($0.stores.values) }
+        let total = stores.reduce(Int64(0)) { $0 + $1.sizeBytes }
+        live.withLock { $0.diskBytes = total }
+        return total
+    }
+
+    public var diskBytes: Int64 { live.withLock { $0.diskBytes } }
+}
+
+extension String {
+    func leftPadded(_ width: Int, with pad: Character = "0") -> String {
+        count >= width ? self : String(repeating: pad, count: width - count) + self
+    }
+}

@@ -1,0 +1,91 @@
+import Foundation
+import LarderCore
+import MicroHTTP
+import SQLite
+import Synchronization
+
+/// The whole server, built in one place for `larder serve` and the tests:
+/// configuration in, a running HTTP server out.
+public final class LarderApp: Sendable {
+    public let configuration: Configuration
+    let services: Services
+    let server: Server
+    private let reaper: Reaper
+
+    public var registry: StoreRegistry { services.registry }
+
+    public init(configuration: Configuration) throws {
+        try configuration.validate()
+        self.configuration = configuration
+        services = try Services(configuration: configuration)
+        var settings = Server.Settings()
+        settings.host = configuration.host
+        settings.port = UInt16(configuration.port)
+        settings.threads = configuration.threads
+        settings.connectionLimit = configuration.connectionLimit
+        settings.connectionTimeoutSeconds = configuration.connectionTimeoutSeconds
+        settings.maxBodyBytes = configuration.maxBodyBytes
+        let router = Router(services: services)
+        server = Server(settings: settings, handler: { request in router.route(request) }, errorBody: { status, code, message in
+            errorResponse(LarderError(LarderError.Code(rawValue: code) ?? .internalError, message))
+        })
+        reaper = Reaper(registry: services.registry, intervalSeconds: configuration.reapIntervalSeconds)
+    }
+
+    /// Starts listening; `port` and `baseURL` are known afterwards.
+    public func start() throws {
+        try server.start()
+        let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+        services.baseURL.withLock { $0 = configuration.publicURL ?? "http://\(host):\(server.port)" }
+        reaper.start()
+    }
+
+    public func stop() {
+        reaper.stop()
+        server.stop()
+    }
+
+    public var port: UInt16 { server.port }
+    public var baseURL: String { services.baseURL.withLock { $0 } }
+    /// The address actually listened on, for the "listening" line.
+    public var listenURL: String {
+        let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+        return "http://\(host):\(server.port)"
+    }
+}
+
+/// Removes expired stores in the background.
+final class Reaper: Sendable {
+    let registry: StoreRegistry
+    let intervalSeconds: Int
+    private let condition = NSCondition()
+    private let stopped = Mutex(false)
+
+    init(registry: StoreRegistry, intervalSeconds: Int) {
+        self.registry = registry
+        self.intervalSeconds = intervalSeconds
+    }
+
+    func start() {
+        let thread = Thread { [self] in
+            while true {
+                condition.lock()
+                if !stopped.withLock({ $0 }) { _ = condition.wait(until: Date().addingTimeInterval(Double(intervalSeconds))) }
+                condition.unlock()
+                if stopped.withLock({ $0 }) { return }
+                let removed = registry.reapExpired()
+                if !removed.isEmpty { logLine("reaped \(removed.count) expired store(s)") }
+                registry.refreshDiskUsage()
+            }
+        }
+        thread.name = "larder-reaper"
+        thread.start()
+    }
+
+    func stop() {
+        condition.lock()
+        stopped.withLock { $0 = true }
+        condition.signal()
+        condition.unlock()
+    }
+}

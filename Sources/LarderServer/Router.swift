@@ -1,0 +1,104 @@
+import Foundation
+import LarderCore
+import MicroHTTP
+import SQLite
+import Synchronization
+
+/// What a route handler gives back.
+enum Outcome {
+    /// Answer at once, on the pool thread (fast work only).
+    case now(Response)
+    /// Run on a worker thread while the connection is suspended.
+    case later(@Sendable () throws -> Response)
+    /// Register a callback that answers whenever it likes (long polls).
+    case whenReady(@Sendable (@escaping @Sendable (Response) -> Void) -> Void)
+}
+
+/// One route's handler: the request, the path's parameters.
+typealias RouteHandler = @Sendable (Request, [String]) throws -> Outcome
+
+/// Matches method and path to a handler; translates errors into the
+/// contract's error body; counts requests for /metrics.
+final class Router: Sendable {
+    struct Route {
+        let name: String
+        let pattern: [String] // "*" matches one segment
+        let methods: [String: RouteHandler]
+    }
+
+    let services: Services
+    private let routes: [Route]
+    private let requestCounter = Atomic<Int>(0)
+
+    init(services: Services) {
+        self.services = services
+        var routes: [Route] = []
+        Router.addRoutes(into: &routes, services: services)
+        self.routes = routes
+    }
+
+    func route(_ request: Request) -> Reply {
+        let started = monotonicNanos()
+        let segments = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        let requestID = "r\(requestCounter.wrappingAdd(1, ordering: .relaxed).newValue)"
+        var name = "unmatched"
+        let finish: @Sendable (String, Response) -> Response = { [services] name, response in
+            services.metrics.record(route: name, status: response.status, seconds: Double(monotonicNanos() - started) / 1e9)
+            return response
+        }
+        do {
+            guard let (route, parameters) = match(segments) else {
+                throw LarderError(.notFound, "no route for \(request.method) \(request.path)", details: [("path", .string(request.path))])
+            }
+            name = route.name
+            guard let handler = route.methods[request.method] else {
+                var response = errorResponse(LarderError(.methodNotAllowed, "\(request.method) is not allowed on \(route.name)",
+                                                         details: [("allowed", JSONValue(route.methods.keys.sorted()))]))
+                response.addHeader("Allow", route.methods.keys.sorted().joined(separator: ", "))
+                return .now(finish(name, response))
+            }
+            try authorize(request, route: route)
+            switch try handler(request, parameters) {
+            case .now(let response):
+                return .now(finish(name, response))
+            case .later(let work):
+                let routeName = name
+                return .later { responder in
+                    let response: Response
+                    do { response = try work() } catch { response = errorResponse(larderError(error, requestID: requestID)) }
+                    responder.send(finish(routeName, response))
+                }
+            case .whenReady(let register):
+                let routeName = name
+                return .later { responder in
+                    register { response in responder.send(finish(routeName, response)) }
+                }
+            }
+        } catch {
+            return .now(finish(name, errorResponse(larderError(error, requestID: requestID))))
+        }
+    }
+
+    private func match(_ segments: [String]) -> (Route, [String])? {
+        outer: for route in routes where route.pattern.count == segments.count {
+            var parameters: [String] = []
+            for (p, s) in zip(route.pattern, segments) {
+                if p == "*" { parameters.append(s) } else if p != s { continue outer }
+            }
+            return (route, parameters)
+        }
+        return nil
+    }
+
+    private func authorize(_ request: Request, route: Route) throws {
+        guard let token = services.configuration.token, !(route.name == "/health" && request.method == "GET") else { return }
+        let given = request.header("authorization") ?? ""
+        let expected = "Bearer " + token
+        // Compare in time independent of where the first difference is.
+        var difference = given.utf8.count ^ expected.utf8.count
+        for (a, b) in zip(given.utf8, expected.utf8) { difference |= Int(a ^ b) }
+        if difference != 0 {
+            throw LarderError(.unauthorized, "this server needs 'Authorization: Bearer <token>'")
+        }
+    }
+}

@@ -1,0 +1,58 @@
+import LarderCore
+import MicroHTTP
+import SQLite
+
+extension Router {
+    /// The route table: every path of the contract, with its methods.
+    static func addRoutes(into routes: inout [Route], services s: Services) {
+        func add(_ name: String, _ methods: [String: RouteHandler]) {
+            let pattern = name.split(separator: "/").map { $0.hasPrefix("{") ? "*" : String($0) }
+            routes.append(Route(name: name, pattern: pattern, methods: methods))
+        }
+        add("/health", ["GET": { _, _ in .now(json(200, ServiceRoutes.health(s))) }])
+        add("/metrics", ["GET": { _, _ in .now(ServiceRoutes.metrics(s)) }])
+        add("/stores", ["GET": { r, _ in try StoreRoutes.list(s, r) }, "POST": { r, _ in try StoreRoutes.create(s, r) }])
+        add("/stores/{id}", [
+            "GET": { _, p in try StoreRoutes.show(s, p[0]) },
+            "PATCH": { r, p in try StoreRoutes.patch(s, r, p[0]) },
+            "DELETE": { _, p in try StoreRoutes.delete(s, p[0]) },
+        ])
+    }
+}
+
+/// Query values checked like body fields.
+extension Request {
+    func queryInt(_ name: String, in range: ClosedRange<Int>) throws -> Int? {
+        guard let text = queryValue(name) else { return nil }
+        guard let value = Int(text), range.contains(value) else {
+            throw LarderError(.badRequest, "query parameter '\(name)' must be a whole number in \(range.lowerBound)...\(range.upperBound), not '\(text)'",
+                              details: [("parameter", .string(name))])
+        }
+        return value
+    }
+
+    /// Refuses query parameters a route does not know.
+    func checkQuery(allowed: Set<String>) throws {
+        if let unknown = query.first(where: { !allowed.contains($0.name) }) {
+            throw LarderError(.badRequest, "unknown query parameter '\(unknown.name)'" + (allowed.isEmpty ? "" : "; known: \(allowed.sorted().joined(separator: ", "))"),
+                              details: [("parameter", .string(unknown.name))])
+        }
+    }
+}
+
+enum ServiceRoutes {
+    static func health(_ s: Services) -> JSONValue {
+        [
+            "status": "ok", "version": .string(LarderVersion.current), "sqlite_version": .string(Connection.libraryVersion),
+            "stores": JSONValue(s.registry.count), "started_at": .string(s.startedAt.rfc3339),
+        ]
+    }
+
+    static func metrics(_ s: Services) -> Response {
+        let text = s.metrics.render(gauges: [
+            ("larder_live_stores", "Stores on disk now.", "gauge", String(s.registry.count)),
+            ("larder_store_bytes", "Bytes the stores take on disk (refreshed by the reaper).", "gauge", String(s.registry.diskBytes)),
+        ])
+        return Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", bytes: Array(text.utf8))
+    }
+}

@@ -1,0 +1,92 @@
+import LarderCore
+import MicroHTTP
+import SQLite
+
+/// `/stores` and `/stores/{id}`.
+enum StoreRoutes {
+    static let createFields: Set<String> = ["template", "version", "snapshot", "fixtures", "label", "ttl_seconds"]
+
+    static func create(_ s: Services, _ request: Request) throws -> Outcome {
+        let provisioner = Provisioner(registry: s.registry)
+        if request.mediaType == "application/vnd.sqlite3" {
+            try request.checkQuery(allowed: ["template", "version", "label", "ttl_seconds"])
+            let label = request.queryValue("label")
+            let ttl = try request.queryInt("ttl_seconds", in: 1...31_536_000)
+            let body = request.body
+            return .later {
+                let (store, provenance) = try provisioner.createFromUpload(body, label: label, ttlSeconds: ttl)
+                return json(201, try render(s, store, counts: provenance.counts))
+            }
+        }
+        try request.checkQuery(allowed: [])
+        let body = try JSONBody(request, allowed: createFields)
+        let label = try body.string("label")
+        let ttl = try body.int("ttl_seconds", in: 1...31_536_000)
+        let template = try body.string("template")
+        let fixtures = try body.stringArray("fixtures") ?? []
+        let snapshot = try body.string("snapshot")
+        if template == nil && (!fixtures.isEmpty || snapshot != nil || body.has("version")) {
+            throw LarderError.badRequest("'version', 'snapshot' and 'fixtures' need a 'template'")
+        }
+        let (store, provenance) = try provisioner.createEmpty(label: label, ttlSeconds: ttl)
+        return .now(json(201, try render(s, store, counts: provenance.counts)))
+    }
+
+    static func list(_ s: Services, _ request: Request) throws -> Outcome {
+        try request.checkQuery(allowed: ["label", "template", "limit", "cursor"])
+        let limit = try request.queryInt("limit", in: 1...10_000) ?? 100
+        let page = try s.registry.list(label: request.queryValue("label"), template: request.queryValue("template"),
+                                       limit: limit, cursor: request.queryValue("cursor"))
+        var members: [(String, JSONValue)] = [("stores", .array(try page.stores.map { try render(s, $0, counts: nil) }))]
+        members.append(("next_cursor", JSONValue(page.nextCursor)))
+        return .now(json(200, .object(members)))
+    }
+
+    static func show(_ s: Services, _ id: String) throws -> Outcome {
+        .now(json(200, try render(s, try s.registry.get(id), counts: nil)))
+    }
+
+    static func patch(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
+        let body = try JSONBody(request, allowed: ["keep", "ttl_seconds", "label"])
+        var patch = StoreRegistry.Patch()
+        patch.keep = try body.bool("keep")
+        patch.ttlSeconds = try body.int("ttl_seconds", in: 1...31_536_000)
+        if body.has("label") { patch.label = .some(try body.string("label")) }
+        return .now(json(200, try render(s, try s.registry.update(id, patch), counts: nil)))
+    }
+
+    static func delete(_ s: Services, _ id: String) throws -> Outcome {
+        try s.registry.delete(id)
+        return .now(Response(status: 204))
+    }
+
+    /// The contract's store object. Counts are read live unless the caller
+    /// already knows them; listings leave them out (`liveCounts: false`) to
+    /// stay cheap over thousands of stores.
+    static func render(_ s: Services, _ store: Store, counts known: [(String, Int64)]?, liveCounts: Bool = true) throws -> JSONValue {
+        let record = store.record
+        var counts: JSONValue = .null
+        if let known {
+            counts = JSONValue(counts: known)
+        } else if liveCounts {
+            let db = try store.connect()
+            counts = JSONValue(counts: try Inspector.counts(db))
+        }
+        let base = s.base + "/stores/" + record.id
+        let links: JSONValue = .object(["self", "artifact", "database", "counts", "query", "migrate", "migrations", "fixtures", "schema"].map {
+            ($0, .string($0 == "self" ? base : base + "/" + $0))
+        })
+        var members: [(String, JSONValue)] = [
+            ("id", .string(record.id)), ("path", .string(store.databasePath)),
+            ("template", JSONValue(record.template)), ("version", JSONValue(record.version)),
+            ("snapshot", JSONValue(record.snapshot)), ("fixtures", JSONValue(record.fixtures)),
+            ("label", JSONValue(record.label)),
+        ]
+        if liveCounts || known != nil { members.append(("counts", counts)) }
+        members += [
+            ("created_at", .string(record.createdAt.rfc3339)), ("expires_at", .string(record.expiresAt.rfc3339)),
+            ("keep", .bool(record.keep)), ("size_bytes", .int(store.sizeBytes)), ("links", links),
+        ]
+        return .object(members)
+    }
+}

@@ -1,0 +1,42 @@
+/// One HTTP request, read whole (bodies are collected up to the server's limit).
+public struct Request: Sendable {
+    public var method: String
+    /// The decoded path, without the query.
+    public var path: String
+    /// Query arguments in order, decoded; a key without `=` has an empty value.
+    public var query: [(name: String, value: String)]
+    /// Header values by lower-cased name.
+    public var headers: [String: String]
+    public var body: [UInt8]
+
+    public init(method: String, path: String, query: [(name: String, value: String)] = [],
+                headers: [String: String] = [:], body: [UInt8] = []) {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.body = body
+    }
+
+    public func header(_ name: String) -> String? { headers[name.lowercased()] }
+
+    public func queryValue(_ name: String) -> String? {
+        query.first(where: { $0.name == name })?.value
+    }
+
+    /// The media type of the body, without parameters, lower-cased.
+    public var mediaType: String? {
+        guard let value = header("content-type") else { return nil }
+        let type = value.split(separator: ";", maxSplits: 1).first.map(String.init) ?? value
+        return type.trimmingSpaces().lowercased()
+    }
+}
+
+extension String {
+    func trimmingSpaces() -> String {
+        var s = Substring(self)
+        while s.first == " " || s.first == "\t" { s.removeFirst() }
+        while s.last == " " || s.last == "\t" { s.removeLast() }
+        return String(s)
+    }
+}

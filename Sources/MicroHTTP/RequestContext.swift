@@ -1,0 +1,62 @@
+import CMicroHTTPD
+import Synchronization
+
+/// The state of one request on one connection, from its first callback to
+/// libmicrohttpd's "completed" notice. Reached from the pool thread that owns
+/// the connection and, for suspended requests, from the thread that answers.
+final class RequestContext: @unchecked Sendable {
+    enum Phase { case reading, suspended, answered }
+
+    struct State {
+        var phase: Phase = .reading
+        var body: [UInt8] = []
+        var tooLarge = false
+        var pending: Response?
+    }
+
+    let connection: OpaquePointer
+    unowned let server: Server
+    let state = Mutex(State())
+
+    init(connection: OpaquePointer, server: Server) {
+        self.connection = connection
+        self.server = server
+    }
+
+    var isAnswered: Bool { state.withLock { $0.phase == .answered || $0.pending != nil } }
+
+    /// Takes the answer of a resumed request.
+    func takePending() -> Response? {
+        state.withLock { s in
+            guard let response = s.pending else { return nil }
+            s.pending = nil
+            s.phase = .answered
+            return response
+        }
+    }
+
+    /// Called by a `Responder` on any thread: stores the answer and resumes
+    /// the connection, whose next callback queues it.
+    func complete(with response: Response) {
+        let resume: Bool = state.withLock { s in
+            guard s.phase == .suspended, s.pending == nil else { return false }
+            s.pending = response
+            return true
+        }
+        if resume { MHD_resume_connection(connection) }
+    }
+}
+
+/// Binds a streaming body to the connection it is sent on, for the content
+/// reader callbacks.
+final class StreamBinding {
+    let stream: BodyStream
+    let connection: OpaquePointer
+    unowned let server: Server
+
+    init(stream: BodyStream, connection: OpaquePointer, server: Server) {
+        self.stream = stream
+        self.connection = connection
+        self.server = server
+    }
+}

@@ -1,0 +1,37 @@
+/// An HTTP answer. The body is either bytes in memory, a stream fed by a
+/// producer on another thread, or an open file descriptor that the server
+/// sends and then closes.
+public struct Response: Sendable {
+    public enum Body: Sendable {
+        case bytes([UInt8])
+        case stream(BodyStream)
+        /// An open descriptor and the number of bytes to send from offset 0;
+        /// the server owns and closes it.
+        case file(descriptor: Int32, size: UInt64)
+    }
+
+    public var status: Int
+    public var headers: [(name: String, value: String)]
+    public var body: Body
+
+    public init(status: Int, headers: [(name: String, value: String)] = [], body: Body = .bytes([])) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    public init(status: Int, contentType: String, bytes: [UInt8]) {
+        self.init(status: status, headers: [("Content-Type", contentType)], body: .bytes(bytes))
+    }
+
+    public mutating func addHeader(_ name: String, _ value: String) {
+        headers.append((name, value))
+    }
+}
+
+/// What a handler gives back: an answer now, or work that answers later from
+/// another thread while the connection is suspended (no pool thread is held).
+public enum Reply: Sendable {
+    case now(Response)
+    case later(@Sendable (Responder) -> Void)
+}

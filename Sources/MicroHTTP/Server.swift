@@ -1,0 +1,213 @@
+import CMicroHTTPD
+import Dispatch
+import Foundation
+import Synchronization
+
+/// An HTTP/1.1 server on libmicrohttpd: an epoll thread pool answers requests;
+/// handlers that take long answer `.later`, which suspends the connection so
+/// no pool thread waits.
+public final class Server: @unchecked Sendable {
+    public struct Settings: Sendable {
+        public var host = "127.0.0.1"
+        public var port: UInt16 = 7464
+        public var threads = max(ProcessInfo.processInfo.activeProcessorCount, 2)
+        public var connectionLimit = 1024
+        public var connectionTimeoutSeconds = 60
+        public var connectionMemoryLimit = 128 * 1024
+        public var maxBodyBytes = 512 * 1024 * 1024
+        public init() {}
+    }
+
+    public typealias Handler = @Sendable (Request) -> Reply
+    /// Builds an error answer: status, code, message.
+    public typealias ErrorBody = @Sendable (Int, String, String) -> Response
+
+    public let settings: Settings
+    let handler: Handler
+    let errorBody: ErrorBody
+    private var daemon: OpaquePointer?
+    public private(set) var port: UInt16 = 0
+    private let work = DispatchQueue(label: "larder.http.work", attributes: .concurrent)
+
+    struct Live {
+        var suspended: [ObjectIdentifier: RequestContext] = [:]
+        var streams: [ObjectIdentifier: BodyStream] = [:]
+        var stopping = false
+    }
+    let live = Mutex(Live())
+
+    public init(settings: Settings, handler: @escaping Handler, errorBody: @escaping ErrorBody) {
+        self.settings = settings
+        self.handler = handler
+        self.errorBody = errorBody
+    }
+
+    public enum StartError: Error, CustomStringConvertible {
+        case cannotListen(String)
+        public var description: String {
+            switch self { case .cannotListen(let why): return why }
+        }
+    }
+
+    /// Binds and starts the pool. `port` is the bound port afterwards (useful with port 0).
+    public func start() throws {
+        var s = larder_mhd_settings()
+        let host = settings.host == "localhost" ? "127.0.0.1" : settings.host
+        let daemon: OpaquePointer? = host.withCString { hostPointer in
+            s.host = hostPointer
+            s.port = settings.port
+            s.threads = UInt32(settings.threads)
+            s.connection_limit = UInt32(settings.connectionLimit)
+            s.connection_timeout_seconds = UInt32(settings.connectionTimeoutSeconds)
+            s.connection_memory_limit = settings.connectionMemoryLimit
+            s.listen_backlog = 1024
+            let me = Unmanaged.passUnretained(self).toOpaque()
+            return larder_mhd_start(&s, accessHandler, me, requestCompleted, me)
+        }
+        guard let daemon else {
+            throw StartError.cannotListen("cannot listen on \(settings.host):\(settings.port) (address in use, or not a numeric address?)")
+        }
+        self.daemon = daemon
+        self.port = larder_mhd_bound_port(daemon)
+    }
+
+    /// Stops gracefully: suspended requests are answered 503, streams are cut,
+    /// then the daemon closes every connection.
+    public func stop() {
+        guard let daemon else { return }
+        let (contexts, streams) = live.withLock { l -> ([RequestContext], [BodyStream]) in
+            l.stopping = true
+            return (Array(l.suspended.values), Array(l.streams.values))
+        }
+        for context in contexts {
+            context.complete(with: errorBody(503, "unavailable", "the server is shutting down"))
+        }
+        for stream in streams { stream.cancel() }
+        // Resumed connections must be processed before the daemon stops.
+        let deadline = Date().addingTimeInterval(3)
+        while Date() < deadline, live.withLock({ !$0.suspended.isEmpty }) {
+            usleep(2_000)
+        }
+        MHD_stop_daemon(daemon)
+        self.daemon = nil
+    }
+
+    var isStopping: Bool { live.withLock { $0.stopping } }
+
+    // MARK: - Callbacks (called by the C trampolines in Server+Callbacks.swift)
+
+    func access(connection: OpaquePointer, url: UnsafePointer<CChar>, method: UnsafePointer<CChar>,
+                uploadData: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
+                contextSlot: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
+        guard let raw = contextSlot.pointee else {
+            // First call: only headers are known.
+            let context = RequestContext(connection: connection, server: self)
+            contextSlot.pointee = Unmanaged.passRetained(context).toOpaque()
+            if let length = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length").map({ String(cString: $0) }),
+               let bytes = Int(length), bytes > settings.maxBodyBytes {
+                context.state.withLock { $0.phase = .answered }
+                return queue(errorBody(413, "payload_too_large", "the body is \(bytes) bytes; the limit is \(settings.maxBodyBytes)"), on: connection)
+            }
+            return .YES
+        }
+        let context = Unmanaged<RequestContext>.fromOpaque(raw).takeUnretainedValue()
+        if uploadSize.pointee > 0 {
+            let count = uploadSize.pointee
+            context.state.withLock { s in
+                if s.tooLarge || s.body.count + count > settings.maxBodyBytes {
+                    s.tooLarge = true
+                    s.body = []
+                } else if let uploadData {
+                    uploadData.withMemoryRebound(to: UInt8.self, capacity: count) {
+                        s.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: count))
+                    }
+                }
+            }
+            uploadSize.pointee = 0
+            return .YES
+        }
+        if let response = context.takePending() {
+            live.withLock { _ = $0.suspended.removeValue(forKey: ObjectIdentifier(context)) }
+            return queue(response, on: connection)
+        }
+        let (phase, tooLarge, body) = context.state.withLock { s -> (RequestContext.Phase, Bool, [UInt8]) in
+            let b = s.body
+            s.body = []
+            return (s.phase, s.tooLarge, b)
+        }
+        guard phase == .reading else { return .YES }
+        if tooLarge {
+            context.state.withLock { $0.phase = .answered }
+            return queue(errorBody(413, "payload_too_large", "the body is over the limit of \(settings.maxBodyBytes) bytes"), on: connection)
+        }
+        if isStopping {
+            context.state.withLock { $0.phase = .answered }
+            return queue(errorBody(503, "unavailable", "the server is shutting down"), on: connection)
+        }
+        let request = Request(method: String(cString: method), path: String(cString: url),
+                              query: collectValues(connection, .GET_ARGUMENT_KIND, lowercased: false),
+                              headers: Dictionary(collectValues(connection, .HEADER_KIND, lowercased: true),
+                                                  uniquingKeysWith: { a, b in a + ", " + b }),
+                              body: body)
+        switch handler(request) {
+        case .now(let response):
+            context.state.withLock { $0.phase = .answered }
+            return queue(response, on: connection)
+        case .later(let work):
+            context.state.withLock { $0.phase = .suspended }
+            live.withLock { $0.suspended[ObjectIdentifier(context)] = context }
+            MHD_suspend_connection(connection)
+            let responder = Responder(context: context)
+            self.work.async { work(responder) }
+            return .YES
+        }
+    }
+
+    func completed(contextSlot: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) {
+        guard let slot = contextSlot, let raw = slot.pointee else { return }
+        let context = Unmanaged<RequestContext>.fromOpaque(raw).takeRetainedValue()
+        live.withLock { _ = $0.suspended.removeValue(forKey: ObjectIdentifier(context)) }
+        slot.pointee = nil
+    }
+
+    func streamFinished(_ binding: StreamBinding) {
+        binding.stream.cancel()
+        live.withLock { _ = $0.streams.removeValue(forKey: ObjectIdentifier(binding.stream)) }
+    }
+
+    private func collectValues(_ connection: OpaquePointer, _ kind: MHD_ValueKind, lowercased: Bool) -> [(String, String)] {
+        let box = ValueCollector(lowercased: lowercased)
+        MHD_get_connection_values(connection, kind, collectValue, Unmanaged.passUnretained(box).toOpaque())
+        return box.values
+    }
+
+    private func queue(_ response: Response, on connection: OpaquePointer) -> MHD_Result {
+        let made: OpaquePointer?
+        switch response.body {
+        case .bytes(let bytes):
+            made = bytes.withUnsafeBytes { buffer in
+                MHD_create_response_from_buffer(buffer.count, UnsafeMutableRawPointer(mutating: buffer.baseAddress), .RESPMEM_MUST_COPY)
+            }
+        case .file(let descriptor, let size):
+            made = MHD_create_response_from_fd64(size, descriptor)
+        case .stream(let stream):
+            let binding = StreamBinding(stream: stream, connection: connection, server: self)
+            live.withLock { $0.streams[ObjectIdentifier(stream)] = stream }
+            made = MHD_create_response_from_callback(UInt64.max, 64 * 1024, streamRead,
+                                                     Unmanaged.passRetained(binding).toOpaque(), streamFree)
+        }
+        guard let mhdResponse = made else { return .NO }
+        for (name, value) in response.headers {
+            MHD_add_response_header(mhdResponse, name, value)
+        }
+        let result = MHD_queue_response(connection, UInt32(response.status), mhdResponse)
+        MHD_destroy_response(mhdResponse)
+        return result
+    }
+}
+
+final class ValueCollector {
+    let lowercased: Bool
+    var values: [(String, String)] = []
+    init(lowercased: Bool) { self.lowercased = lowercased }
+}

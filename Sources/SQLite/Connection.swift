@@ -1,0 +1,170 @@
+import CSQLite
+import Foundation
+
+/// One SQLite database connection. Not thread-safe: use it from one thread at
+/// a time (callers serialize access). Closed when released.
+public final class Connection: @unchecked Sendable {
+    public let handle: OpaquePointer
+    public let path: String
+    var sandbox: SandboxState?
+
+    public enum Mode: Sendable {
+        case readWrite, readWriteCreate, readOnly
+        var flags: Int32 {
+            switch self {
+            case .readWrite: return SQLITE_OPEN_READWRITE
+            case .readWriteCreate: return SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+            case .readOnly: return SQLITE_OPEN_READONLY
+            }
+        }
+    }
+
+    /// Opens `path`. `busyTimeoutMs` waits on locks held by other connections
+    /// (the test process writing the same file).
+    public init(path: String, mode: Mode = .readWriteCreate, uri: Bool = false, busyTimeoutMs: Int32 = 5000) throws {
+        var db: OpaquePointer?
+        var flags = mode.flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
+        if uri { flags |= SQLITE_OPEN_URI }
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        guard rc == SQLITE_OK, let db else {
+            let error = SQLiteError(connection: db, code: rc)
+            sqlite3_close_v2(db)
+            throw error
+        }
+        self.handle = db
+        self.path = path
+        sqlite3_busy_timeout(db, busyTimeoutMs)
+        sqlite3_extended_result_codes(db, 1)
+    }
+
+    deinit {
+        sqlite3_close_v2(handle)
+    }
+
+    public static var libraryVersion: String { String(cString: sqlite3_libversion()) }
+
+    /// Prepares exactly the first statement of `sql`; throws when there is none.
+    public func prepare(_ sql: String) throws -> Statement {
+        var stmt: OpaquePointer?
+        let rc = sqlite3_prepare_v2(handle, sql, -1, &stmt, nil)
+        guard rc == SQLITE_OK else { throw SQLiteError(connection: handle, code: rc, statement: sql) }
+        guard let stmt else { throw SQLiteError(code: SQLITE_MISUSE, message: "no statement in SQL", statement: sql) }
+        return Statement(handle: stmt, connection: self)
+    }
+
+    /// Prepares every statement of `sql` in turn with SQLite's own parser (the
+    /// `sqlite3_prepare_v2` tail loop), so semicolons inside strings, comments
+    /// and trigger bodies are safe, and hands each to `body` before preparing
+    /// the next (a statement may change the schema the next one needs).
+    public func forEachStatement(in sql: String, _ body: (Statement) throws -> Void) throws {
+        var bytes = Array(sql.utf8)
+        bytes.append(0)
+        try bytes.withUnsafeBufferPointer { buffer in
+            let base = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self)
+            var cursor = base
+            let end = base + buffer.count - 1
+            while cursor < end {
+                var stmt: OpaquePointer?
+                var tail: UnsafePointer<CChar>?
+                let rc = sqlite3_prepare_v2(handle, cursor, Int32(end - cursor), &stmt, &tail)
+                guard rc == SQLITE_OK else {
+                    let rest = String(cString: cursor)
+                    throw SQLiteError(connection: handle, code: rc, statement: Connection.firstStatementText(rest))
+                }
+                guard let stmt else { break } // only whitespace or comments left
+                try body(Statement(handle: stmt, connection: self))
+                guard let tail, tail > cursor else { break }
+                cursor = tail
+            }
+        }
+    }
+
+    /// Runs every statement of a script to completion.
+    public func execute(_ sql: String) throws {
+        try forEachStatement(in: sql) { statement in
+            while try statement.step() {}
+        }
+    }
+
+    /// Runs one statement with parameters to completion.
+    public func run(_ sql: String, _ values: [SQLiteValue] = []) throws {
+        let statement = try prepare(sql)
+        try statement.bind(values)
+        while try statement.step() {}
+    }
+
+    /// All rows of one query.
+    public func rows(_ sql: String, _ values: [SQLiteValue] = []) throws -> [[SQLiteValue]] {
+        let statement = try prepare(sql)
+        try statement.bind(values)
+        return try statement.rows()
+    }
+
+    /// The first column of the first row, or nil.
+    public func scalar(_ sql: String, _ values: [SQLiteValue] = []) throws -> SQLiteValue? {
+        let statement = try prepare(sql)
+        try statement.bind(values)
+        return try statement.step() ? statement.column(0) : nil
+    }
+
+    public var changes: Int { Int(sqlite3_changes64(handle)) }
+    public var totalChanges: Int { Int(sqlite3_total_changes64(handle)) }
+    public var isAutocommit: Bool { sqlite3_get_autocommit(handle) != 0 }
+    public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
+    /// `PRAGMA data_version`: changes whenever another connection commits.
+    public func dataVersion() throws -> Int64 {
+        try scalar("PRAGMA data_version")?.int64 ?? 0
+    }
+
+    public func interrupt() { sqlite3_interrupt(handle) }
+
+    /// Runs `body` in a transaction (BEGIN IMMEDIATE), committing on success
+    /// and rolling back on any error.
+    public func transaction<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            if !isAutocommit { try? execute("ROLLBACK") }
+            throw error
+        }
+    }
+
+    /// Copies the whole database to a new file at `path` with the online backup
+    /// API: a consistent snapshot even while other connections write.
+    public func backup(to path: String) throws {
+        let target = try Connection(path: path, mode: .readWriteCreate)
+        guard let backup = sqlite3_backup_init(target.handle, "main", handle, "main") else {
+            throw SQLiteError(connection: target.handle, code: SQLITE_ERROR)
+        }
+        var rc: Int32
+        repeat {
+            rc = sqlite3_backup_step(backup, -1)
+            if rc == SQLITE_BUSY || rc == SQLITE_LOCKED { sqlite3_sleep(5) }
+        } while rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED
+        let finish = sqlite3_backup_finish(backup)
+        guard rc == SQLITE_DONE, finish == SQLITE_OK else {
+            throw SQLiteError(connection: target.handle, code: rc == SQLITE_DONE ? finish : rc)
+        }
+    }
+
+    /// Whether the file at `path` is a readable SQLite database.
+    public static func validate(path: String) throws {
+        let connection = try Connection(path: path, mode: .readOnly)
+        _ = try connection.scalar("SELECT count(*) FROM sqlite_schema")
+        let check = try connection.scalar("PRAGMA quick_check")?.string
+        guard check == "ok" else {
+            throw SQLiteError(code: SQLITE_CORRUPT, message: "database failed quick_check: \(check ?? "no answer")")
+        }
+    }
+
+    static func firstStatementText(_ sql: String) -> String {
+        let trimmed = sql.trimmingCharacters(in: .whitespacesAndNewlines)
+        if let end = trimmed.firstIndex(of: ";") { return String(trimmed[...end]) }
+        return trimmed
+    }
+}
+

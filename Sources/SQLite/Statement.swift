@@ -1,0 +1,101 @@
+import CSQLite
+
+/// A prepared statement. Finalized when released.
+public final class Statement {
+    public let handle: OpaquePointer
+    unowned let connection: Connection
+
+    init(handle: OpaquePointer, connection: Connection) {
+        self.handle = handle
+        self.connection = connection
+    }
+
+    deinit { sqlite3_finalize(handle) }
+
+    /// The statement's text as written.
+    public var sql: String { String(cString: sqlite3_sql(handle)) }
+    public var isReadOnly: Bool { sqlite3_stmt_readonly(handle) != 0 }
+    public var parameterCount: Int { Int(sqlite3_bind_parameter_count(handle)) }
+    public var columnCount: Int { Int(sqlite3_column_count(handle)) }
+    public var columnNames: [String] {
+        (0..<Int32(columnCount)).map { String(cString: sqlite3_column_name(handle, $0)) }
+    }
+
+    /// The name of parameter `index` (1-based), like `:name`, or nil for `?`.
+    public func parameterName(_ index: Int) -> String? {
+        sqlite3_bind_parameter_name(handle, Int32(index)).map { String(cString: $0) }
+    }
+
+    public func parameterIndex(_ name: String) -> Int {
+        Int(sqlite3_bind_parameter_index(handle, name))
+    }
+
+    public func bind(_ value: SQLiteValue, at index: Int) throws {
+        let i = Int32(index)
+        let rc: Int32
+        switch value {
+        case .null: rc = sqlite3_bind_null(handle, i)
+        case .integer(let v): rc = sqlite3_bind_int64(handle, i, v)
+        case .real(let d): rc = sqlite3_bind_double(handle, i, d)
+        case .text(let s): rc = sqlite3_bind_text(handle, i, s, -1, larder_sqlite3_transient())
+        case .blob(let b):
+            rc = b.withUnsafeBytes { sqlite3_bind_blob64(handle, i, $0.baseAddress, sqlite3_uint64($0.count), larder_sqlite3_transient()) }
+        }
+        guard rc == SQLITE_OK else { throw SQLiteError(connection: connection.handle, code: rc, statement: sql) }
+    }
+
+    public func bind(_ values: [SQLiteValue]) throws {
+        for (offset, value) in values.enumerated() { try bind(value, at: offset + 1) }
+    }
+
+    /// Steps once: true when a row is available.
+    @discardableResult
+    public func step() throws -> Bool {
+        let rc = sqlite3_step(handle)
+        switch rc {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE: return false
+        default:
+            let error = SQLiteError(connection: connection.handle, code: rc, statement: sql)
+            sqlite3_reset(handle)
+            throw error
+        }
+    }
+
+    public func reset() {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+    }
+
+    public func column(_ index: Int) -> SQLiteValue {
+        let i = Int32(index)
+        switch sqlite3_column_type(handle, i) {
+        case SQLITE_INTEGER: return .integer(sqlite3_column_int64(handle, i))
+        case SQLITE_FLOAT: return .real(sqlite3_column_double(handle, i))
+        case SQLITE_TEXT:
+            guard let p = sqlite3_column_text(handle, i) else { return .text("") }
+            let n = Int(sqlite3_column_bytes(handle, i))
+            return .text(String(decoding: UnsafeBufferPointer(start: p, count: n), as: UTF8.self))
+        case SQLITE_BLOB:
+            let n = Int(sqlite3_column_bytes(handle, i))
+            guard n > 0, let p = sqlite3_column_blob(handle, i) else { return .blob([]) }
+            return .blob(Array(UnsafeRawBufferPointer(start: p, count: n)))
+        default: return .null
+        }
+    }
+
+    public func int64(_ index: Int) -> Int64 { sqlite3_column_int64(handle, Int32(index)) }
+
+    public func string(_ index: Int) -> String? {
+        guard let p = sqlite3_column_text(handle, Int32(index)) else { return nil }
+        return String(cString: p)
+    }
+
+    /// All remaining rows.
+    public func rows() throws -> [[SQLiteValue]] {
+        var out: [[SQLiteValue]] = []
+        let n = columnCount
+        while try step() { out.append((0..<n).map { column($0) }) }
+        return out
+    }
+}

@@ -1,0 +1,90 @@
+import ArgumentParser
+import Foundation
+import Glibc
+import LarderCore
+import LarderServer
+
+struct LarderCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "larder",
+        abstract: "Isolated throwaway SQLite stores for test suites, over HTTP.",
+        version: LarderVersion.current,
+        subcommands: [Serve.self],
+        defaultSubcommand: Serve.self
+    )
+}
+
+/// Flags shared by the commands that read the fixtures directory.
+struct ServeOptions: ParsableArguments {
+    @Option(help: ArgumentHelp(Configuration.Key.host.help)) var host: String?
+    @Option(help: ArgumentHelp(Configuration.Key.port.help)) var port: String?
+    @Option(help: ArgumentHelp(Configuration.Key.root.help)) var root: String?
+    @Option(help: ArgumentHelp(Configuration.Key.fixtures.help)) var fixtures: String?
+    @Option(help: ArgumentHelp(Configuration.Key.token.help)) var token: String?
+    @Option(name: .customLong("public-url"), help: ArgumentHelp(Configuration.Key.publicURL.help)) var publicURL: String?
+    @Option(name: .customLong("ttl-seconds"), help: ArgumentHelp(Configuration.Key.ttlSeconds.help)) var ttlSeconds: String?
+    @Option(name: .customLong("max-body-bytes"), help: ArgumentHelp(Configuration.Key.maxBodyBytes.help)) var maxBodyBytes: String?
+    @Option(name: .customLong("max-stores"), help: ArgumentHelp(Configuration.Key.maxStores.help)) var maxStores: String?
+    @Option(name: .customLong("max-disk-bytes"), help: ArgumentHelp(Configuration.Key.maxDiskBytes.help)) var maxDiskBytes: String?
+    @Option(help: ArgumentHelp(Configuration.Key.threads.help)) var threads: String?
+    @Option(name: .customLong("connection-limit"), help: ArgumentHelp(Configuration.Key.connectionLimit.help)) var connectionLimit: String?
+    @Option(name: .customLong("connection-timeout-seconds"), help: ArgumentHelp(Configuration.Key.connectionTimeoutSeconds.help)) var connectionTimeoutSeconds: String?
+    @Option(name: .customLong("query-timeout-ms"), help: ArgumentHelp(Configuration.Key.queryTimeoutMs.help)) var queryTimeoutMs: String?
+    @Option(name: .customLong("query-row-limit"), help: ArgumentHelp(Configuration.Key.queryRowLimit.help)) var queryRowLimit: String?
+    @Option(name: .customLong("wait-timeout-max-ms"), help: ArgumentHelp(Configuration.Key.waitTimeoutMaxMs.help)) var waitTimeoutMaxMs: String?
+    @Option(name: .customLong("reap-interval-seconds"), help: ArgumentHelp(Configuration.Key.reapIntervalSeconds.help)) var reapIntervalSeconds: String?
+    @Option(name: .customLong("cache-max-bytes"), help: ArgumentHelp(Configuration.Key.cacheMaxBytes.help)) var cacheMaxBytes: String?
+    @Option(name: .customLong("ready-copies"), help: ArgumentHelp(Configuration.Key.readyCopies.help)) var readyCopies: String?
+
+    var flags: [(Configuration.Key, String?)] {
+        [(.host, host), (.port, port), (.root, root), (.fixtures, fixtures), (.token, token), (.publicURL, publicURL),
+         (.ttlSeconds, ttlSeconds), (.maxBodyBytes, maxBodyBytes), (.maxStores, maxStores), (.maxDiskBytes, maxDiskBytes),
+         (.threads, threads), (.connectionLimit, connectionLimit), (.connectionTimeoutSeconds, connectionTimeoutSeconds),
+         (.queryTimeoutMs, queryTimeoutMs), (.queryRowLimit, queryRowLimit), (.waitTimeoutMaxMs, waitTimeoutMaxMs),
+         (.reapIntervalSeconds, reapIntervalSeconds), (.cacheMaxBytes, cacheMaxBytes), (.readyCopies, readyCopies)]
+    }
+
+    /// Environment first, then flags.
+    func configuration() throws -> Configuration {
+        do {
+            var configuration = try Configuration.fromEnvironment()
+            for case let (key, value?) in flags { try configuration.set(key, value) }
+            try configuration.validate()
+            return configuration
+        } catch let error as Configuration.InvalidSetting {
+            throw ValidationError(error.description)
+        }
+    }
+}
+
+struct Serve: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Serve the fixtures directory over HTTP (the default command).")
+
+    @OptionGroup var options: ServeOptions
+
+    func run() throws {
+        let configuration = try options.configuration()
+        // Block the stop signals in every thread (threads inherit the mask),
+        // then wait for them here.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGTERM)
+        sigaddset(&signals, SIGINT)
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        signal(SIGPIPE, SIG_IGN)
+
+        let app: LarderApp
+        do {
+            app = try LarderApp(configuration: configuration)
+            try app.start()
+        } catch {
+            FileHandle.standardError.write(Data("larder: \(error)\n".utf8))
+            throw ExitCode(2)
+        }
+        FileHandle.standardOutput.write(Data("larder listening on \(app.listenURL)\n".utf8))
+        var received: Int32 = 0
+        sigwait(&signals, &received)
+        FileHandle.standardError.write(Data("larder: stopping (signal \(received))\n".utf8))
+        app.stop()
+    }
+}

@@ -1,0 +1,2 @@
+// Entry point only: the commands live in LarderCommand.swift.
+LarderCommand.main()
