@@ -1,12 +1,34 @@
 #ifndef LARDER_CSYSTEM_SHIM_H
 #define LARDER_CSYSTEM_SHIM_H
 #include <stddef.h>
+#include <stdint.h>
 #include <unistd.h>
 #include <sys/syscall.h>
+#include <zlib.h>
+#include <openssl/evp.h>
 
 /* copy_file_range(2) is declared by glibc only under _GNU_SOURCE; call the
    system call directly. */
 static inline long larder_copy_file_range(int in, int out, size_t length) {
     return syscall(SYS_copy_file_range, in, (void *)0, out, (void *)0, length, 0u);
+}
+
+/* SHA-256 from OpenSSL's libcrypto, behind an opaque pointer. */
+static inline void *larder_sha256_new(void) {
+    EVP_MD_CTX *context = EVP_MD_CTX_new();
+    if (context) EVP_DigestInit_ex(context, EVP_sha256(), NULL);
+    return context;
+}
+static inline void larder_sha256_update(void *context, const void *bytes, size_t count) {
+    EVP_DigestUpdate((EVP_MD_CTX *)context, bytes, count);
+}
+static inline void larder_sha256_final(void *context, unsigned char *out32) {
+    unsigned int length = 0;
+    EVP_DigestFinal_ex((EVP_MD_CTX *)context, out32, &length);
+    EVP_MD_CTX_free((EVP_MD_CTX *)context);
+}
+
+static inline uint32_t larder_crc32(uint32_t crc, const void *bytes, size_t count) {
+    return (uint32_t)crc32((uLong)crc, (const Bytef *)bytes, (uInt)count);
 }
 #endif

@@ -2,24 +2,97 @@ import Foundation
 import Glibc
 import SQLite
 
-/// Builds the database file of a new store: empty, from an upload, or (with a
-/// catalog) from a template, snapshot and fixtures through the template cache.
+/// Builds the database file of a new store: empty, from an upload, or from
+/// a template (+ snapshot, version, fixtures) through the template cache.
 public final class Provisioner: Sendable {
-    let registry: StoreRegistry
+    public let registry: StoreRegistry
+    public let catalog: Catalog
+    public let cache: TemplateCache
 
-    public init(registry: StoreRegistry) {
+    public init(registry: StoreRegistry, catalog: Catalog, cache: TemplateCache) {
         self.registry = registry
+        self.catalog = catalog
+        self.cache = cache
     }
 
     /// What a client asks `POST /stores` for.
     public struct Request: Sendable {
         public var template: String?
+        /// "latest", a version, or nil to keep a snapshot as it is.
         public var version: String? = "latest"
         public var snapshot: String?
-        public var fixtures: [String] = []
+        public var fixtures: [String]?
         public var label: String?
         public var ttlSeconds: Int?
         public init() {}
+    }
+
+    /// A resolved request: everything looked up, the cache key computed.
+    public struct Plan: Sendable {
+        public var template: Template
+        public var version: String?
+        public var snapshot: Template.Snapshot?
+        public var fixtures: [DataFixture]
+        public var key: String
+    }
+
+    public func plan(_ request: Request) throws -> Plan {
+        guard let name = request.template else { throw LarderError.badRequest("no template named") }
+        let template = try catalog.template(name)
+        let snapshot = try request.snapshot.map { try template.snapshot($0) }
+        let version: String?
+        if let requested = request.version {
+            version = try template.migrations.resolve(requested)
+        } else {
+            guard snapshot != nil else { throw LarderError.badRequest("'version': null keeps a snapshot as it is, so it needs a 'snapshot'") }
+            version = nil
+        }
+        let fixtures = try (request.fixtures ?? template.defaultFixtures).map { try template.fixture($0) }
+        let hash = SHA256()
+        hash.update("larder-template-cache-1\n\(template.migrations.format.rawValue)\n")
+        if let version {
+            for m in template.migrations.migrations where VersionOrder.compare(m.version, version) <= 0 {
+                hash.update("m \(m.version) \(m.checksum)\n")
+            }
+            for r in template.migrations.repeatables { hash.update("r \(r.file) \(r.checksum)\n") }
+            hash.update("to \(version)\n")
+        } else {
+            hash.update("as-is\n")
+        }
+        if let snapshot { hash.update("s \(snapshot.sha256) \(snapshot.expectedVersion ?? "")\n") }
+        for f in fixtures { hash.update("f \(f.kind.rawValue) \(template.fixtureHashes[f.name] ?? "")\n") }
+        return Plan(template: template, version: version, snapshot: snapshot, fixtures: fixtures, key: hash.finalize())
+    }
+
+    public func isCached(_ plan: Plan) -> Bool { cache.contains(plan.key) }
+
+    /// A store copied from the cached template database of `plan`.
+    public func create(_ plan: Plan, label: String?, ttlSeconds: Int?) throws -> (Store, Provenance) {
+        let entry = try cache.entry(plan.key) { path in try build(plan, at: path) }
+        return try registry.create(label: label, ttlSeconds: ttlSeconds) { path in
+            try FileSystem.copyFile(from: entry.path, to: path)
+            return Provenance(template: plan.template.name, version: entry.version, snapshot: plan.snapshot?.name,
+                              fixtures: plan.fixtures.map(\.name), counts: entry.counts)
+        }
+    }
+
+    /// Builds the database of `plan` at `path`; answers the version it is at.
+    func build(_ plan: Plan, at path: String) throws -> String? {
+        if let snapshot = plan.snapshot {
+            // The snapshot file itself is only ever read.
+            try FileSystem.copyFile(from: snapshot.path, to: path)
+        }
+        let db = try Connection(path: path, mode: .readWriteCreate)
+        try db.execute("PRAGMA journal_mode=WAL")
+        let migrator = Migrator(set: plan.template.migrations)
+        let fallback = plan.snapshot?.expectedVersion
+        if let version = plan.version {
+            try migrator.migrate(db, to: version, fallbackVersion: fallback)
+        }
+        if !plan.fixtures.isEmpty {
+            try FixtureLoader.load(db, plan.fixtures.map { .file($0) })
+        }
+        return try migrator.state(db, fallbackVersion: fallback).current
     }
 
     /// An empty store in WAL mode.
@@ -32,9 +105,13 @@ public final class Provisioner: Sendable {
     }
 
     /// A store from uploaded database bytes, checked to be a real SQLite
-    /// database; anything else is a 400 and leaves nothing behind.
-    public func createFromUpload(_ bytes: [UInt8], label: String?, ttlSeconds: Int?,
-                                 prepare: ((Connection) throws -> Provenance)? = nil) throws -> (Store, Provenance) {
+    /// database (anything else is a 400 and leaves nothing behind), migrated
+    /// to `version` of `template` when one is named.
+    public func createFromUpload(_ bytes: [UInt8], template name: String?, version: String?, label: String?,
+                                 ttlSeconds: Int?) throws -> (Store, Provenance) {
+        let template = try name.map { try catalog.template($0) }
+        let target = try version.flatMap { v in try template.map { try $0.migrations.resolve(v) } }
+        if version != nil && template == nil { throw LarderError.badRequest("'version' needs a 'template'") }
         guard bytes.count >= 100, bytes.starts(with: Array("SQLite format 3\0".utf8)) else {
             throw LarderError(.badRequest, "the upload is not a SQLite database (no 'SQLite format 3' header)",
                               details: [("bytes", .int(Int64(bytes.count)))])
@@ -49,7 +126,10 @@ public final class Provisioner: Sendable {
             }
             let db = try Connection(path: path, mode: .readWrite)
             try db.execute("PRAGMA journal_mode=WAL")
-            return try prepare?(db) ?? Provenance()
+            guard let template else { return Provenance() }
+            let migrator = Migrator(set: template.migrations)
+            if let target { try migrator.migrate(db, to: target) }
+            return Provenance(template: template.name, version: try migrator.state(db).current)
         }
     }
 }

@@ -258,3 +258,15 @@ extension String {
         count >= width ? self : String(repeating: pad, count: width - count) + self
     }
 }
+
+extension StoreRegistry {
+    /// Writes the store's record beside it.
+    public func save(_ store: Store) throws {
+        try FileSystem.writeAtomically(store.record.json.serialized(), to: store.recordPath)
+    }
+
+    func setVersion(_ store: Store, _ version: String?) throws {
+        _ = store.update { $0.version = version }
+        try save(store)
+    }
+}

@@ -11,6 +11,11 @@ extension Router {
         }
         add("/health", ["GET": { _, _ in .now(json(200, ServiceRoutes.health(s))) }])
         add("/metrics", ["GET": { _, _ in .now(ServiceRoutes.metrics(s)) }])
+        add("/templates", ["GET": { _, _ in try TemplateRoutes.list(s) }])
+        add("/templates/{name}", ["GET": { _, p in try TemplateRoutes.show(s, p[0]) }])
+        add("/stores/{id}/migrate", ["POST": { r, p in try TemplateRoutes.migrate(s, r, p[0]) }])
+        add("/stores/{id}/migrations", ["GET": { _, p in try TemplateRoutes.migrations(s, p[0]) }])
+        add("/stores/{id}/fixtures", ["POST": { r, p in try TemplateRoutes.fixtures(s, r, p[0]) }])
         add("/stores", ["GET": { r, _ in try StoreRoutes.list(s, r) }, "POST": { r, _ in try StoreRoutes.create(s, r) }])
         add("/stores/{id}", [
             "GET": { _, p in try StoreRoutes.show(s, p[0]) },
@@ -52,6 +57,9 @@ enum ServiceRoutes {
         let text = s.metrics.render(gauges: [
             ("larder_live_stores", "Stores on disk now.", "gauge", String(s.registry.count)),
             ("larder_store_bytes", "Bytes the stores take on disk (refreshed by the reaper).", "gauge", String(s.registry.diskBytes)),
+            ("larder_template_cache_hits_total", "Stores copied from a cached template.", "counter", String(s.cache.stats.hits)),
+            ("larder_template_cache_misses_total", "Template databases built.", "counter", String(s.cache.stats.misses)),
+            ("larder_template_cache_bytes", "Bytes the template cache takes.", "gauge", String(s.cache.stats.bytes)),
         ])
         return Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", bytes: Array(text.utf8))
     }

@@ -5,6 +5,10 @@ import Synchronization
 final class Services: Sendable {
     let configuration: Configuration
     let registry: StoreRegistry
+    let catalog: Catalog
+    let cache: TemplateCache
+    let provisioner: Provisioner
+    let editor: StoreEditor
     let metrics = Metrics()
     let baseURL = Mutex<String>("")
     let startedAt = Timestamp.now
@@ -12,6 +16,11 @@ final class Services: Sendable {
     init(configuration: Configuration) throws {
         self.configuration = configuration
         registry = try StoreRegistry(configuration: configuration)
+        catalog = Catalog(directory: configuration.fixtures)
+        cache = TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory,
+                              maxBytes: configuration.cacheMaxBytes)
+        provisioner = Provisioner(registry: registry, catalog: catalog, cache: cache)
+        editor = StoreEditor(registry: registry, catalog: catalog)
     }
 
     var base: String { baseURL.withLock { $0 } }

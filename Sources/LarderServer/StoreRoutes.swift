@@ -7,29 +7,41 @@ enum StoreRoutes {
     static let createFields: Set<String> = ["template", "version", "snapshot", "fixtures", "label", "ttl_seconds"]
 
     static func create(_ s: Services, _ request: Request) throws -> Outcome {
-        let provisioner = Provisioner(registry: s.registry)
         if request.mediaType == "application/vnd.sqlite3" {
             try request.checkQuery(allowed: ["template", "version", "label", "ttl_seconds"])
-            let label = request.queryValue("label")
+            let label = request.queryValue("label"), template = request.queryValue("template"), version = request.queryValue("version")
             let ttl = try request.queryInt("ttl_seconds", in: 1...31_536_000)
             let body = request.body
             return .later {
-                let (store, provenance) = try provisioner.createFromUpload(body, label: label, ttlSeconds: ttl)
+                let (store, provenance) = try s.provisioner.createFromUpload(body, template: template, version: version, label: label, ttlSeconds: ttl)
                 return json(201, try render(s, store, counts: provenance.counts))
             }
         }
         try request.checkQuery(allowed: [])
         let body = try JSONBody(request, allowed: createFields)
-        let label = try body.string("label")
-        let ttl = try body.int("ttl_seconds", in: 1...31_536_000)
-        let template = try body.string("template")
-        let fixtures = try body.stringArray("fixtures") ?? []
-        let snapshot = try body.string("snapshot")
-        if template == nil && (!fixtures.isEmpty || snapshot != nil || body.has("version")) {
-            throw LarderError.badRequest("'version', 'snapshot' and 'fixtures' need a 'template'")
+        var wanted = Provisioner.Request()
+        wanted.label = try body.string("label")
+        wanted.ttlSeconds = try body.int("ttl_seconds", in: 1...31_536_000)
+        wanted.template = try body.string("template")
+        wanted.fixtures = try body.stringArray("fixtures")
+        wanted.snapshot = try body.string("snapshot")
+        if body.has("version") { wanted.version = try body.string("version") }
+        guard wanted.template != nil else {
+            if wanted.fixtures != nil || wanted.snapshot != nil || body.has("version") {
+                throw LarderError.badRequest("'version', 'snapshot' and 'fixtures' need a 'template'")
+            }
+            let (store, provenance) = try s.provisioner.createEmpty(label: wanted.label, ttlSeconds: wanted.ttlSeconds)
+            return .now(json(201, try render(s, store, counts: provenance.counts)))
         }
-        let (store, provenance) = try provisioner.createEmpty(label: label, ttlSeconds: ttl)
-        return .now(json(201, try render(s, store, counts: provenance.counts)))
+        let plan = try s.provisioner.plan(wanted)
+        let label = wanted.label, ttl = wanted.ttlSeconds
+        let make: @Sendable () throws -> Response = {
+            let (store, provenance) = try s.provisioner.create(plan, label: label, ttlSeconds: ttl)
+            return json(201, try render(s, store, counts: provenance.counts))
+        }
+        // A cached template is a file copy: answer on the pool thread. A
+        // first build runs migrations: do it off the pool.
+        return s.provisioner.isCached(plan) ? .now(try make()) : .later(make)
     }
 
     static func list(_ s: Services, _ request: Request) throws -> Outcome {

@@ -1,0 +1,106 @@
+import Foundation
+import Glibc
+import Synchronization
+
+/// The fixtures directory: one template per sub-folder. Read on demand and
+/// re-read whenever a file in it changes (checked by size, time and inode),
+/// so edits are seen without a restart. Names from requests are looked up
+/// among the folder's entries, never joined onto paths.
+public final class Catalog: Sendable {
+    public let directory: String
+    private let cache = Mutex<[String: (signature: String, template: Template)]>([:])
+
+    public init(directory: String) {
+        self.directory = FileSystem.realPath(directory)
+    }
+
+    static func isSafeName(_ name: String) -> Bool {
+        !name.isEmpty && !name.hasPrefix(".") && name.utf8.count <= 255
+            && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" || $0 == ".") }
+    }
+
+    /// Template names, sorted.
+    public func names() -> [String] {
+        FileSystem.entries(directory).filter { Catalog.isSafeName($0) && FileSystem.isDirectory(directory + "/" + $0) }
+    }
+
+    public func templates() throws -> [Template] {
+        try names().map { try template($0) }
+    }
+
+    public func template(_ name: String) throws -> Template {
+        guard Catalog.isSafeName(name), names().contains(name) else {
+            throw LarderError(.unknownTemplate, "no template '\(name)' in \(directory); templates: \(names().joined(separator: ", "))",
+                              details: [("template", .string(name)), ("templates", JSONValue(names()))])
+        }
+        let folder = directory + "/" + name
+        let signature = Catalog.signature(of: folder)
+        if let hit = cache.withLock({ $0[name] }), hit.signature == signature { return hit.template }
+        let template = try Catalog.load(name: name, folder: folder)
+        cache.withLock { $0[name] = (signature, template) }
+        return template
+    }
+
+    /// Size, modification time and inode of every file that goes into a template.
+    static func signature(of folder: String) -> String {
+        var parts: [String] = []
+        func add(_ path: String) {
+            var info = stat()
+            if stat(path, &info) == 0 {
+                parts.append("\(path):\(info.st_size):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec):\(info.st_ino)")
+            }
+        }
+        add(folder + "/template.json")
+        for sub in ["migrations", "data", "snapshots"] {
+            let dir = folder + "/" + sub
+            add(dir)
+            for name in FileSystem.entries(dir) { add(dir + "/" + name) }
+        }
+        return parts.joined(separator: "|")
+    }
+
+    static func load(name: String, folder: String) throws -> Template {
+        var settings: JSONValue = .object([])
+        if FileSystem.exists(folder + "/template.json") {
+            do { settings = try JSONValue.parse(try FileSystem.readFile(folder + "/template.json")) } catch {
+                throw LarderError(.badRequest, "template '\(name)': template.json is not valid JSON: \(error)", details: [("template", .string(name))])
+            }
+        }
+        var format: MigrationFormat?
+        if let text = settings["format"]?.stringValue {
+            guard let f = MigrationFormat(rawValue: text) else {
+                throw LarderError(.badRequest, "template '\(name)': unknown format '\(text)' in template.json; formats: \(MigrationFormat.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            format = f
+        }
+        let migrations = try MigrationSet.read(directory: folder + "/migrations", format: format)
+        var fixtures: [String: DataFixture] = [:]
+        var hashes: [String: String] = [:]
+        for file in FileSystem.entries(folder + "/data") {
+            guard let dot = file.lastIndex(of: "."), let kind = DataFixture.Kind(rawValue: String(file[file.index(after: dot)...]).lowercased()) else { continue }
+            let fixtureName = String(file[..<dot])
+            if let other = fixtures[fixtureName] {
+                throw LarderError(.fixtureFailed, "template '\(name)': two fixtures are named '\(fixtureName)' (\(other.file) and \(file))")
+            }
+            let path = folder + "/data/" + file
+            fixtures[fixtureName] = DataFixture(name: fixtureName, file: file, path: path, kind: kind)
+            hashes[fixtureName] = try SHA256.hexOfFile(path)
+        }
+        var snapshots: [String: Template.Snapshot] = [:]
+        for file in FileSystem.entries(folder + "/snapshots") where file.hasSuffix(".sqlite") {
+            let snapshotName = String(file.dropLast(7))
+            let path = folder + "/snapshots/" + file
+            var expect: JSONValue?
+            let expectPath = folder + "/snapshots/" + snapshotName + ".expect.json"
+            if FileSystem.exists(expectPath) {
+                do { expect = try JSONValue.parse(try FileSystem.readFile(expectPath)) } catch {
+                    throw LarderError(.badRequest, "template '\(name)': \(snapshotName).expect.json is not valid JSON: \(error)")
+                }
+            }
+            snapshots[snapshotName] = Template.Snapshot(name: snapshotName, path: path, sha256: try SHA256.hexOfFile(path), expect: expect)
+        }
+        let defaults = settings["fixtures"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        return Template(name: name, directory: folder, migrations: migrations, fixtures: fixtures, fixtureHashes: hashes,
+                        snapshots: snapshots, defaultFixtures: defaults)
+    }
+}

@@ -1,0 +1,54 @@
+import CSystem
+
+/// SHA-256 (OpenSSL's libcrypto), fed in pieces.
+public final class SHA256 {
+    private var context: UnsafeMutableRawPointer?
+
+    public init() { context = larder_sha256_new() }
+    deinit { if context != nil { _ = finalizeBytes() } }
+
+    public func update(_ bytes: UnsafeRawBufferPointer) {
+        if let base = bytes.baseAddress { larder_sha256_update(context, base, bytes.count) }
+    }
+
+    public func update(_ bytes: [UInt8]) { bytes.withUnsafeBytes { update($0) } }
+    public func update(_ text: String) { update(Array(text.utf8)) }
+
+    private func finalizeBytes() -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        out.withUnsafeMutableBufferPointer { larder_sha256_final(context, $0.baseAddress) }
+        context = nil
+        return out
+    }
+
+    /// The digest in lower-case hex; the object is spent afterwards.
+    public func finalize() -> String { finalizeBytes().hex }
+
+    public static func hex(_ bytes: [UInt8]) -> String {
+        let h = SHA256()
+        h.update(bytes)
+        return h.finalize()
+    }
+
+    public static func hexOfFile(_ path: String) throws -> String {
+        let h = SHA256()
+        h.update(try FileSystem.readFile(path))
+        return h.finalize()
+    }
+}
+
+/// CRC-32 (zlib).
+public func crc32(_ bytes: UnsafeRawBufferPointer, initial: UInt32 = 0) -> UInt32 {
+    guard let base = bytes.baseAddress else { return initial }
+    return larder_crc32(initial, base, bytes.count)
+}
+
+extension Array where Element == UInt8 {
+    var hex: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(count * 2)
+        for b in self { out.append(digits[Int(b >> 4)]); out.append(digits[Int(b & 15)]) }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,231 @@
+import Foundation
+import SQLite
+
+/// A data fixture file in a template's `data/` folder.
+public struct DataFixture: Sendable {
+    public enum Kind: String, Sendable { case sql, json, jsonl, csv }
+    public var name: String
+    public var file: String
+    public var path: String
+    public var kind: Kind
+}
+
+/// Loads data into a database: fixture files, inline SQL or inline rows,
+/// all in one transaction: when one fails, nothing of any is kept.
+public enum FixtureLoader {
+    public enum Item: Sendable {
+        case file(DataFixture)
+        case sql(String)
+        case rows(JSONValue)
+
+        var label: String {
+            switch self {
+            case .file(let f): return f.name
+            case .sql: return "(inline sql)"
+            case .rows: return "(inline rows)"
+            }
+        }
+    }
+
+    public static func load(_ db: Connection, _ items: [Item]) throws {
+        try db.transaction {
+            for item in items { try apply(db, item) }
+        }
+    }
+
+    static func failed(_ item: Item, _ message: String, _ details: [(String, JSONValue)] = []) -> LarderError {
+        LarderError(.fixtureFailed, "fixture \(item.label) failed: \(message)", details: [("fixture", .string(item.label))] + details)
+    }
+
+    static func apply(_ db: Connection, _ item: Item) throws {
+        switch item {
+        case .sql(let sql):
+            try runSQL(db, sql, item)
+        case .rows(let value):
+            try insertTables(db, value, item)
+        case .file(let fixture):
+            let bytes = try FileSystem.readFile(fixture.path)
+            switch fixture.kind {
+            case .sql: try runSQL(db, String(decoding: bytes, as: UTF8.self), item)
+            case .json:
+                let value: JSONValue
+                do { value = try JSONValue.parse(bytes) } catch { throw failed(item, "malformed JSON: \(error)") }
+                try insertTables(db, value, item)
+            case .jsonl: try insertJSONLines(db, bytes, item)
+            case .csv: try insertCSV(db, bytes, table: String(fixture.file.dropLast(4)), item)
+            }
+        }
+    }
+
+    /// Runs a script with SQLite's own parser. A `.dump` file's own
+    /// BEGIN/COMMIT are skipped: the whole load is one transaction already.
+    static func runSQL(_ db: Connection, _ sql: String, _ item: Item) throws {
+        do {
+            try db.forEachStatement(in: sql) { statement in
+                if Migrator.isTransactionControl(statement) { return }
+                while try statement.step() {}
+            }
+        } catch let error as SQLiteError {
+            throw LarderError.sqlite(error, as: .fixtureFailed, "fixture \(item.label) failed", details: [("fixture", .string(item.label))])
+        }
+    }
+
+    /// `{"table": [{"col": value}, ...], ...}`
+    static func insertTables(_ db: Connection, _ value: JSONValue, _ item: Item) throws {
+        guard let tables = value.objectMembers else { throw failed(item, "expected an object of tables, not \(value.typeName)") }
+        let inserter = RowInserter(db: db, item: item)
+        for (table, rows) in tables {
+            guard let list = rows.arrayValue else { throw failed(item, "table '\(table)' must map to an array of rows") }
+            for (index, row) in list.enumerated() {
+                try inserter.insert(table: table, row: row, position: "row \(index + 1) of '\(table)'")
+            }
+        }
+    }
+
+    /// One `{"table": "t", "row": {...}}` per line.
+    static func insertJSONLines(_ db: Connection, _ bytes: [UInt8], _ item: Item) throws {
+        let inserter = RowInserter(db: db, item: item)
+        for (index, line) in bytes.split(separator: 0x0A, omittingEmptySubsequences: false).enumerated() {
+            let text = Array(line)
+            if text.allSatisfy({ $0 == 0x20 || $0 == 0x0D || $0 == 0x09 }) { continue }
+            let value: JSONValue
+            do { value = try JSONValue.parse(text) } catch { throw failed(item, "line \(index + 1): malformed JSON: \(error)", [("line", .int(Int64(index + 1)))]) }
+            guard let table = value["table"]?.stringValue, let row = value["row"] else {
+                throw failed(item, "line \(index + 1) must be {\"table\": \"name\", \"row\": {...}}", [("line", .int(Int64(index + 1)))])
+            }
+            try inserter.insert(table: table, row: row, position: "line \(index + 1)")
+        }
+    }
+
+    /// RFC 4180 CSV: the first record names the columns; an empty unquoted
+    /// field is NULL, a quoted empty field an empty string.
+    static func insertCSV(_ db: Connection, _ bytes: [UInt8], table: String, _ item: Item) throws {
+        let records: [[String?]]
+        do { records = try CSVReader.records(bytes) } catch let error as CSVReader.Failure { throw failed(item, error.description) }
+        guard let header = records.first else { return }
+        let columns = header.map { $0 ?? "" }
+        let sql = "INSERT INTO \(quoteIdentifier(table)) (\(columns.map(quoteIdentifier).joined(separator: ", "))) VALUES (\(columns.map { _ in "?" }.joined(separator: ", ")))"
+        let statement: Statement
+        do { statement = try db.prepare(sql) } catch let error as SQLiteError {
+            throw LarderError.sqlite(error, as: .fixtureFailed, "fixture \(item.label) failed", details: [("fixture", .string(item.label))])
+        }
+        for (index, record) in records.dropFirst().enumerated() {
+            if record.count == 1 && record[0] == nil { continue } // blank line
+            guard record.count == columns.count else {
+                throw failed(item, "record \(index + 2) has \(record.count) fields; the header has \(columns.count)", [("line", .int(Int64(index + 2)))])
+            }
+            do {
+                statement.reset()
+                try statement.bind(record.map { $0.map(SQLiteValue.text) ?? .null })
+                while try statement.step() {}
+            } catch let error as SQLiteError {
+                throw LarderError.sqlite(error, as: .fixtureFailed, "fixture \(item.label) failed at record \(index + 2)",
+                                         details: [("fixture", .string(item.label)), ("line", .int(Int64(index + 2)))])
+            }
+        }
+    }
+}
+
+/// Inserts JSON rows, reusing one prepared statement per table and column list.
+final class RowInserter {
+    let db: Connection
+    let item: FixtureLoader.Item
+    var statements: [String: Statement] = [:]
+
+    init(db: Connection, item: FixtureLoader.Item) {
+        self.db = db
+        self.item = item
+    }
+
+    func insert(table: String, row: JSONValue, position: String) throws {
+        guard let members = row.objectMembers, !members.isEmpty else {
+            throw FixtureLoader.failed(item, "\(position) must be a non-empty object of columns")
+        }
+        let columns = members.map(\.0)
+        let key = table + "\u{0}" + columns.joined(separator: "\u{0}")
+        do {
+            let statement: Statement
+            if let cached = statements[key] {
+                statement = cached
+                statement.reset()
+            } else {
+                statement = try db.prepare("INSERT INTO \(quoteIdentifier(table)) (\(columns.map(quoteIdentifier).joined(separator: ", "))) VALUES (\(columns.map { _ in "?" }.joined(separator: ", ")))")
+                statements[key] = statement
+            }
+            try statement.bind(members.map { RowInserter.sqliteValue($0.1) })
+            while try statement.step() {}
+        } catch let error as SQLiteError {
+            throw LarderError.sqlite(error, as: .fixtureFailed, "fixture \(item.label) failed at \(position)",
+                                     details: [("fixture", .string(item.label)), ("table", .string(table)), ("position", .string(position))])
+        }
+    }
+
+    static func sqliteValue(_ value: JSONValue) -> SQLiteValue {
+        switch value {
+        case .null: return .null
+        case .bool(let b): return .integer(b ? 1 : 0)
+        case .int(let i): return .integer(i)
+        case .double(let d): return .real(d)
+        case .string(let s): return .text(s)
+        case .array, .object:
+            if let b64 = value["base64"]?.stringValue, value.objectMembers?.count == 1, let data = Data(base64Encoded: b64) {
+                return .blob(Array(data))
+            }
+            return .text(value.jsonText)
+        }
+    }
+}
+
+/// RFC 4180 records. Fields are text; nil marks an empty unquoted field.
+enum CSVReader {
+    struct Failure: Error, CustomStringConvertible { let description: String }
+
+    static func records(_ bytes: [UInt8]) throws -> [[String?]] {
+        var records: [[String?]] = []
+        var record: [String?] = []
+        var field: [UInt8] = []
+        var quoted = false, inQuotes = false
+        var i = 0
+        var line = 1
+        func endField() {
+            record.append(field.isEmpty && !quoted ? nil : String(decoding: field, as: UTF8.self))
+            field = []
+            quoted = false
+        }
+        while i < bytes.count {
+            let c = bytes[i]
+            if inQuotes {
+                if c == 0x22 {
+                    if i + 1 < bytes.count && bytes[i + 1] == 0x22 { field.append(0x22); i += 2; continue }
+                    inQuotes = false
+                } else {
+                    if c == 0x0A { line += 1 }
+                    field.append(c)
+                }
+                i += 1
+                continue
+            }
+            switch c {
+            case 0x22:
+                guard field.isEmpty else { throw Failure(description: "line \(line): a quote inside an unquoted field") }
+                inQuotes = true
+                quoted = true
+            case 0x2C: endField()
+            case 0x0D: break
+            case 0x0A:
+                endField()
+                records.append(record)
+                record = []
+                line += 1
+            default: field.append(c)
+            }
+            i += 1
+        }
+        if inQuotes { throw Failure(description: "line \(line): unterminated quoted field") }
+        if !field.isEmpty || quoted || !record.isEmpty {
+            endField()
+            records.append(record)
+        }
+        return records
+    }
+}

@@ -1,0 +1,164 @@
+import Foundation
+import SQLite
+
+/// Runs a template's migrations on a database: each migration and its
+/// bookkeeping in one transaction, foreign keys off outside it and
+/// `PRAGMA foreign_key_check` before commit (so rebuilding a parent table
+/// never deletes child rows through ON DELETE CASCADE), statements split by
+/// SQLite's own parser.
+public struct Migrator {
+    public let set: MigrationSet
+
+    public init(set: MigrationSet) { self.set = set }
+
+    public struct Step: Sendable {
+        public var version: String
+        public var name: String
+        public var milliseconds: Int
+        public var direction: String
+    }
+
+    public struct Outcome: Sendable {
+        public var from: String?
+        public var to: String?
+        public var applied: [Step]
+    }
+
+    /// The database's state as this template's format sees it. A database
+    /// with no bookkeeping of its own falls back to `fallbackVersion` (an
+    /// `.expect.json` version).
+    public func state(_ db: Connection, fallbackVersion: String? = nil) throws -> AppliedState {
+        var state = try Bookkeeping.read(db, preferring: set.format)
+        if state.source == nil, let fallbackVersion {
+            state = AppliedState(source: "expect.json", current: VersionOrder.canonical(fallbackVersion), listed: nil)
+        }
+        return state
+    }
+
+    /// Migrates to `target` (a canonical version, or nil for latest). Going
+    /// down runs down migrations where the format has them.
+    @discardableResult
+    public func migrate(_ db: Connection, to target: String?, fallbackVersion: String? = nil) throws -> Outcome {
+        let state = try self.state(db, fallbackVersion: fallbackVersion)
+        guard let target = target ?? set.latest else { return Outcome(from: state.current, to: state.current, applied: []) }
+        var applied = state.applied(among: set.versions)
+        let from = set.versions.last(where: { applied.contains($0) }) ?? state.current
+        // A database whose version came from elsewhere gets the format's own
+        // bookkeeping for what it already has, so the tool accepts it.
+        let ownTable = try Bookkeeping.read(db, format: set.format) != nil
+        if !ownTable, !applied.isEmpty {
+            try db.transaction {
+                for m in set.migrations where applied.contains(m.version) {
+                    try Bookkeeping.recordUp(db, set.format, m, milliseconds: 0)
+                }
+            }
+        }
+        var steps: [Step] = []
+        var current = from
+        let pending = set.migrations.filter { !applied.contains($0.version) && VersionOrder.compare($0.version, target) <= 0 }
+        let rollback = set.migrations.filter { applied.contains($0.version) && VersionOrder.compare($0.version, target) > 0 }.reversed()
+        if !rollback.isEmpty {
+            guard rollback.allSatisfy({ $0.down != nil }) else {
+                let missing = rollback.first { $0.down == nil }!
+                throw LarderError(.badRequest, "cannot go down from \(current ?? "none") to \(target): \(missing.file) has no down migration",
+                                  details: [("from", JSONValue(current)), ("to", .string(target)), ("migration", .string(missing.file))])
+            }
+            for m in rollback {
+                let previous = set.migrations.last { applied.contains($0.version) && VersionOrder.less($0.version, m.version) }?.version
+                let ms = try run(db, m, sql: m.down!, file: m.downFile ?? m.file, storeVersion: current, noTransaction: m.noTransaction) {
+                    try Bookkeeping.recordDown(db, set.format, m, previous: previous, milliseconds: $0)
+                }
+                applied.remove(m.version)
+                current = previous
+                steps.append(Step(version: m.version, name: m.name, milliseconds: ms, direction: "down"))
+            }
+        }
+        for m in pending {
+            let ms = try run(db, m, sql: m.up, file: m.file, storeVersion: current, noTransaction: m.noTransaction) {
+                try Bookkeeping.recordUp(db, set.format, m, milliseconds: $0)
+            }
+            applied.insert(m.version)
+            current = m.version
+            steps.append(Step(version: m.version, name: m.name, milliseconds: ms, direction: "up"))
+        }
+        if set.format == .flyway {
+            for r in set.repeatables where try Bookkeeping.flywayRepeatableChecksum(db, script: r.file) != Int64(r.flywayChecksum) {
+                let ms = try run(db, r, sql: r.up, file: r.file, storeVersion: current, noTransaction: false) {
+                    try Bookkeeping.recordUp(db, set.format, r, milliseconds: $0)
+                }
+                steps.append(Step(version: "", name: r.name, milliseconds: ms, direction: "repeatable"))
+            }
+        }
+        return Outcome(from: from, to: current, applied: steps)
+    }
+
+    /// Whether SQL holds a statement SQLite refuses inside a transaction.
+    static func needsNoTransaction(_ sql: String) -> Bool {
+        sql.split(separator: "\n").contains { line in
+            let t = line.trimmingCharacters(in: .whitespaces).uppercased()
+            return t.hasPrefix("VACUUM") || t.hasPrefix("PRAGMA JOURNAL_MODE")
+        }
+    }
+
+    static func isTransactionControl(_ statement: Statement) -> Bool {
+        let words = statement.sql.uppercased().split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" || $0 == ";" })
+        guard let first = words.first else { return false }
+        switch first {
+        case "BEGIN", "COMMIT", "END": return true
+        case "ROLLBACK": return !words.contains("TO")
+        default: return false
+        }
+    }
+
+    static func foreignKeyViolations(_ db: Connection) throws -> [String: Int] {
+        var out: [String: Int] = [:]
+        for row in try db.rows("PRAGMA foreign_key_check") {
+            let key = "\(row[0].string ?? "?") row \(row[1].int64.map(String.init) ?? "?") → \(row[2].string ?? "?")"
+            out[key, default: 0] += 1
+        }
+        return out
+    }
+
+    /// Runs one migration's SQL; answers its time in ms.
+    private func run(_ db: Connection, _ m: Migration, sql: String, file: String, storeVersion: String?, noTransaction: Bool,
+                     record: (Int) throws -> Void) throws -> Int {
+        let started = monotonicNanos()
+        let outsideTransaction = noTransaction || Migrator.needsNoTransaction(sql)
+        let keysWereOn = try db.scalar("PRAGMA foreign_keys")?.isTrue ?? false
+        try db.execute("PRAGMA foreign_keys = OFF")
+        defer { if keysWereOn { try? db.execute("PRAGMA foreign_keys = ON") } }
+        func failure(_ error: SQLiteError, _ message: String) -> LarderError {
+            LarderError.sqlite(error, as: .migrationFailed, "migration \(file) failed", details: [
+                ("migration", .string(file)), ("version", .string(m.version)), ("store_version", JSONValue(storeVersion)),
+            ])
+        }
+        do {
+            if outsideTransaction {
+                try db.transaction { try Bookkeeping.markDirty(db, set.format, m) }
+                try db.forEachStatement(in: sql) { statement in
+                    while try statement.step() {}
+                }
+                try db.transaction { try record(Int((monotonicNanos() - started) / 1_000_000)) }
+            } else {
+                let before = try Migrator.foreignKeyViolations(db)
+                try db.transaction {
+                    try db.forEachStatement(in: sql) { statement in
+                        if Migrator.isTransactionControl(statement) { return }
+                        while try statement.step() {}
+                    }
+                    let after = try Migrator.foreignKeyViolations(db)
+                    let new = after.filter { $0.value > (before[$0.key] ?? 0) }.map(\.key).sorted()
+                    if !new.isEmpty {
+                        throw LarderError(.migrationFailed, "migration \(file) leaves \(new.count) new foreign key violation(s): \(new.prefix(5).joined(separator: "; "))",
+                                          details: [("migration", .string(file)), ("version", .string(m.version)),
+                                                    ("store_version", JSONValue(storeVersion)), ("foreign_key_violations", JSONValue(Array(new.prefix(20))))])
+                    }
+                    try record(Int((monotonicNanos() - started) / 1_000_000))
+                }
+            }
+        } catch let error as SQLiteError {
+            throw failure(error, "")
+        }
+        return Int((monotonicNanos() - started) / 1_000_000)
+    }
+}

@@ -1,0 +1,90 @@
+import SQLite
+
+/// Changes to a live store: migrations and data, each as the store's only
+/// exclusive operation, all or nothing.
+public struct StoreEditor: Sendable {
+    public let registry: StoreRegistry
+    public let catalog: Catalog
+
+    public init(registry: StoreRegistry, catalog: Catalog) {
+        self.registry = registry
+        self.catalog = catalog
+    }
+
+    func template(of store: Store) throws -> Template {
+        guard let name = store.record.template else {
+            throw LarderError.badRequest("store '\(store.id)' was not made from a template, so it has no migrations or named fixtures")
+        }
+        return try catalog.template(name)
+    }
+
+    /// Migrates to `target` ("latest" or a version).
+    public func migrate(_ id: String, to target: String) throws -> Migrator.Outcome {
+        let store = try registry.get(id)
+        let template = try template(of: store)
+        let version = try template.migrations.resolve(target)
+        return try store.exclusive("migrate") {
+            let db = try store.connect()
+            let migrator = Migrator(set: template.migrations)
+            do {
+                let outcome = try migrator.migrate(db, to: version)
+                try registry.setVersion(store, outcome.to)
+                return outcome
+            } catch {
+                try? registry.setVersion(store, try? migrator.state(db).current)
+                throw error
+            }
+        }
+    }
+
+    public struct MigrationStatus: Sendable {
+        public var version: String?
+        public var migrations: [(version: String, name: String, applied: Bool)]
+        public var dirty: Bool
+    }
+
+    public func migrations(_ id: String) throws -> MigrationStatus {
+        let store = try registry.get(id)
+        let template = try template(of: store)
+        let db = try store.connect()
+        let state = try Migrator(set: template.migrations).state(db)
+        let applied = state.applied(among: template.migrations.versions)
+        return MigrationStatus(version: state.current,
+                               migrations: template.migrations.migrations.map { ($0.version, $0.name, applied.contains($0.version)) },
+                               dirty: state.dirty)
+    }
+
+    public enum FixtureRequest: Sendable {
+        case names([String])
+        case sql(String)
+        case rows(JSONValue)
+    }
+
+    /// Loads data; answers the loaded names and the counts after.
+    public func loadFixtures(_ id: String, _ request: FixtureRequest) throws -> (loaded: [String], counts: [(String, Int64)]) {
+        let store = try registry.get(id)
+        let items: [FixtureLoader.Item]
+        let names: [String]
+        switch request {
+        case .names(let list):
+            let template = try template(of: store)
+            items = try list.map { .file(try template.fixture($0)) }
+            names = list
+        case .sql(let sql):
+            items = [.sql(sql)]
+            names = ["(inline sql)"]
+        case .rows(let rows):
+            items = [.rows(rows)]
+            names = ["(inline rows)"]
+        }
+        return try store.exclusive("fixtures") {
+            let db = try store.connect()
+            try FixtureLoader.load(db, items)
+            if case .names(let list) = request {
+                _ = store.update { $0.fixtures += list }
+                try registry.save(store)
+            }
+            return (names, try Inspector.counts(db))
+        }
+    }
+}

@@ -1,0 +1,39 @@
+/// One application's schema as its fixtures folder describes it.
+public struct Template: Sendable {
+    public struct Snapshot: Sendable {
+        public var name: String
+        public var path: String
+        public var sha256: String
+        /// The parsed `NAME.expect.json`, if there is one.
+        public var expect: JSONValue?
+        public var expectedVersion: String? { expect?["version"]?.stringValue ?? expect?["version"]?.intValue.map(String.init) }
+    }
+
+    public var name: String
+    public var directory: String
+    public var migrations: MigrationSet
+    public var fixtures: [String: DataFixture]
+    public var fixtureHashes: [String: String]
+    public var snapshots: [String: Snapshot]
+    /// Fixtures applied when a request names none (`template.json` "fixtures").
+    public var defaultFixtures: [String]
+
+    public var fixtureNames: [String] { fixtures.keys.sorted() }
+    public var snapshotNames: [String] { snapshots.keys.sorted() }
+
+    public func fixture(_ name: String) throws -> DataFixture {
+        guard let f = fixtures[name] else {
+            throw LarderError(.unknownFixture, "template '\(self.name)' has no fixture '\(name)'; fixtures: \(fixtureNames.joined(separator: ", "))",
+                              details: [("fixture", .string(name)), ("fixtures", JSONValue(fixtureNames))])
+        }
+        return f
+    }
+
+    public func snapshot(_ name: String) throws -> Snapshot {
+        guard let s = snapshots[name] else {
+            throw LarderError(.unknownSnapshot, "template '\(self.name)' has no snapshot '\(name)'; snapshots: \(snapshotNames.joined(separator: ", "))",
+                              details: [("snapshot", .string(name)), ("snapshots", JSONValue(snapshotNames))])
+        }
+        return s
+    }
+}

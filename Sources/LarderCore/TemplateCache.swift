@@ -1,0 +1,136 @@
+import Foundation
+import Glibc
+import SQLite
+import Synchronization
+
+/// Immutable template databases, one per key (a hash of every input: file
+/// contents, not names or times). Built once, even when many first requests
+/// come at once; new stores are copies. Bounded on disk: least recently used
+/// entries are evicted first.
+public final class TemplateCache: Sendable {
+    public struct Entry: Sendable {
+        public var key: String
+        public var path: String
+        public var version: String?
+        public var counts: [(String, Int64)]
+        public var size: Int64
+        var lastUsed: UInt64
+    }
+
+    public let directory: String
+    let temporaryDirectory: String
+    let maxBytes: Int64
+
+    struct State {
+        var entries: [String: Entry] = [:]
+        var building: [String: NSLock] = [:]
+        var hits = 0
+        var misses = 0
+    }
+    private let state = Mutex(State())
+
+    public init(directory: String, temporaryDirectory: String, maxBytes: Int64) {
+        self.directory = directory
+        self.temporaryDirectory = temporaryDirectory
+        self.maxBytes = maxBytes
+        // Entries of an earlier run are reused; an entry without its sidecar is removed.
+        var found: [String: Entry] = [:]
+        for file in FileSystem.entries(directory) where file.hasSuffix(".sqlite") {
+            let key = String(file.dropLast(7))
+            let path = directory + "/" + file
+            guard let bytes = try? FileSystem.readFile(directory + "/" + key + ".json"), let json = try? JSONValue.parse(bytes) else {
+                unlink(path)
+                continue
+            }
+            let counts = json["counts"]?.objectMembers?.map { ($0.0, $0.1.intValue ?? 0) } ?? []
+            found[key] = Entry(key: key, path: path, version: json["version"]?.stringValue, counts: counts,
+                               size: FileSystem.size(path), lastUsed: 0)
+        }
+        state.withLock { $0.entries = found }
+    }
+
+    public var stats: (hits: Int, misses: Int, entries: Int, bytes: Int64) {
+        state.withLock { s in (s.hits, s.misses, s.entries.count, s.entries.values.reduce(0) { $0 + $1.size }) }
+    }
+
+    public func contains(_ key: String) -> Bool { state.withLock { $0.entries[key] != nil } }
+
+    /// The entry for `key`, built by `build` (which fills the file at the path
+    /// it is given and answers the version) when it is missing.
+    public func entry(_ key: String, build: (String) throws -> String?) throws -> Entry {
+        if let hit = touch(key) { return hit }
+        let lock = state.withLock { s -> NSLock in
+            if let l = s.building[key] { return l }
+            let l = NSLock()
+            s.building[key] = l
+            return l
+        }
+        lock.lock()
+        defer { lock.unlock() }
+        if let hit = touch(key) { return hit }
+        state.withLock { $0.misses += 1 }
+        let temporary = temporaryDirectory + "/cache-" + key + "-" + String(UInt64.random(in: 0...UInt64.max), radix: 36) + ".sqlite"
+        defer {
+            unlink(temporary)
+            unlink(temporary + "-wal")
+            unlink(temporary + "-shm")
+        }
+        let version = try build(temporary)
+        let counts: [(String, Int64)]
+        do {
+            let db = try Connection(path: temporary, mode: .readWrite)
+            counts = try Inspector.counts(db)
+            try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        }
+        let path = directory + "/" + key + ".sqlite"
+        let sidecar: JSONValue = ["version": JSONValue(version), "counts": JSONValue(counts: counts)]
+        try FileSystem.writeAtomically(sidecar.serialized(), to: directory + "/" + key + ".json")
+        guard rename(temporary, path) == 0 else { throw FileSystem.Failure("cannot move cache entry into place:", path) }
+        let entry = Entry(key: key, path: path, version: version, counts: counts, size: FileSystem.size(path), lastUsed: monotonicNanos())
+        state.withLock { s in
+            s.entries[key] = entry
+            s.building[key] = nil
+        }
+        evict(keeping: key)
+        return entry
+    }
+
+    private func touch(_ key: String) -> Entry? {
+        state.withLock { s in
+            guard var e = s.entries[key] else { return nil }
+            e.lastUsed = monotonicNanos()
+            s.entries[key] = e
+            s.hits += 1
+            return e
+        }
+    }
+
+    private func evict(keeping key: String) {
+        let doomed: [Entry] = state.withLock { s in
+            var total = s.entries.values.reduce(Int64(0)) { $0 + $1.size }
+            var out: [Entry] = []
+            for e in s.entries.values.sorted(by: { $0.lastUsed < $1.lastUsed }) where total > maxBytes && e.key != key {
+                s.entries[e.key] = nil
+                total -= e.size
+                out.append(e)
+            }
+            return out
+        }
+        for e in doomed {
+            unlink(e.path)
+            unlink(directory + "/" + e.key + ".json")
+        }
+    }
+
+    /// Removes every entry (tests, and `DELETE`-like maintenance).
+    public func clear() {
+        let all = state.withLock { s -> [Entry] in
+            defer { s.entries = [:] }
+            return Array(s.entries.values)
+        }
+        for e in all {
+            unlink(e.path)
+            unlink(directory + "/" + e.key + ".json")
+        }
+    }
+}
