@@ -42,6 +42,7 @@ public final class LarderApp: Sendable {
 
     public func stop() {
         reaper.stop()
+        services.waiter.cancelAll()
         server.stop()
     }
 

@@ -16,6 +16,9 @@ extension Router {
         add("/stores/{id}/migrate", ["POST": { r, p in try TemplateRoutes.migrate(s, r, p[0]) }])
         add("/stores/{id}/migrations", ["GET": { _, p in try TemplateRoutes.migrations(s, p[0]) }])
         add("/stores/{id}/fixtures", ["POST": { r, p in try TemplateRoutes.fixtures(s, r, p[0]) }])
+        add("/stores/{id}/counts", ["GET": { r, p in try InspectRoutes.counts(s, r, p[0]) }])
+        add("/stores/{id}/schema", ["GET": { r, p in try InspectRoutes.schema(s, r, p[0]) }])
+        add("/stores/{id}/query", ["POST": { r, p in try InspectRoutes.query(s, r, p[0]) }])
         add("/stores", ["GET": { r, _ in try StoreRoutes.list(s, r) }, "POST": { r, _ in try StoreRoutes.create(s, r) }])
         add("/stores/{id}", [
             "GET": { _, p in try StoreRoutes.show(s, p[0]) },

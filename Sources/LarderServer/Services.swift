@@ -9,6 +9,7 @@ final class Services: Sendable {
     let cache: TemplateCache
     let provisioner: Provisioner
     let editor: StoreEditor
+    let waiter = CountWaiter()
     let metrics = Metrics()
     let baseURL = Mutex<String>("")
     let startedAt = Timestamp.now

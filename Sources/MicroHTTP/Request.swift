@@ -33,7 +33,7 @@ public struct Request: Sendable {
 }
 
 extension String {
-    func trimmingSpaces() -> String {
+    public func trimmingSpaces() -> String {
         var s = Substring(self)
         while s.first == " " || s.first == "\t" { s.removeFirst() }
         while s.last == " " || s.last == "\t" { s.removeLast() }

@@ -168,3 +168,30 @@ public final class Connection: @unchecked Sendable {
     }
 }
 
+
+extension Connection {
+    /// Prepares `sql`, which must hold exactly one statement (comments and
+    /// whitespace around it are fine).
+    public func prepareSingle(_ sql: String) throws -> Statement {
+        var bytes = Array(sql.utf8)
+        bytes.append(0)
+        return try bytes.withUnsafeBufferPointer { buffer in
+            let base = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self)
+            var stmt: OpaquePointer?
+            var tail: UnsafePointer<CChar>?
+            let rc = sqlite3_prepare_v2(handle, base, Int32(buffer.count - 1), &stmt, &tail)
+            guard rc == SQLITE_OK else { throw SQLiteError(connection: handle, code: rc, statement: sql) }
+            guard let stmt else { throw SQLiteError(code: SQLITE_MISUSE, message: "no statement in the SQL", statement: sql) }
+            let statement = Statement(handle: stmt, connection: self)
+            if let tail, tail.pointee != 0 {
+                var next: OpaquePointer?
+                let rc2 = sqlite3_prepare_v2(handle, tail, -1, &next, nil)
+                if next != nil || rc2 != SQLITE_OK {
+                    sqlite3_finalize(next)
+                    throw SQLiteError(code: SQLITE_MISUSE, message: "only one statement is allowed; found more after the first", statement: sql)
+                }
+            }
+            return statement
+        }
+    }
+}

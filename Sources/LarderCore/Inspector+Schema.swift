@@ -1,0 +1,44 @@
+import SQLite
+
+extension Inspector {
+    /// The structure of a database: tables with columns, indexes and foreign
+    /// keys, then views and triggers. Compared structurally by the migration
+    /// checks, so it leaves out SQL text for tables and indexes.
+    public static func schema(_ db: Connection, includeBookkeeping: Bool = false) throws -> JSONValue {
+        var names = try db.rows("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")
+            .compactMap { $0.first?.string }
+        if !includeBookkeeping { names = names.filter { !bookkeepingTables.contains($0) } }
+        var tables: [JSONValue] = []
+        for name in names {
+            let columns: [JSONValue] = try db.rows("SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?) ORDER BY cid", [.text(name)]).map { r in
+                ["name": .string(r[0].string ?? ""), "type": .string(r[1].string ?? ""), "notnull": .bool(r[2].isTrue),
+                 "default": JSONValue(r[3].string), "pk": .int(r[4].int64 ?? 0)]
+            }
+            var indexes: [JSONValue] = []
+            for r in try db.rows("SELECT name, \"unique\", origin, partial FROM pragma_index_list(?) ORDER BY name", [.text(name)]) {
+                let indexName = r[0].string ?? ""
+                let cols = try db.rows("SELECT name FROM pragma_index_info(?) ORDER BY seqno", [.text(indexName)]).map { JSONValue($0[0].string) }
+                indexes.append(["name": .string(indexName), "unique": .bool(r[1].isTrue), "origin": .string(r[2].string ?? ""),
+                                "partial": .bool(r[3].isTrue), "columns": .array(cols)])
+            }
+            var keys: [Int64: (table: String, from: [JSONValue], to: [JSONValue], onUpdate: String, onDelete: String)] = [:]
+            for r in try db.rows("SELECT id, \"table\", \"from\", \"to\", on_update, on_delete FROM pragma_foreign_key_list(?) ORDER BY id, seq", [.text(name)]) {
+                let id = r[0].int64 ?? 0
+                var k = keys[id] ?? (r[1].string ?? "", [], [], r[4].string ?? "", r[5].string ?? "")
+                k.from.append(JSONValue(r[2].string))
+                k.to.append(JSONValue(r[3].string))
+                keys[id] = k
+            }
+            let foreignKeys: [JSONValue] = keys.sorted { $0.key < $1.key }.map { _, k in
+                ["columns": .array(k.from), "table": .string(k.table), "to": .array(k.to), "on_update": .string(k.onUpdate), "on_delete": .string(k.onDelete)]
+            }
+            tables.append(["name": .string(name), "columns": .array(columns), "indexes": .array(indexes), "foreign_keys": .array(foreignKeys)])
+        }
+        func named(_ type: String) throws -> [JSONValue] {
+            try db.rows("SELECT name, tbl_name, sql FROM sqlite_schema WHERE type = ? ORDER BY name", [.text(type)]).map { r in
+                ["name": .string(r[0].string ?? ""), "table": .string(r[1].string ?? ""), "sql": JSONValue(r[2].string)]
+            }
+        }
+        return ["tables": .array(tables), "views": .array(try named("view")), "triggers": .array(try named("trigger"))]
+    }
+}

@@ -1,0 +1,62 @@
+import LarderCore
+import MicroHTTP
+import SQLite
+
+/// `/counts` (and count waits), `/schema`, `/query`.
+enum InspectRoutes {
+    static func counts(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
+        try request.checkQuery(allowed: ["tables", "wait", "timeout_ms"])
+        let store = try s.registry.get(id)
+        let tables = request.queryValue("tables").map { $0.split(separator: ",").map { String($0).trimmingSpaces() }.filter { !$0.isEmpty } }
+        guard let waitText = request.queryValue("wait") else {
+            if request.queryValue("timeout_ms") != nil { throw LarderError.badRequest("'timeout_ms' goes with 'wait'") }
+            let db = try store.connect()
+            return .now(json(200, ["counts": JSONValue(counts: try Inspector.counts(db, tables: tables))]))
+        }
+        let conditions = try CountCondition.parseList(waitText)
+        let timeout = try request.queryInt("timeout_ms", in: 0...s.configuration.waitTimeoutMaxMs) ?? min(30_000, s.configuration.waitTimeoutMaxMs)
+        // Unknown tables are a 400 now, not a timeout later.
+        let db = try store.connect()
+        _ = try Inspector.counts(db, tables: Array(Set(conditions.map(\.table) + (tables ?? []))))
+        let waitDescription = conditions.map(\.description).joined(separator: ",")
+        return .whenReady { respond in
+            s.waiter.wait(on: store, for: conditions, tables: tables, timeoutMs: timeout) { result in
+                switch result {
+                case .satisfied(let counts):
+                    respond(json(200, ["counts": JSONValue(counts: counts)]))
+                case .timedOut(let counts):
+                    respond(errorResponse(LarderError(.timeout, "'\(waitDescription)' did not hold within \(timeout) ms",
+                                                      details: [("counts", JSONValue(counts: counts)), ("wait", .string(waitDescription)),
+                                                                ("timeout_ms", .int(Int64(timeout)))])))
+                case .failed(let error):
+                    respond(errorResponse(error))
+                }
+            }
+        }
+    }
+
+    static func schema(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
+        try request.checkQuery(allowed: [])
+        let db = try s.registry.get(id).connect()
+        return .now(json(200, try Inspector.schema(db)))
+    }
+
+    static func query(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
+        let body = try JSONBody(request, allowed: ["sql", "params", "max_rows", "timeout_ms"])
+        guard let sql = try body.string("sql") else { throw LarderError.badRequest("field 'sql' is required") }
+        let limit = try body.int("max_rows", in: 1...s.configuration.queryRowLimit) ?? s.configuration.queryRowLimit
+        let timeout = try body.int("timeout_ms", in: 1...s.configuration.queryTimeoutMs) ?? s.configuration.queryTimeoutMs
+        let params = body.value("params")
+        let store = try s.registry.get(id)
+        return .later {
+            let result = try store.exclusive("query") {
+                try QueryRunner.run(path: store.databasePath, sql: sql, parameters: params, rowLimit: limit, timeoutMs: timeout)
+            }
+            return json(200, [
+                "columns": JSONValue(result.columns),
+                "rows": .array(result.rows.map { .array($0.map(QueryRunner.json)) }),
+                "changes": .int(Int64(result.changes)), "truncated": .bool(result.truncated),
+            ])
+        }
+    }
+}
