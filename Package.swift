@@ -17,11 +17,9 @@ let package = Package(
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
                        providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CSystem"),
-        .systemLibrary(name: "CArchive", pkgConfig: "libarchive",
-                       providers: [.apt(["libarchive-dev"])]),
         .target(name: "SQLite", dependencies: ["CSQLite"]),
         .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD"]),
-        .target(name: "LarderCore", dependencies: ["SQLite", "CArchive", "CSystem"]),
+        .target(name: "LarderCore", dependencies: ["SQLite", "CSystem"]),
         .target(name: "LarderServer", dependencies: ["LarderCore", "MicroHTTP", "SQLite"]),
         .executableTarget(name: "larder", dependencies: [
             "LarderServer", "LarderCore",

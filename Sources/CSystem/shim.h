@@ -1,6 +1,7 @@
 #ifndef LARDER_CSYSTEM_SHIM_H
 #define LARDER_CSYSTEM_SHIM_H
 #include <stddef.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <unistd.h>
 #include <sys/syscall.h>
@@ -30,5 +31,30 @@ static inline void larder_sha256_final(void *context, unsigned char *out32) {
 
 static inline uint32_t larder_crc32(uint32_t crc, const void *bytes, size_t count) {
     return (uint32_t)crc32((uLong)crc, (const Bytef *)bytes, (uInt)count);
+}
+
+/* Raw deflate (no zlib header), as zip entries hold it. */
+static inline void *larder_deflate_new(int level) {
+    z_stream *z = (z_stream *)calloc(1, sizeof(z_stream));
+    if (!z) return NULL;
+    if (deflateInit2(z, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) { free(z); return NULL; }
+    return z;
+}
+/* Compresses input into output; returns zlib's code. *used and *made report progress. */
+static inline int larder_deflate(void *context, const void *input, size_t input_count, void *output, size_t output_count,
+                                 int finish, size_t *used, size_t *made) {
+    z_stream *z = (z_stream *)context;
+    z->next_in = (Bytef *)input;
+    z->avail_in = (uInt)input_count;
+    z->next_out = (Bytef *)output;
+    z->avail_out = (uInt)output_count;
+    int rc = deflate(z, finish ? Z_FINISH : Z_NO_FLUSH);
+    *used = input_count - z->avail_in;
+    *made = output_count - z->avail_out;
+    return rc;
+}
+static inline void larder_deflate_free(void *context) {
+    deflateEnd((z_stream *)context);
+    free(context);
 }
 #endif

@@ -19,6 +19,8 @@ extension Router {
         add("/stores/{id}/counts", ["GET": { r, p in try InspectRoutes.counts(s, r, p[0]) }])
         add("/stores/{id}/schema", ["GET": { r, p in try InspectRoutes.schema(s, r, p[0]) }])
         add("/stores/{id}/query", ["POST": { r, p in try InspectRoutes.query(s, r, p[0]) }])
+        add("/stores/{id}/artifact", ["GET": { r, p in try ArtifactRoutes.artifact(s, r, p[0]) }])
+        add("/stores/{id}/database", ["GET": { r, p in try ArtifactRoutes.database(s, r, p[0]) }])
         add("/stores", ["GET": { r, _ in try StoreRoutes.list(s, r) }, "POST": { r, _ in try StoreRoutes.create(s, r) }])
         add("/stores/{id}", [
             "GET": { _, p in try StoreRoutes.show(s, p[0]) },

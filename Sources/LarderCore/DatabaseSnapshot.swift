@@ -1,0 +1,87 @@
+import Foundation
+import Glibc
+import SQLite
+
+/// A consistent copy of a live store, taken with SQLite's online backup API
+/// while writers may be active, held as an open descriptor of an unlinked
+/// temporary file: whatever happens to the request, no file is left behind.
+public final class DatabaseSnapshot: @unchecked Sendable {
+    public let descriptor: Int32
+    public let size: UInt64
+    public let sha256: String
+    public let crc32: UInt32
+    public let counts: [(String, Int64)]
+    public let tables: [String]
+    private var owned = true
+
+    public init(store: Store, temporaryDirectory: String) throws {
+        let path = temporaryDirectory + "/snapshot-\(store.id)-\(UInt64.random(in: 0...UInt64.max)).sqlite"
+        defer {
+            unlink(path)
+            unlink(path + "-journal")
+            unlink(path + "-wal")
+        }
+        do {
+            let source = try store.connect()
+            try source.backup(to: path)
+            // The copy reads as a plain file on its own: leave WAL mode so
+            // there is no -wal file to miss.
+            let copy = try Connection(path: path, mode: .readWrite)
+            try copy.execute("PRAGMA journal_mode=DELETE")
+            counts = try Inspector.counts(copy)
+            tables = try Inspector.userTables(copy)
+        }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw FileSystem.Failure("cannot open snapshot", path) }
+        descriptor = fd
+        // One pass for the digest and the CRC the zip header needs.
+        let hash = SHA256()
+        var crc: UInt32 = 0
+        var total: UInt64 = 0
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(total)) }
+            if n < 0 { if errno == EINTR { continue }; close(fd); throw FileSystem.Failure("cannot read snapshot", path) }
+            if n == 0 { break }
+            buffer.withUnsafeBytes { raw in
+                let slice = UnsafeRawBufferPointer(rebasing: raw[0..<n])
+                hash.update(slice)
+                crc = LarderCore.crc32(slice, initial: crc)
+            }
+            total += UInt64(n)
+        }
+        size = total
+        sha256 = hash.finalize()
+        crc32 = crc
+    }
+
+    deinit { if owned { close(descriptor) } }
+
+    /// Hands the descriptor over (to an HTTP response that closes it).
+    public func takeDescriptor() -> Int32 {
+        owned = false
+        return descriptor
+    }
+
+    /// A reader over the snapshot from the start, for `ZipWriter.add`.
+    public func reader() -> (UnsafeMutableRawBufferPointer) throws -> Int {
+        var offset: UInt64 = 0
+        let fd = descriptor
+        return { buffer in
+            while true {
+                let n = pread(fd, buffer.baseAddress, buffer.count, off_t(offset))
+                if n < 0 { if errno == EINTR { continue }; throw FileSystem.Failure("cannot read snapshot", "") }
+                offset += UInt64(n)
+                return n
+            }
+        }
+    }
+
+    /// The artifact: `store.sqlite` and `manifest.json`, streamed to `sink`.
+    public func writeArtifact(manifest: JSONValue, method: ZipWriter.Method, sink: @escaping (UnsafeRawBufferPointer) throws -> Void) throws {
+        let zip = ZipWriter(level: 1, sink: sink)
+        try zip.add(name: "store.sqlite", size: size, crc: crc32, method: method, read: reader())
+        try zip.add(name: "manifest.json", bytes: manifest.prettySerialized(), method: method)
+        try zip.finish()
+    }
+}

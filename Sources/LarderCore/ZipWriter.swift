@@ -1,0 +1,238 @@
+import CSystem
+import Foundation
+import Glibc
+
+/// A streaming zip writer (APPNOTE 6.3): entries go out as they are made,
+/// never whole in memory, with Zip64 records where sizes or offsets pass
+/// 4 GiB. Stored entries carry their CRC and sizes in the local header (no
+/// data descriptor: Java's ZipInputStream refuses that for stored entries);
+/// deflated entries are followed by a data descriptor.
+///
+/// Written here rather than through libarchive: libarchive's streaming zip
+/// writer cannot put a stored entry's CRC in its local header (it does not
+/// know it yet), which is exactly the case the contract needs.
+public final class ZipWriter {
+    public enum Method: Sendable { case store, deflate }
+
+    struct CentralEntry {
+        var name: [UInt8]
+        var method: UInt16
+        var flags: UInt16
+        var crc: UInt32
+        var compressed: UInt64
+        var uncompressed: UInt64
+        var offset: UInt64
+    }
+
+    private let sink: (UnsafeRawBufferPointer) throws -> Void
+    private var written: UInt64 = 0
+    private var entries: [CentralEntry] = []
+    private let dosTime: UInt16
+    private let dosDate: UInt16
+    private let level: Int32
+
+    public init(level: Int32 = 1, sink: @escaping (UnsafeRawBufferPointer) throws -> Void) {
+        self.sink = sink
+        self.level = level
+        var t = time(nil)
+        var parts = tm()
+        localtime_r(&t, &parts)
+        dosTime = UInt16(parts.tm_hour << 11 | parts.tm_min << 5 | parts.tm_sec / 2)
+        dosDate = UInt16((parts.tm_year - 80) << 9 | (parts.tm_mon + 1) << 5 | parts.tm_mday)
+    }
+
+    private func emit(_ bytes: [UInt8]) throws {
+        try bytes.withUnsafeBytes { try sink($0) }
+        written += UInt64(bytes.count)
+    }
+
+    private func emit(_ bytes: UnsafeRawBufferPointer) throws {
+        try sink(bytes)
+        written += UInt64(bytes.count)
+    }
+
+    static let zip64Limit: UInt64 = 0xFFFF_FFFF
+
+    /// Adds a small entry from memory.
+    public func add(name: String, bytes: [UInt8], method: Method) throws {
+        let crc = bytes.withUnsafeBytes { crc32($0) }
+        var index = 0
+        try add(name: name, size: UInt64(bytes.count), crc: crc, method: method) { buffer in
+            let n = min(buffer.count, bytes.count - index)
+            bytes.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + index, byteCount: n) }
+            index += n
+            return n
+        }
+    }
+
+    /// Adds an entry whose size and CRC are known (a file that was read once
+    /// to hash it); `read` fills a buffer and answers how many bytes it put
+    /// there, 0 at the end.
+    public func add(name: String, size: UInt64, crc: UInt32, method: Method,
+                    read: (UnsafeMutableRawBufferPointer) throws -> Int) throws {
+        let nameBytes = Array(name.utf8)
+        let offset = written
+        let stored = method == .store
+        // Stored: sizes known up front. Deflated: sizes follow in a descriptor.
+        let needs64 = size >= ZipWriter.zip64Limit - (1 << 20)
+        var flags: UInt16 = 0x0800 // names are UTF-8
+        if !stored { flags |= 0x0008 }
+        var header = ByteWriter()
+        header.u32(0x04034b50)
+        header.u16(needs64 ? 45 : 20)
+        header.u16(flags)
+        header.u16(stored ? 0 : 8)
+        header.u16(dosTime)
+        header.u16(dosDate)
+        header.u32(stored ? crc : 0)
+        if needs64 {
+            header.u32(0xFFFF_FFFF)
+            header.u32(0xFFFF_FFFF)
+        } else {
+            header.u32(stored ? UInt32(size) : 0)
+            header.u32(stored ? UInt32(size) : 0)
+        }
+        header.u16(UInt16(nameBytes.count))
+        header.u16(needs64 ? 20 : 0)
+        header.bytes(nameBytes)
+        if needs64 {
+            header.u16(0x0001)
+            header.u16(16)
+            header.u64(stored ? size : 0)
+            header.u64(stored ? size : 0)
+        }
+        try emit(header.data)
+
+        var input = [UInt8](repeating: 0, count: 256 * 1024)
+        var compressed: UInt64 = 0
+        var total: UInt64 = 0
+        if stored {
+            while true {
+                let n = try input.withUnsafeMutableBytes { try read($0) }
+                if n == 0 { break }
+                try input.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+                total += UInt64(n)
+            }
+            compressed = total
+        } else {
+            guard let z = larder_deflate_new(level) else { throw LarderError(.internalError, "cannot start deflate") }
+            defer { larder_deflate_free(z) }
+            var output = [UInt8](repeating: 0, count: 256 * 1024)
+            var finished = false
+            while !finished {
+                let n = try input.withUnsafeMutableBytes { try read($0) }
+                total += UInt64(n)
+                let finish: Int32 = n == 0 ? 1 : 0
+                var offsetIn = 0
+                repeat {
+                    var used = 0, made = 0
+                    let rc = input.withUnsafeBytes { inp in
+                        output.withUnsafeMutableBytes { out in
+                            larder_deflate(z, inp.baseAddress! + offsetIn, n - offsetIn, out.baseAddress, out.count, finish, &used, &made)
+                        }
+                    }
+                    offsetIn += used
+                    if made > 0 {
+                        try output.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<made])) }
+                        compressed += UInt64(made)
+                    }
+                    if rc == Z_STREAM_END { finished = true; break }
+                    if rc != Z_OK && rc != Z_BUF_ERROR { throw LarderError(.internalError, "deflate failed (\(rc))") }
+                    if finish == 0 && offsetIn >= n && made < output.count { break }
+                } while true
+            }
+            var descriptor = ByteWriter()
+            descriptor.u32(0x08074b50)
+            descriptor.u32(crc)
+            if needs64 {
+                descriptor.u64(compressed)
+                descriptor.u64(total)
+            } else {
+                descriptor.u32(UInt32(truncatingIfNeeded: compressed))
+                descriptor.u32(UInt32(truncatingIfNeeded: total))
+            }
+            try emit(descriptor.data)
+        }
+        guard total == size else {
+            throw LarderError(.internalError, "entry \(name) changed size while it was written (\(size) → \(total) bytes)")
+        }
+        entries.append(CentralEntry(name: nameBytes, method: stored ? 0 : 8, flags: flags, crc: crc,
+                                    compressed: compressed, uncompressed: total, offset: offset))
+    }
+
+    /// Writes the central directory (and Zip64 end records when needed).
+    public func finish() throws {
+        let start = written
+        for e in entries {
+            let big = e.compressed >= ZipWriter.zip64Limit || e.uncompressed >= ZipWriter.zip64Limit || e.offset >= ZipWriter.zip64Limit
+            var extra = ByteWriter()
+            if big {
+                extra.u16(0x0001)
+                extra.u16(24)
+                extra.u64(e.uncompressed)
+                extra.u64(e.compressed)
+                extra.u64(e.offset)
+            }
+            var c = ByteWriter()
+            c.u32(0x02014b50)
+            c.u16(0x031E)            // made by: Unix, 3.0
+            c.u16(big ? 45 : 20)
+            c.u16(e.flags)
+            c.u16(e.method)
+            c.u16(dosTime)
+            c.u16(dosDate)
+            c.u32(e.crc)
+            c.u32(big ? 0xFFFF_FFFF : UInt32(e.compressed))
+            c.u32(big ? 0xFFFF_FFFF : UInt32(e.uncompressed))
+            c.u16(UInt16(e.name.count))
+            c.u16(UInt16(extra.data.count))
+            c.u16(0)                 // comment
+            c.u16(0)                 // disk
+            c.u16(0)                 // internal attributes
+            c.u32(UInt32(0o100644) << 16)
+            c.u32(big ? 0xFFFF_FFFF : UInt32(e.offset))
+            c.bytes(e.name)
+            c.bytes(extra.data)
+            try emit(c.data)
+        }
+        let size = written - start
+        if start >= ZipWriter.zip64Limit || size >= ZipWriter.zip64Limit {
+            let recordOffset = written
+            var z = ByteWriter()
+            z.u32(0x06064b50)
+            z.u64(44)
+            z.u16(0x031E)
+            z.u16(45)
+            z.u32(0)
+            z.u32(0)
+            z.u64(UInt64(entries.count))
+            z.u64(UInt64(entries.count))
+            z.u64(size)
+            z.u64(start)
+            z.u32(0x07064b50)
+            z.u32(0)
+            z.u64(recordOffset)
+            z.u32(1)
+            try emit(z.data)
+        }
+        var end = ByteWriter()
+        end.u32(0x06054b50)
+        end.u16(0)
+        end.u16(0)
+        end.u16(UInt16(entries.count))
+        end.u16(UInt16(entries.count))
+        end.u32(size >= ZipWriter.zip64Limit ? 0xFFFF_FFFF : UInt32(size))
+        end.u32(start >= ZipWriter.zip64Limit ? 0xFFFF_FFFF : UInt32(start))
+        end.u16(0)
+        try emit(end.data)
+    }
+}
+
+/// Little-endian fields.
+struct ByteWriter {
+    var data: [UInt8] = []
+    mutating func u16(_ v: UInt16) { data.append(UInt8(v & 0xff)); data.append(UInt8(v >> 8)) }
+    mutating func u32(_ v: UInt32) { for i in 0..<4 { data.append(UInt8((v >> (8 * UInt32(i))) & 0xff)) } }
+    mutating func u64(_ v: UInt64) { for i in 0..<8 { data.append(UInt8((v >> (8 * UInt64(i))) & 0xff)) } }
+    mutating func bytes(_ b: [UInt8]) { data.append(contentsOf: b) }
+}

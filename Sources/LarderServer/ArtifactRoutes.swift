@@ -1,0 +1,68 @@
+import Foundation
+import LarderCore
+import MicroHTTP
+import SQLite
+
+/// `/artifact` (a streamed zip) and `/database` (the raw snapshot). The
+/// snapshot and the compression run on a worker, never on a pool thread.
+enum ArtifactRoutes {
+    static func fileName(_ record: StoreRecord, _ ext: String) -> String {
+        let label = (record.label ?? "store").map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." ? $0 : "_" }
+        return String(label.prefix(80)) + "-" + record.id + "." + ext
+    }
+
+    static func artifact(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
+        try request.checkQuery(allowed: ["compression"])
+        let method: ZipWriter.Method
+        switch request.queryValue("compression") ?? "deflate" {
+        case "deflate": method = .deflate
+        case "store": method = .store
+        case let other: throw LarderError.badRequest("compression must be 'deflate' or 'store', not '\(other)'")
+        }
+        let store = try s.registry.get(id)
+        return .whenReady { respond in
+            let snapshot: DatabaseSnapshot
+            do {
+                snapshot = try DatabaseSnapshot(store: store, temporaryDirectory: s.registry.temporaryDirectory)
+            } catch {
+                respond(errorResponse(larderError(error, requestID: "artifact-\(id)")))
+                return
+            }
+            let record = store.record
+            let manifest: JSONValue = [
+                "id": .string(record.id), "label": JSONValue(record.label), "template": JSONValue(record.template),
+                "version": JSONValue(record.version), "snapshot": JSONValue(record.snapshot), "fixtures": JSONValue(record.fixtures),
+                "counts": JSONValue(counts: snapshot.counts), "tables": JSONValue(snapshot.tables),
+                "sqlite_version": .string(Connection.libraryVersion), "sha256": .string(snapshot.sha256),
+                "size_bytes": .int(Int64(snapshot.size)), "created_at": .string(record.createdAt.rfc3339),
+                "snapshot_at": .string(Timestamp.now.rfc3339), "larder_version": .string(LarderVersion.current),
+            ]
+            let stream = BodyStream(capacity: 2 << 20)
+            respond(Response(status: 200, headers: [
+                ("Content-Type", "application/zip"),
+                ("Content-Disposition", "attachment; filename=\"\(fileName(record, "zip"))\""),
+                ("X-Larder-SHA256", snapshot.sha256),
+            ], body: .stream(stream)))
+            do {
+                try snapshot.writeArtifact(manifest: manifest, method: method) { bytes in try stream.write(bytes) }
+                stream.finish()
+            } catch {
+                if !(error is BodyStream.Cancelled) { logLine("artifact of \(id) failed: \(error)") }
+                stream.fail()
+            }
+        }
+    }
+
+    static func database(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
+        try request.checkQuery(allowed: [])
+        let store = try s.registry.get(id)
+        return .later {
+            let snapshot = try DatabaseSnapshot(store: store, temporaryDirectory: s.registry.temporaryDirectory)
+            return Response(status: 200, headers: [
+                ("Content-Type", "application/vnd.sqlite3"),
+                ("Content-Disposition", "attachment; filename=\"\(fileName(store.record, "sqlite"))\""),
+                ("X-Larder-SHA256", snapshot.sha256),
+            ], body: .file(descriptor: snapshot.takeDescriptor(), size: snapshot.size))
+        }
+    }
+}
