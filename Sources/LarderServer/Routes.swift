@@ -21,6 +21,7 @@ extension Router {
         add("/stores/{id}/query", ["POST": { r, p in try InspectRoutes.query(s, r, p[0]) }])
         add("/stores/{id}/artifact", ["GET": { r, p in try ArtifactRoutes.artifact(s, r, p[0]) }])
         add("/stores/{id}/database", ["GET": { r, p in try ArtifactRoutes.database(s, r, p[0]) }])
+        add("/checks/migrations", ["GET": { r, _ in try CheckRoutes.migrations(s, r) }])
         add("/stores", ["GET": { r, _ in try StoreRoutes.list(s, r) }, "POST": { r, _ in try StoreRoutes.create(s, r) }])
         add("/stores/{id}", [
             "GET": { _, p in try StoreRoutes.show(s, p[0]) },

@@ -13,6 +13,7 @@ final class Services: Sendable {
     let metrics = Metrics()
     let baseURL = Mutex<String>("")
     let startedAt = Timestamp.now
+    let lastCheck = Mutex<(at: Timestamp, results: [MigrationCheck.Result])?>(nil)
 
     init(configuration: Configuration) throws {
         self.configuration = configuration

@@ -9,7 +9,7 @@ struct LarderCommand: ParsableCommand {
         commandName: "larder",
         abstract: "Isolated throwaway SQLite stores for test suites, over HTTP.",
         version: LarderVersion.current,
-        subcommands: [Serve.self],
+        subcommands: [Serve.self, Check.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -86,5 +86,52 @@ struct Serve: ParsableCommand {
         sigwait(&signals, &received)
         FileHandle.standardError.write(Data("larder: stopping (signal \(received))\n".utf8))
         app.stop()
+    }
+}
+
+struct Check: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check that every snapshot migrates to the latest schema, keeps its data and matches a fresh build.",
+        discussion: "Exits 0 when every check passes, 1 when any fails.")
+
+    @Option(help: ArgumentHelp(Configuration.Key.fixtures.help)) var fixtures: String?
+    @Option(help: "Check only this template.") var template: String?
+    @Option(help: "Also write the results as JUnit XML to this file.") var junit: String?
+
+    func run() throws {
+        var configuration = try Configuration.fromEnvironment()
+        if let fixtures { configuration.fixtures = fixtures }
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("larder-check-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let check = MigrationCheck(catalog: Catalog(directory: configuration.fixtures), temporaryDirectory: scratch)
+        let colour = isatty(1) != 0 && ProcessInfo.processInfo.environment["NO_COLOR"] == nil
+        let printer = LinePrinter()
+        let results: [MigrationCheck.Result]
+        do {
+            results = try check.run(template: template) { result in
+                let mark = result.passed ? (colour ? "\u{1B}[32mPASS\u{1B}[0m" : "PASS") : (colour ? "\u{1B}[31mFAIL\u{1B}[0m" : "FAIL")
+                var line = "\(mark) \(result.template)/\(result.snapshot) \(result.fromVersion ?? "?") -> \(result.toVersion ?? "?") (\(String(format: "%.1f", result.milliseconds)) ms)"
+                for failure in result.failures { line += "\n       - " + failure }
+                printer.print(line)
+            }
+        } catch {
+            FileHandle.standardError.write(Data("larder check: \(error)\n".utf8))
+            throw ExitCode(2)
+        }
+        if let junit { try MigrationCheck.junit(results).write(toFile: junit, atomically: true, encoding: .utf8) }
+        let failed = results.filter { !$0.passed }.count
+        printer.print("\(results.count - failed) passed, \(failed) failed")
+        if failed > 0 { throw ExitCode(1) }
+    }
+}
+
+/// Whole lines to standard output from any thread, flushed at once.
+final class LinePrinter: Sendable {
+    private let lock = NSLock()
+    func print(_ line: String) {
+        lock.lock()
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+        lock.unlock()
     }
 }

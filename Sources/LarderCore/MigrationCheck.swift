@@ -1,0 +1,228 @@
+import Foundation
+import Glibc
+import SQLite
+import Synchronization
+
+/// Health checks of migration fixtures: every saved old-version database
+/// must migrate to the latest schema, keep its data and match a fresh build.
+/// Snapshots are only ever copied, never opened for writing.
+public struct MigrationCheck: Sendable {
+    public struct Result: Sendable {
+        public var template: String
+        public var snapshot: String
+        public var fromVersion: String?
+        public var toVersion: String?
+        public var milliseconds: Double
+        public var failures: [String]
+        public var passed: Bool { failures.isEmpty }
+
+        public var json: JSONValue {
+            ["template": .string(template), "snapshot": .string(snapshot), "from_version": JSONValue(fromVersion),
+             "to_version": JSONValue(toVersion), "passed": .bool(passed), "ms": .double((milliseconds * 100).rounded() / 100),
+             "failures": JSONValue(failures)]
+        }
+    }
+
+    public let catalog: Catalog
+    public let temporaryDirectory: String
+
+    public init(catalog: Catalog, temporaryDirectory: String) {
+        self.catalog = catalog
+        self.temporaryDirectory = temporaryDirectory
+    }
+
+    /// Checks every snapshot (of one template, or all), in parallel across
+    /// cores; `progress` hears of each as it finishes (from any thread).
+    public func run(template only: String? = nil, progress: (@Sendable (Result) -> Void)? = nil) throws -> [Result] {
+        let templates = try only.map { [try catalog.template($0)] } ?? catalog.names().map { try catalog.template($0) }
+        var jobs: [(Template, Template.Snapshot)] = []
+        for t in templates { for name in t.snapshotNames { jobs.append((t, t.snapshots[name]!)) } }
+        // One fresh build at latest per template, shared by its snapshots.
+        var built: [String: JSONValue] = [:]
+        for t in templates where !t.snapshots.isEmpty {
+            do { built[t.name] = try freshSchema(t) } catch { built[t.name] = .string("a fresh build fails: \(error)") }
+        }
+        let schemas = built, work = jobs
+        let results = Mutex([Int: Result]())
+        DispatchQueue.concurrentPerform(iterations: jobs.count) { index in
+            let (t, snapshot) = work[index]
+            let result = check(t, snapshot, freshSchema: schemas[t.name] ?? .null)
+            results.withLock { $0[index] = result }
+            progress?(result)
+        }
+        return results.withLock { r in (0..<jobs.count).compactMap { r[$0] } }
+    }
+
+    func temporaryPath(_ tag: String) -> String {
+        temporaryDirectory + "/check-\(tag)-\(UInt64.random(in: 0...UInt64.max)).sqlite"
+    }
+
+    func removeDatabase(_ path: String) {
+        for suffix in ["", "-wal", "-shm", "-journal"] { unlink(path + suffix) }
+    }
+
+    func freshSchema(_ t: Template) throws -> JSONValue {
+        let path = temporaryPath("fresh-\(t.name)")
+        defer { removeDatabase(path) }
+        let db = try Connection(path: path, mode: .readWriteCreate)
+        try Migrator(set: t.migrations).migrate(db, to: nil)
+        return try Inspector.schema(db)
+    }
+
+    public func check(_ t: Template, _ snapshot: Template.Snapshot, freshSchema: JSONValue) -> Result {
+        let started = monotonicNanos()
+        var result = checkUntimed(t, snapshot, freshSchema: freshSchema)
+        result.milliseconds = Double(monotonicNanos() - started) / 1e6
+        return result
+    }
+
+    func checkUntimed(_ t: Template, _ snapshot: Template.Snapshot, freshSchema: JSONValue) -> Result {
+        var result = Result(template: t.name, snapshot: snapshot.name, fromVersion: nil, toVersion: nil, milliseconds: 0, failures: [])
+        let path = temporaryPath("\(t.name)-\(snapshot.name)")
+        defer { removeDatabase(path) }
+        func fail(_ text: String) { result.failures.append(text) }
+        do {
+            try FileSystem.copyFile(from: snapshot.path, to: path)
+            let db = try Connection(path: path, mode: .readWrite)
+            let before = try db.rows("PRAGMA integrity_check").compactMap { $0[0].string }
+            if before != ["ok"] { fail("integrity_check before migrating: \(before.prefix(5).joined(separator: "; "))") }
+            let migrator = Migrator(set: t.migrations)
+            let state = try migrator.state(db, fallbackVersion: snapshot.expectedVersion)
+            result.fromVersion = state.current
+            if state.source == nil { fail("cannot tell the snapshot's version: no bookkeeping table, user_version is 0 and no expect.json version") }
+            if let listed = state.listed {
+                let known = Set(t.migrations.versions)
+                let gaps = listed.filter { !known.contains($0) }.sorted(by: VersionOrder.less)
+                if !gaps.isEmpty { fail("applied version(s) \(gaps.joined(separator: ", ")) (from \(state.source ?? "?")) have no migration in the template") }
+            }
+            if let expected = snapshot.expectedVersion, let current = state.current, VersionOrder.compare(expected, current) != 0 {
+                fail("expected version \(expected), found \(current) (from \(state.source ?? "?"))")
+            }
+            let violationsBefore = try Migrator.foreignKeyViolations(db)
+            do {
+                let outcome = try migrator.migrate(db, to: nil, fallbackVersion: snapshot.expectedVersion)
+                result.toVersion = outcome.to
+            } catch let error as LarderError {
+                fail(error.message)
+                return result
+            }
+            let violationsAfter = try Migrator.foreignKeyViolations(db)
+            let new = violationsAfter.filter { $0.value > (violationsBefore[$0.key] ?? 0) }.map(\.key).sorted()
+            if !new.isEmpty { fail("\(new.count) new foreign key violation(s) after migrating: \(new.prefix(5).joined(separator: "; "))") }
+            let after = try db.rows("PRAGMA integrity_check").compactMap { $0[0].string }
+            if after != ["ok"] { fail("integrity_check after migrating: \(after.prefix(5).joined(separator: "; "))") }
+            if let broken = freshSchema.stringValue { fail(broken) }
+            for difference in SchemaComparison.differences(expected: freshSchema, found: try Inspector.schema(db)) {
+                fail("schema differs from a fresh build: \(difference)")
+            }
+            try checkExpectations(db, snapshot.expect, fail: fail)
+        } catch {
+            fail("check could not run: \(error)")
+        }
+        return result
+    }
+
+    func checkExpectations(_ db: Connection, _ expect: JSONValue?, fail: (String) -> Void) throws {
+        guard let expect else { return }
+        let counts = Dictionary(try Inspector.counts(db), uniquingKeysWith: { a, _ in a })
+        for (table, value) in expect["counts"]?.objectMembers ?? [] {
+            guard let wanted = value.intValue else { fail("counts.\(table) in expect.json is not a number"); continue }
+            guard let found = counts[table] else { fail("expected table \(table) with \(wanted) rows; there is no such table"); continue }
+            if found != wanted { fail("expected \(wanted) rows in \(table), found \(found)") }
+        }
+        for (table, value) in expect["min_counts"]?.objectMembers ?? [] {
+            guard let wanted = value.intValue else { fail("min_counts.\(table) in expect.json is not a number"); continue }
+            let found = counts[table] ?? 0
+            if counts[table] == nil { fail("expected at least \(wanted) rows in \(table); there is no such table") }
+            else if found < wanted { fail("expected at least \(wanted) rows in \(table), found \(found)") }
+        }
+        for item in expect["assert"]?.arrayValue ?? [] {
+            guard let sql = item.stringValue else { fail("an assert in expect.json is not a string"); continue }
+            do {
+                let statement = try db.prepareSingle(sql)
+                guard try statement.step() else { fail("assert returned no row: \(sql)"); continue }
+                let value = statement.column(0)
+                if !value.isTrue { fail("assert is false (got \(QueryRunner.json(value).jsonText)): \(sql)") }
+            } catch let error as SQLiteError {
+                fail("assert failed to run (\(error.message)): \(sql)")
+            }
+        }
+    }
+
+    /// JUnit XML with one test case per snapshot.
+    public static func junit(_ results: [Result]) -> String {
+        func esc(_ s: String) -> String {
+            s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+                .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+        }
+        let failed = results.filter { !$0.passed }.count
+        let total = results.reduce(0) { $0 + $1.milliseconds } / 1000
+        var out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+        out += "<testsuites name=\"larder\" tests=\"\(results.count)\" failures=\"\(failed)\" time=\"\(String(format: "%.3f", total))\">\n"
+        out += "  <testsuite name=\"larder.migrations\" tests=\"\(results.count)\" failures=\"\(failed)\" errors=\"0\" time=\"\(String(format: "%.3f", total))\">\n"
+        for r in results {
+            let name = "\(r.snapshot) (\(r.fromVersion ?? "?") → \(r.toVersion ?? "?"))"
+            out += "    <testcase classname=\"larder.migrations.\(esc(r.template))\" name=\"\(esc(name))\" time=\"\(String(format: "%.3f", r.milliseconds / 1000))\""
+            if r.passed {
+                out += "/>\n"
+            } else {
+                out += ">\n      <failure message=\"\(esc(r.failures[0]))\" type=\"migration_check\">\(esc(r.failures.joined(separator: "\n")))</failure>\n    </testcase>\n"
+            }
+        }
+        out += "  </testsuite>\n</testsuites>\n"
+        return out
+    }
+}
+
+/// Structural differences between two `Inspector.schema` descriptions, each
+/// naming the table and column.
+public enum SchemaComparison {
+    public static func differences(expected: JSONValue, found: JSONValue) -> [String] {
+        var out: [String] = []
+        func byName(_ list: JSONValue?) -> [String: JSONValue] {
+            Dictionary((list?.arrayValue ?? []).compactMap { item in item["name"]?.stringValue.map { ($0, item) } }, uniquingKeysWith: { a, _ in a })
+        }
+        let want = byName(expected["tables"]), have = byName(found["tables"])
+        for name in want.keys.sorted() where have[name] == nil { out.append("table \(name) is missing") }
+        for name in have.keys.sorted() where want[name] == nil { out.append("table \(name) is not in a fresh build") }
+        for name in want.keys.sorted() {
+            guard let w = want[name], let h = have[name] else { continue }
+            let wc = byName(w["columns"]), hc = byName(h["columns"])
+            for c in wc.keys.sorted() where hc[c] == nil { out.append("column \(name).\(c) is missing") }
+            for c in hc.keys.sorted() where wc[c] == nil { out.append("column \(name).\(c) is not in a fresh build") }
+            for c in wc.keys.sorted() {
+                guard let a = wc[c], let b = hc[c] else { continue }
+                for field in ["type", "notnull", "default", "pk"] where a[field] != b[field] {
+                    out.append("column \(name).\(c): \(field) is \(b[field]?.jsonText ?? "null"), a fresh build has \(a[field]?.jsonText ?? "null")")
+                }
+            }
+            let wi = byName(w["indexes"]), hi = byName(h["indexes"])
+            for i in wi.keys.sorted() where hi[i] == nil { out.append("index \(i) on \(name) is missing") }
+            for i in hi.keys.sorted() where wi[i] == nil { out.append("index \(i) on \(name) is not in a fresh build") }
+            for i in wi.keys.sorted() {
+                guard let a = wi[i], let b = hi[i] else { continue }
+                for field in ["unique", "columns", "partial"] where a[field] != b[field] {
+                    out.append("index \(i) on \(name): \(field) is \(b[field]?.jsonText ?? "null"), a fresh build has \(a[field]?.jsonText ?? "null")")
+                }
+            }
+            if w["foreign_keys"] != h["foreign_keys"] {
+                out.append("foreign keys of \(name) are \(h["foreign_keys"]?.jsonText ?? "[]"), a fresh build has \(w["foreign_keys"]?.jsonText ?? "[]")")
+            }
+        }
+        for kind in ["views", "triggers"] {
+            let singular = String(kind.dropLast())
+            let wv = byName(expected[kind]), hv = byName(found[kind])
+            for v in wv.keys.sorted() where hv[v] == nil { out.append("\(singular) \(v) is missing") }
+            for v in hv.keys.sorted() where wv[v] == nil { out.append("\(singular) \(v) is not in a fresh build") }
+            for v in wv.keys.sorted() {
+                guard let a = wv[v]?["sql"]?.stringValue, let b = hv[v]?["sql"]?.stringValue else { continue }
+                if normalizeSQL(a) != normalizeSQL(b) { out.append("\(singular) \(v) has different SQL from a fresh build") }
+            }
+        }
+        return out
+    }
+
+    static func normalizeSQL(_ sql: String) -> String {
+        sql.lowercased().split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" || $0 == "\r" }).joined(separator: " ")
+    }
+}

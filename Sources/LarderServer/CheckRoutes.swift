@@ -1,0 +1,28 @@
+import LarderCore
+import MicroHTTP
+
+/// `GET /checks/migrations`: JSON, or JUnit XML with `?format=junit`.
+enum CheckRoutes {
+    static func migrations(_ s: Services, _ request: Request) throws -> Outcome {
+        try request.checkQuery(allowed: ["template", "format"])
+        let template = request.queryValue("template")
+        let format = request.queryValue("format") ?? "json"
+        guard format == "json" || format == "junit" else { throw LarderError.badRequest("format must be 'json' or 'junit', not '\(format)'") }
+        if let template { _ = try s.catalog.template(template) }
+        return .later {
+            let check = MigrationCheck(catalog: s.catalog, temporaryDirectory: s.registry.temporaryDirectory)
+            let results = try check.run(template: template)
+            s.lastCheck.withLock { $0 = (Timestamp.now, results) }
+            let status = results.allSatisfy(\.passed) ? 200 : 422
+            if format == "junit" {
+                return Response(status: status, contentType: "application/xml; charset=utf-8", bytes: Array(MigrationCheck.junit(results).utf8))
+            }
+            return json(status, body(results))
+        }
+    }
+
+    static func body(_ results: [MigrationCheck.Result]) -> JSONValue {
+        let failed = results.filter { !$0.passed }.count
+        return ["passed": JSONValue(results.count - failed), "failed": JSONValue(failed), "results": .array(results.map(\.json))]
+    }
+}
