@@ -9,6 +9,8 @@ extension Router {
             let pattern = name.split(separator: "/").map { $0.hasPrefix("{") ? "*" : String($0) }
             routes.append(Route(name: name, pattern: pattern, methods: methods))
         }
+        add("/", ["GET": { _, _ in .now(Response(status: 200, contentType: "text/html; charset=utf-8", bytes: Array(Dashboard.page(s).utf8))) }])
+        add("/openapi.json", ["GET": { _, _ in .now(json(200, OpenAPI.document)) }])
         add("/health", ["GET": { _, _ in .now(json(200, ServiceRoutes.health(s))) }])
         add("/metrics", ["GET": { _, _ in .now(ServiceRoutes.metrics(s)) }])
         add("/templates", ["GET": { _, _ in try TemplateRoutes.list(s) }])
