@@ -8,6 +8,13 @@ public struct DataFixture: Sendable {
     public var file: String
     public var path: String
     public var kind: Kind
+
+    public init(name: String, file: String, path: String, kind: Kind) {
+        self.name = name
+        self.file = file
+        self.path = path
+        self.kind = kind
+    }
 }
 
 /// Loads data into a database: fixture files, inline SQL or inline rows,

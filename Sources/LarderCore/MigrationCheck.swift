@@ -84,8 +84,12 @@ public struct MigrationCheck: Sendable {
         do {
             try FileSystem.copyFile(from: snapshot.path, to: path)
             let db = try Connection(path: path, mode: .readWrite)
-            let before = try db.rows("PRAGMA integrity_check").compactMap { $0[0].string }
-            if before != ["ok"] { fail("integrity_check before migrating: \(before.prefix(5).joined(separator: "; "))") }
+            let before: [String]
+            do { before = try db.rows("PRAGMA integrity_check").compactMap { $0[0].string } } catch let error as SQLiteError { before = [error.message] }
+            if before != ["ok"] {
+                fail("integrity_check before migrating: \(before.prefix(5).joined(separator: "; "))")
+                return result
+            }
             let migrator = Migrator(set: t.migrations)
             let state = try migrator.state(db, fallbackVersion: snapshot.expectedVersion)
             result.fromVersion = state.current

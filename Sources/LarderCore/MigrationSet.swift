@@ -124,14 +124,15 @@ public struct MigrationSet: Sendable {
     /// Flyway's checksum: CRC-32 over the UTF-8 bytes of each line, line
     /// endings left out, a leading byte-order mark dropped.
     public static func flywayChecksum(_ text: String) -> Int32 {
+        // Bytes, not Characters: Swift reads "\r\n" as one Character.
+        var bytes = Array(text.utf8)
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }
+        var lines = bytes.split(separator: 0x0A, omittingEmptySubsequences: false)
+        if bytes.last == 0x0A { lines.removeLast() }
         var crc: UInt32 = 0
-        var body = Substring(text)
-        if body.first == "\u{FEFF}" { body = body.dropFirst() }
-        var lines = body.split(separator: "\n", omittingEmptySubsequences: false)
-        if body.hasSuffix("\n") { lines.removeLast() }
         for var line in lines {
-            if line.hasSuffix("\r") { line = line.dropLast() }
-            crc = Array(line.utf8).withUnsafeBytes { crc32($0, initial: crc) }
+            if line.last == 0x0D { line = line.dropLast() }
+            crc = Array(line).withUnsafeBytes { crc32($0, initial: crc) }
         }
         return Int32(bitPattern: crc)
     }
@@ -184,7 +185,7 @@ public struct MigrationSet: Sendable {
             var section = 0 // 0 before any marker, 1 up, 2 down
             var sawUp = false, sawDown = false
             var noTransaction = false
-            for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            for line in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }) {
                 let trimmed = line.trimmingCharacters(in: .whitespaces)
                 if trimmed.hasPrefix(upMarker) {
                     if sawUp { throw MigrationSet.malformed(directory, "'\(file)' has two '\(upMarker)' lines", files: [file]) }

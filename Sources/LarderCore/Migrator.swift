@@ -94,7 +94,7 @@ public struct Migrator {
 
     /// Whether SQL holds a statement SQLite refuses inside a transaction.
     static func needsNoTransaction(_ sql: String) -> Bool {
-        sql.split(separator: "\n").contains { line in
+        sql.split(whereSeparator: { $0 == "\n" || $0 == "\r\n" }).contains { line in
             let t = line.trimmingCharacters(in: .whitespaces).uppercased()
             return t.hasPrefix("VACUUM") || t.hasPrefix("PRAGMA JOURNAL_MODE")
         }

@@ -1,4 +1,5 @@
 import CSQLite
+import Foundation
 
 /// A prepared statement. Finalized when released.
 public final class Statement {
@@ -13,7 +14,7 @@ public final class Statement {
     deinit { sqlite3_finalize(handle) }
 
     /// The statement's text as written.
-    public var sql: String { String(cString: sqlite3_sql(handle)) }
+    public var sql: String { String(cString: sqlite3_sql(handle)).trimmingCharacters(in: .whitespacesAndNewlines) }
     public var isReadOnly: Bool { sqlite3_stmt_readonly(handle) != 0 }
     public var parameterCount: Int { Int(sqlite3_bind_parameter_count(handle)) }
     public var columnCount: Int { Int(sqlite3_column_count(handle)) }

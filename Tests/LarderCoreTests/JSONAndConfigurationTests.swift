@@ -1,0 +1,33 @@
+import Foundation
+import LarderCore
+import XCTest
+
+final class JSONAndConfigurationTests: XCTestCase {
+    func testParsesAndKeepsKeyOrder() throws {
+        let v = try JSONValue.parse(#"{"b": 1, "a": [true, null, 2.5, "x\u00e9\n"], "big": 20240613061102}"#)
+        XCTAssertEqual(v.objectMembers?.map(\.0), ["b", "a", "big"])
+        XCTAssertEqual(v["big"]?.intValue, 20240613061102)
+        XCTAssertEqual(v["a"]?.arrayValue?[3].stringValue, "xé\n")
+        XCTAssertEqual(try JSONValue.parse(String(decoding: v.serialized(), as: UTF8.self)), v)
+    }
+
+    func testRejectsBadJSON() {
+        for text in ["{", "{\"a\": 1,}", "[1 2]", "{\"a\": 1, \"a\": 2}", "01", "\"\u{01}\"", "{} x", "nul"] {
+            XCTAssertThrowsError(try JSONValue.parse(text), text)
+        }
+    }
+
+    func testEverySettingHasAFlagAnEnvironmentVariableAndIsInTheREADME() throws {
+        let readme = try String(contentsOfFile: repositoryRoot + "/README.md", encoding: .utf8)
+        for key in Configuration.Key.allCases {
+            XCTAssertTrue(readme.contains("`\(key.flag)`"), "README lacks \(key.flag)")
+            XCTAssertTrue(readme.contains("`\(key.environmentVariable)`"), "README lacks \(key.environmentVariable)")
+        }
+        let c = try Configuration.fromEnvironment(["LARDER_PORT": "0", "LARDER_TTL_SECONDS": "5", "LARDER_HOST": "0.0.0.0", "LARDER_TOKEN": "t"])
+        XCTAssertEqual(c.port, 0)
+        XCTAssertEqual(c.ttlSeconds, 5)
+        XCTAssertNoThrow(try c.validate())
+        XCTAssertThrowsError(try Configuration.fromEnvironment(["LARDER_PORT": "x"]))
+        XCTAssertThrowsError(try Configuration.fromEnvironment(["LARDER_HOST": "0.0.0.0"]).validate(), "any address but loopback needs a token")
+    }
+}

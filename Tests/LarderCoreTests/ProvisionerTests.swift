@@ -1,0 +1,99 @@
+import Foundation
+import LarderCore
+import SQLite
+import XCTest
+
+final class ProvisionerTests: XCTestCase {
+    func make(_ scratch: Scratch, fixtures: String = sampleFixtures) throws -> Provisioner {
+        var c = Configuration()
+        c.root = scratch.path + "/root"
+        let registry = try StoreRegistry(configuration: c)
+        return Provisioner(registry: registry, catalog: Catalog(directory: fixtures),
+                           cache: TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory, maxBytes: 1 << 30))
+    }
+
+    func request(_ template: String, version: String? = "latest", snapshot: String? = nil, fixtures: [String]? = nil) -> Provisioner.Request {
+        var r = Provisioner.Request()
+        r.template = template
+        r.version = version
+        r.snapshot = snapshot
+        r.fixtures = fixtures
+        return r
+    }
+
+    func testConcurrentFirstRequestsBuildTheTemplateOnce() throws {
+        let scratch = Scratch()
+        let provisioner = try make(scratch)
+        let plan = try provisioner.plan(request("gallery", fixtures: ["artists", "artworks"]))
+        let failures = Flag()
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            do { _ = try provisioner.create(plan, label: nil, ttlSeconds: nil) } catch { failures.set() }
+        }
+        XCTAssertFalse(failures.isSet)
+        XCTAssertEqual(provisioner.cache.stats.misses, 1)
+        XCTAssertEqual(provisioner.registry.count, 8)
+        let store = try provisioner.registry.list().stores[0]
+        let db = try store.connect()
+        XCTAssertEqual(try db.scalar("SELECT count(*) FROM artworks")?.int64, 12)
+        XCTAssertEqual(try db.scalar("PRAGMA journal_mode")?.string, "wal")
+    }
+
+    func testTheCacheKeyFollowsFileContentsNotNames() throws {
+        let scratch = Scratch()
+        let fixtures = scratch.path + "/fixtures"
+        try FileManager.default.copyItem(atPath: sampleFixtures, toPath: fixtures)
+        let provisioner = try make(scratch, fixtures: fixtures)
+        let before = try provisioner.plan(request("gallery", fixtures: ["artists"])).key
+        XCTAssertEqual(try provisioner.plan(request("gallery", fixtures: ["artists"])).key, before)
+        try "{\"artists\": [{\"id\": 1, \"name\": \"Only one\"}]}".write(toFile: fixtures + "/gallery/data/artists.json", atomically: true, encoding: .utf8)
+        let after = try provisioner.plan(request("gallery", fixtures: ["artists"]))
+        XCTAssertNotEqual(after.key, before)
+        let (_, provenance) = try provisioner.create(after, label: nil, ttlSeconds: nil)
+        XCTAssertEqual(Dictionary(provenance.counts!, uniquingKeysWith: { a, _ in a })["artists"], 1, "an edit is seen without a restart")
+    }
+
+    func testSnapshotsAreNeverWritten() throws {
+        let scratch = Scratch()
+        let provisioner = try make(scratch)
+        let path = sampleFixtures + "/gallery/snapshots/v2.sqlite"
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        let (store, provenance) = try provisioner.create(try provisioner.plan(request("gallery", snapshot: "v2")), label: nil, ttlSeconds: nil)
+        XCTAssertEqual(provenance.version, "6")
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), before)
+        XCTAssertEqual(try store.connect().scalar("SELECT count(*) FROM artworks")?.int64, 12)
+        let (_, asIs) = try provisioner.create(try provisioner.plan(request("gallery", version: nil, snapshot: "v3")), label: nil, ttlSeconds: nil)
+        XCTAssertEqual(asIs.version, "3")
+    }
+
+    func testNamesAreLookedUpNotJoinedOntoPaths() throws {
+        let scratch = Scratch()
+        let provisioner = try make(scratch)
+        for name in ["../gallery", "/etc", "gallery/../gallery", ".hidden", "gal%2Flery"] {
+            XCTAssertLarderError(.unknownTemplate, try provisioner.plan(self.request(name)))
+        }
+        XCTAssertLarderError(.unknownFixture, try provisioner.plan(request("gallery", fixtures: ["../../etc/passwd"])))
+        XCTAssertLarderError(.unknownSnapshot, try provisioner.plan(request("gallery", snapshot: "../v2")))
+        XCTAssertLarderError(.unknownVersion, try provisioner.plan(request("gallery", version: "99")))
+    }
+
+    func testUploadsMustBeDatabases() throws {
+        let scratch = Scratch()
+        let provisioner = try make(scratch)
+        XCTAssertLarderError(.badRequest, try provisioner.createFromUpload(Array("hello".utf8), template: nil, version: nil, label: nil, ttlSeconds: nil))
+        var fake = Array("SQLite format 3\0".utf8)
+        fake += [UInt8](repeating: 0xAB, count: 4096)
+        XCTAssertLarderError(.badRequest, try provisioner.createFromUpload(fake, template: nil, version: nil, label: nil, ttlSeconds: nil))
+        XCTAssertEqual(provisioner.registry.count, 0)
+        let v1 = try Array(Data(contentsOf: URL(fileURLWithPath: sampleFixtures + "/boardgames/snapshots/v1.sqlite")))
+        let (store, provenance) = try provisioner.createFromUpload(v1, template: "boardgames", version: "latest", label: nil, ttlSeconds: nil)
+        XCTAssertEqual(provenance.version, "2")
+        XCTAssertEqual(try rows(try store.connect(), "SELECT version, dirty FROM schema_migrations"), [["2", "0"]])
+    }
+}
+
+final class Flag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    func set() { lock.lock(); value = true; lock.unlock() }
+    var isSet: Bool { lock.lock(); defer { lock.unlock() }; return value }
+}

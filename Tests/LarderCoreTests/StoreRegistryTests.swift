@@ -1,0 +1,83 @@
+import Foundation
+import LarderCore
+import SQLite
+import XCTest
+
+final class StoreRegistryTests: XCTestCase {
+    func configuration(_ root: String) -> Configuration {
+        var c = Configuration()
+        c.root = root
+        c.fixtures = sampleFixtures
+        return c
+    }
+
+    func testCreateListPatchDelete() throws {
+        let scratch = Scratch()
+        let registry = try StoreRegistry(configuration: configuration(scratch.path + "/root"))
+        let provisioner = Provisioner(registry: registry, catalog: Catalog(directory: sampleFixtures),
+                                      cache: TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory, maxBytes: 1 << 30))
+        var ids: [String] = []
+        for i in 0..<5 { ids.append(try provisioner.createEmpty(label: i % 2 == 0 ? "even" : "odd", ttlSeconds: nil).0.id) }
+        XCTAssertTrue(ids.allSatisfy { $0.hasPrefix("st_") && $0.count == 35 })
+        XCTAssertEqual(Set(ids).count, 5)
+        let page1 = try registry.list(limit: 2)
+        XCTAssertEqual(page1.stores.map(\.id), [ids[4], ids[3]])
+        let page2 = try registry.list(limit: 2, cursor: page1.nextCursor)
+        XCTAssertEqual(page2.stores.map(\.id), [ids[2], ids[1]])
+        XCTAssertEqual(try registry.list(label: "even").stores.count, 3)
+        let kept = try registry.update(ids[0], StoreRegistry.Patch(keep: true, ttlSeconds: 1, label: .some("kept")))
+        XCTAssertTrue(kept.record.keep)
+        XCTAssertEqual(registry.reapExpired(now: Timestamp.now.adding(seconds: 7200)).count, 4, "kept stores outlive their ttl")
+        try registry.delete(ids[0])
+        XCTAssertEqual(registry.count, 0)
+        XCTAssertLarderError(.storeNotFound, try registry.get(ids[0]))
+        XCTAssertEqual(FileManager.default.fileExists(atPath: scratch.path + "/root/stores/" + ids[0]), false)
+    }
+
+    func testRestartFindsCompleteStoresAndRemovesHalfBuiltOnes() throws {
+        let scratch = Scratch()
+        let root = scratch.path + "/root"
+        var id = ""
+        do {
+            let registry = try StoreRegistry(configuration: configuration(root))
+            let (store, _) = try registry.create(label: "survivor", ttlSeconds: 60) { path in
+                let db = try Connection(path: path)
+                try db.execute("CREATE TABLE t (a); INSERT INTO t VALUES (1);")
+                return Provenance()
+            }
+            id = store.id
+        }
+        // What a crash leaves: a half-built store and a store without its record.
+        try FileManager.default.createDirectory(atPath: root + "/building/st_half", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: root + "/stores/st_norecord", withIntermediateDirectories: true)
+        let registry = try StoreRegistry(configuration: configuration(root))
+        XCTAssertEqual(registry.count, 1)
+        XCTAssertEqual(try registry.get(id).record.label, "survivor")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: root + "/building/st_half"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: root + "/stores/st_norecord"))
+    }
+
+    func testRefusesARootItDidNotCreate() throws {
+        let scratch = Scratch()
+        scratch.write(["precious.txt": "do not delete"], under: "someone-elses")
+        XCTAssertThrowsError(try StoreRegistry(configuration: configuration(scratch.path + "/someone-elses")))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: scratch.path + "/someone-elses/precious.txt"))
+    }
+
+    func testAFailedBuildLeavesNothingBehind() throws {
+        let scratch = Scratch()
+        let registry = try StoreRegistry(configuration: configuration(scratch.path + "/root"))
+        XCTAssertThrowsError(try registry.create(label: nil, ttlSeconds: nil) { _ in throw LarderError.badRequest("nope") })
+        XCTAssertEqual(FileSystem.entries(registry.buildingDirectory), [])
+        XCTAssertEqual(FileSystem.entries(registry.storesDirectory), [])
+    }
+
+    func testStoreLimitIsAQuotaError() throws {
+        let scratch = Scratch()
+        var c = configuration(scratch.path + "/root")
+        c.maxStores = 1
+        let registry = try StoreRegistry(configuration: c)
+        _ = try registry.create(label: nil, ttlSeconds: nil) { path in _ = try Connection(path: path); return Provenance() }
+        XCTAssertLarderError(.quotaExceeded, try registry.create(label: nil, ttlSeconds: nil) { _ in Provenance() })
+    }
+}

@@ -1,0 +1,103 @@
+import Foundation
+import SQLite
+import XCTest
+
+final class ConnectionTests: XCTestCase {
+    var directory: String!
+
+    override func setUpWithError() throws {
+        directory = NSTemporaryDirectory() + "larder-sqlite-tests-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    func testScriptsAreSplitBySQLitesOwnParser() throws {
+        let db = try Connection(path: directory + "/a.sqlite")
+        try db.execute("""
+            CREATE TABLE t (v TEXT); -- a comment; with a semicolon
+            INSERT INTO t VALUES ('a;b');
+            CREATE TRIGGER tr AFTER INSERT ON t BEGIN INSERT INTO t VALUES ('x;y') ; END;
+            /* block; comment */ INSERT INTO t VALUES ('c');
+            """)
+        let values = try db.rows("SELECT v FROM t ORDER BY rowid").compactMap { $0[0].string }
+        XCTAssertEqual(values, ["a;b", "c", "x;y"])
+    }
+
+    func testPrepareSingleRefusesASecondStatement() throws {
+        let db = try Connection(path: directory + "/a.sqlite")
+        XCTAssertNoThrow(try db.prepareSingle("SELECT 1; -- trailing comment"))
+        XCTAssertThrowsError(try db.prepareSingle("SELECT 1; SELECT 2"))
+    }
+
+    func testSandboxRefusesEscapes() throws {
+        let path = directory + "/a.sqlite"
+        try Connection(path: path).execute("CREATE TABLE t (a); INSERT INTO t VALUES (1);")
+        let db = try Connection(path: path, mode: .readWrite)
+        try db.applySandbox()
+        for sql in ["ATTACH '\(directory!)/x.sqlite' AS x", "VACUUM INTO '\(directory!)/y.sqlite'", "PRAGMA writable_schema = 1",
+                    "PRAGMA journal_mode = DELETE", "PRAGMA temp_store_directory = '/tmp'", "PRAGMA trusted_schema = 1",
+                    "SELECT load_extension('libx')", "SELECT fts3_tokenizer('simple')", "BEGIN"] {
+            XCTAssertThrowsError(try db.withTimeLimit(milliseconds: 1000) { try db.rows(sql) }, sql)
+            XCTAssertNotNil(db.sandboxRefusal, "no refusal noted for \(sql)")
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/x.sqlite"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/y.sqlite"))
+        XCTAssertEqual(try db.withTimeLimit(milliseconds: 1000) { try db.scalar("PRAGMA user_version")?.int64 }, 0)
+        XCTAssertEqual(try db.withTimeLimit(milliseconds: 1000) { try db.rows("PRAGMA table_info(t)").count }, 1)
+    }
+
+    func testTimeLimitInterruptsARunawayQuery() throws {
+        let db = try Connection(path: directory + "/a.sqlite")
+        try db.applySandbox()
+        let started = Date()
+        XCTAssertThrowsError(try db.withTimeLimit(milliseconds: 100) {
+            try db.rows("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c")
+        }) { error in
+            XCTAssertTrue((error as? SQLiteError)?.isInterrupt ?? false, "\(error)")
+        }
+        XCTAssertLessThan(Date().timeIntervalSince(started), 5)
+    }
+
+    func testBackupIsAConsistentCopyWhileAnotherConnectionWrites() throws {
+        let path = directory + "/live.sqlite"
+        let writer = try Connection(path: path)
+        try writer.execute("PRAGMA journal_mode=WAL; CREATE TABLE t (n INTEGER);")
+        let running = Flag()
+        let thread = Thread {
+            let w = try! Connection(path: path, mode: .readWrite)
+            var i = 0
+            while running.value {
+                try? w.transaction { try w.run("INSERT INTO t VALUES (?)", [.integer(Int64(i))]); try w.run("INSERT INTO t VALUES (?)", [.integer(Int64(i))]) }
+                i += 1
+            }
+        }
+        thread.start()
+        defer { running.value = false }
+        for n in 0..<5 {
+            let copy = directory + "/copy\(n).sqlite"
+            try Connection(path: path, mode: .readWrite).backup(to: copy)
+            let c = try Connection(path: copy, mode: .readOnly)
+            XCTAssertEqual(try c.scalar("PRAGMA integrity_check")?.string, "ok")
+            // Rows come in pairs per commit: a copy never holds half a commit.
+            XCTAssertEqual((try c.scalar("SELECT count(*) FROM t")?.int64 ?? 1) % 2, 0)
+        }
+    }
+
+    func testValidateRejectsSomethingThatIsNotADatabase() throws {
+        let path = directory + "/not.sqlite"
+        try Data("SQLite format 3\0".utf8 + [UInt8](repeating: 7, count: 200)).write(to: URL(fileURLWithPath: path))
+        XCTAssertThrowsError(try Connection.validate(path: path))
+    }
+}
+
+final class Flag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var _value = true
+    var value: Bool {
+        get { lock.lock(); defer { lock.unlock() }; return _value }
+        set { lock.lock(); _value = newValue; lock.unlock() }
+    }
+}
