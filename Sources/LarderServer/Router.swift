@@ -79,6 +79,9 @@ final class Router: Sendable {
         }
     }
 
+    /// Every route's name and methods (for the OpenAPI test).
+    var table: [(name: String, methods: [String])] { routes.map { ($0.name, $0.methods.keys.sorted()) } }
+
     private func match(_ segments: [String]) -> (Route, [String])? {
         outer: for route in routes where route.pattern.count == segments.count {
             var parameters: [String] = []

@@ -1,0 +1,257 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import LarderCore
+import LarderServer
+import SQLite
+import XCTest
+
+let repositoryRoot: String = {
+    var url = URL(fileURLWithPath: #filePath)
+    for _ in 0..<3 { url.deleteLastPathComponent() }
+    return url.path
+}()
+
+/// A real server on port 0 with a temporary root, and a real HTTP client.
+final class TestServer {
+    let root: String
+    let app: LarderApp
+    var base: String { app.baseURL }
+
+    init(configure: (inout Configuration) -> Void = { _ in }) throws {
+        root = NSTemporaryDirectory() + "larder-e2e-\(UUID().uuidString)"
+        var c = Configuration()
+        c.root = root
+        c.port = 0
+        c.fixtures = repositoryRoot + "/fixtures"
+        c.reapIntervalSeconds = 1
+        configure(&c)
+        app = try LarderApp(configuration: c)
+        try app.start()
+    }
+
+    deinit {
+        app.stop()
+        try? FileManager.default.removeItem(atPath: root)
+    }
+
+    struct Answer {
+        var status: Int
+        var data: Data
+        var headers: [String: String]
+        var json: JSONValue? { try? JSONValue.parse(Array(data)) }
+        var code: String? { json?["error"]?["code"]?.stringValue }
+    }
+
+    func request(_ method: String, _ path: String, json body: String? = nil, data: Data? = nil, type: String? = nil,
+                 headers: [String: String] = [:]) async throws -> Answer {
+        var request = URLRequest(url: URL(string: base + path)!)
+        request.httpMethod = method
+        request.timeoutInterval = 60
+        if let body {
+            request.httpBody = Data(body.utf8)
+            request.setValue(type ?? "application/json", forHTTPHeaderField: "Content-Type")
+        } else if let data {
+            request.httpBody = data
+            request.setValue(type ?? "application/octet-stream", forHTTPHeaderField: "Content-Type")
+        }
+        for (k, v) in headers { request.setValue(v, forHTTPHeaderField: k) }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        let http = response as! HTTPURLResponse
+        var h: [String: String] = [:]
+        for (k, v) in http.allHeaderFields { h[String(describing: k).lowercased()] = String(describing: v) }
+        return Answer(status: http.statusCode, data: data, headers: h)
+    }
+}
+
+final class ServerTests: XCTestCase {
+    func testStoreLifecycleOverRealHTTP() async throws {
+        let server = try TestServer()
+        let health = try await server.request("GET", "/health")
+        XCTAssertEqual(health.status, 200)
+        XCTAssertEqual(health.json?["sqlite_version"]?.stringValue, Connection.libraryVersion)
+
+        let created = try await server.request("POST", "/stores", json: #"{"template": "gallery", "fixtures": ["artists", "artworks"], "label": "e2e"}"#)
+        XCTAssertEqual(created.status, 201, String(decoding: created.data, as: UTF8.self))
+        let store = try XCTUnwrap(created.json)
+        let id = try XCTUnwrap(store["id"]?.stringValue)
+        XCTAssertEqual(store["counts"]?["artworks"], 12)
+        XCTAssertEqual(store["version"], "6")
+        XCTAssertEqual(store["links"]?["artifact"]?.stringValue, server.base + "/stores/\(id)/artifact")
+        // The test's own driver writes the live file.
+        let path = try XCTUnwrap(store["path"]?.stringValue)
+        let db = try Connection(path: path, mode: .readWrite)
+        try db.execute("INSERT INTO albums (title) VALUES ('from the test')")
+        let counts = try await server.request("GET", "/stores/\(id)/counts?tables=albums")
+        XCTAssertEqual(counts.json?["counts"]?["albums"], 1)
+
+        let patched = try await server.request("PATCH", "/stores/\(id)", json: #"{"keep": true, "ttl_seconds": 86400}"#)
+        XCTAssertEqual(patched.json?["keep"], true)
+        let listed = try await server.request("GET", "/stores?label=e2e")
+        XCTAssertEqual(listed.json?["stores"]?.arrayValue?.count, 1)
+        let deleted = try await server.request("DELETE", "/stores/\(id)")
+        XCTAssertEqual(deleted.status, 204)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path))
+        let gone = try await server.request("GET", "/stores/\(id)")
+        XCTAssertEqual(gone.code, "store_not_found")
+    }
+
+    func testBadInputsAnswerTheContractsErrors() async throws {
+        let server = try TestServer { $0.maxBodyBytes = 64 * 1024 }
+        let cases: [(String, String, String?, String?, Int, String)] = [
+            ("POST", "/stores", "{nope", nil, 400, "bad_request"),
+            ("POST", "/stores", #"{"unknown": 1}"#, nil, 400, "bad_request"),
+            ("POST", "/stores", #"{"label": 7}"#, nil, 400, "bad_request"),
+            ("GET", "/stores/st_00000000000000000000000000000000", nil, nil, 404, "store_not_found"),
+            ("GET", "/no/such/route", nil, nil, 404, "not_found"),
+            ("DELETE", "/health", nil, nil, 405, "method_not_allowed"),
+            ("POST", "/stores", "a,b", "text/csv", 415, "unsupported_media_type"),
+        ]
+        for (method, path, body, type, status, code) in cases {
+            let answer = try await server.request(method, path, json: body, type: type)
+            XCTAssertEqual(answer.status, status, "\(method) \(path) \(body ?? "")")
+            XCTAssertEqual(answer.code, code, "\(method) \(path) \(body ?? "")")
+        }
+        let big = try await server.request("POST", "/stores", data: Data(count: 200 * 1024), type: "application/vnd.sqlite3")
+        XCTAssertEqual(big.status, 413)
+        XCTAssertEqual(big.code, "payload_too_large")
+        let notADatabase = try await server.request("POST", "/stores", data: Data("definitely not sqlite".utf8), type: "application/vnd.sqlite3")
+        XCTAssertEqual(notADatabase.code, "bad_request")
+        XCTAssertEqual(FileSystem.entries(server.root + "/stores"), [], "a refused upload leaves nothing behind")
+    }
+
+    func testUploadIsValidatedAndMigrated() async throws {
+        let server = try TestServer()
+        let v1 = try Data(contentsOf: URL(fileURLWithPath: repositoryRoot + "/fixtures/boardgames/snapshots/v1.sqlite"))
+        let answer = try await server.request("POST", "/stores?template=boardgames&version=latest&label=up", data: v1, type: "application/vnd.sqlite3")
+        XCTAssertEqual(answer.status, 201, String(decoding: answer.data, as: UTF8.self))
+        XCTAssertEqual(answer.json?["version"], "2")
+        XCTAssertEqual(answer.json?["counts"]?["board_games"], 3)
+    }
+
+    func testAWaitIsReleasedByAWriteFromAnotherConnection() async throws {
+        let server = try TestServer()
+        let created = try await server.request("POST", "/stores", json: #"{"template": "gallery"}"#)
+        let path = try XCTUnwrap(created.json?["path"]?.stringValue)
+        let id = try XCTUnwrap(created.json?["id"]?.stringValue)
+        Thread.detachNewThread {
+            usleep(300_000)
+            let db = try! Connection(path: path, mode: .readWrite)
+            try! db.execute("INSERT INTO albums (title) VALUES ('a'), ('b'), ('c')")
+        }
+        let started = Date()
+        let released = try await server.request("GET", "/stores/\(id)/counts?wait=albums>=3&timeout_ms=10000")
+        XCTAssertEqual(released.status, 200)
+        XCTAssertEqual(released.json?["counts"]?["albums"], 3)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 5)
+        let timedOut = try await server.request("GET", "/stores/\(id)/counts?wait=albums>5&timeout_ms=200")
+        XCTAssertEqual(timedOut.status, 408)
+        XCTAssertEqual(timedOut.json?["error"]?["details"]?["counts"]?["albums"], 3)
+        let unknown = try await server.request("GET", "/stores/\(id)/counts?wait=nope>=1")
+        XCTAssertEqual(unknown.status, 400)
+    }
+
+    func testQueriesAreSandboxed() async throws {
+        let server = try TestServer()
+        let created = try await server.request("POST", "/stores", json: #"{"template": "gallery", "fixtures": ["artists"]}"#)
+        let id = try XCTUnwrap(created.json?["id"]?.stringValue)
+        let ok = try await server.request("POST", "/stores/\(id)/query", json: #"{"sql": "SELECT name FROM artists WHERE id = :id", "params": {"id": 2}}"#)
+        XCTAssertEqual(ok.json?["rows"], [["Katsushika Hokusai"]])
+        let write = try await server.request("POST", "/stores/\(id)/query", json: #"{"sql": "UPDATE artists SET born = 0"}"#)
+        XCTAssertEqual(write.json?["changes"], 4)
+        let blob = try await server.request("POST", "/stores/\(id)/query", json: #"{"sql": "SELECT x'00ff'"}"#)
+        XCTAssertEqual(blob.json?["rows"], [[["base64": "AP8="]]])
+        let outside = NSTemporaryDirectory() + "larder-escape-\(UUID().uuidString).sqlite"
+        for sql in ["ATTACH '\(outside)' AS x", "VACUUM INTO '\(outside)'", "SELECT load_extension('x')", "PRAGMA writable_schema = 1"] {
+            let refused = try await server.request("POST", "/stores/\(id)/query", json: JSONValue.object([("sql", .string(sql))]).jsonText)
+            XCTAssertEqual(refused.status, 403, sql)
+            XCTAssertEqual(refused.code, "forbidden_sql", sql)
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: outside))
+        let runaway = try await server.request("POST", "/stores/\(id)/query",
+                                               json: #"{"sql": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c", "timeout_ms": 200}"#)
+        XCTAssertEqual(runaway.status, 408)
+        let bad = try await server.request("POST", "/stores/\(id)/query", json: #"{"sql": "SELECT * FROM nowhere"}"#)
+        XCTAssertEqual(bad.code, "sql_error")
+    }
+
+    func testMigrateFixturesAndMigrationsRoutes() async throws {
+        let server = try TestServer()
+        let created = try await server.request("POST", "/stores", json: #"{"template": "gallery", "version": "2"}"#)
+        let id = try XCTUnwrap(created.json?["id"]?.stringValue)
+        let before = try await server.request("GET", "/stores/\(id)/migrations")
+        XCTAssertEqual(before.json?["version"], "2")
+        XCTAssertEqual(before.json?["migrations"]?.arrayValue?.filter { $0["state"] == "pending" }.count, 4)
+        let loaded = try await server.request("POST", "/stores/\(id)/fixtures", json: #"{"fixtures": ["artists", "artworks"]}"#)
+        XCTAssertEqual(loaded.json?["counts"]?["artworks"], 12)
+        let migrated = try await server.request("POST", "/stores/\(id)/migrate", json: #"{"to": "latest"}"#)
+        XCTAssertEqual(migrated.json?["from"], "2")
+        XCTAssertEqual(migrated.json?["to"], "6")
+        XCTAssertEqual(migrated.json?["applied"]?.arrayValue?.count, 4)
+        let after = try await server.request("GET", "/stores/\(id)")
+        XCTAssertEqual(after.json?["version"], "6")
+        XCTAssertEqual(after.json?["counts"]?["artworks"], 12, "the parent rebuild kept every artwork")
+        let failed = try await server.request("POST", "/stores/\(id)/fixtures", json: #"{"sql": "INSERT INTO albums (title) VALUES ('x'); INSERT INTO albums (id) VALUES (1);"}"#)
+        XCTAssertEqual(failed.code, "fixture_failed")
+        let unchanged = try await server.request("GET", "/stores/\(id)/counts?tables=albums")
+        XCTAssertEqual(unchanged.json?["counts"]?["albums"], 0)
+        let down = try await server.request("POST", "/stores/\(id)/migrate", json: #"{"to": "3"}"#)
+        XCTAssertEqual(down.status, 400, "plain SQL has no down migrations")
+    }
+
+    func testArtifactAndDatabaseDownloads() async throws {
+        let server = try TestServer()
+        let created = try await server.request("POST", "/stores", json: #"{"template": "gallery", "fixtures": ["artists", "artworks"], "label": "failed test"}"#)
+        let id = try XCTUnwrap(created.json?["id"]?.stringValue)
+        for compression in ["deflate", "store"] {
+            let zip = try await server.request("GET", "/stores/\(id)/artifact?compression=\(compression)")
+            XCTAssertEqual(zip.status, 200)
+            XCTAssertEqual(zip.headers["content-type"], "application/zip")
+            XCTAssertEqual(zip.headers["content-disposition"], "attachment; filename=\"failed_test-\(id).zip\"")
+            let file = server.root + "/artifact-\(compression).zip"
+            try zip.data.write(to: URL(fileURLWithPath: file))
+            let unzip = Process()
+            unzip.executableURL = URL(fileURLWithPath: "/usr/bin/unzip")
+            unzip.arguments = ["-tq", file]
+            unzip.standardOutput = FileHandle.nullDevice
+            try unzip.run()
+            unzip.waitUntilExit()
+            XCTAssertEqual(unzip.terminationStatus, 0, "unzip -t rejects the \(compression) artifact")
+        }
+        let raw = try await server.request("GET", "/stores/\(id)/database")
+        XCTAssertEqual(raw.headers["content-type"], "application/vnd.sqlite3")
+        let file = server.root + "/copy.sqlite"
+        try raw.data.write(to: URL(fileURLWithPath: file))
+        let copy = try Connection(path: file, mode: .readOnly)
+        XCTAssertEqual(try copy.scalar("PRAGMA integrity_check")?.string, "ok")
+        XCTAssertEqual(try copy.scalar("SELECT count(*) FROM artworks")?.int64, 12)
+        XCTAssertEqual(raw.headers["x-larder-sha256"], SHA256.hex(Array(raw.data)))
+        XCTAssertEqual(FileSystem.entries(server.root + "/tmp"), [], "no temporary file is left")
+    }
+
+    func testMigrationChecksOverHTTP() async throws {
+        let server = try TestServer()
+        let json = try await server.request("GET", "/checks/migrations")
+        XCTAssertEqual(json.status, 200, String(decoding: json.data, as: UTF8.self))
+        XCTAssertEqual(json.json?["passed"], 4)
+        let junit = try await server.request("GET", "/checks/migrations?format=junit&template=boardgames")
+        XCTAssertEqual(junit.headers["content-type"], "application/xml; charset=utf-8")
+        XCTAssertTrue(String(decoding: junit.data, as: UTF8.self).contains("<testcase classname=\"larder.migrations.boardgames\""))
+        let broken = try TestServer { $0.fixtures = repositoryRoot + "/Tests/fixtures/broken" }
+        let failing = try await broken.request("GET", "/checks/migrations")
+        XCTAssertEqual(failing.status, 422)
+        XCTAssertEqual(failing.json?["failed"], 5)
+    }
+
+    func testTokenIsRequiredWhenConfigured() async throws {
+        let server = try TestServer { $0.token = "sesame" }
+        let health = try await server.request("GET", "/health")
+        XCTAssertEqual(health.status, 200)
+        let denied = try await server.request("GET", "/stores")
+        XCTAssertEqual(denied.status, 401)
+        XCTAssertEqual(denied.code, "unauthorized")
+        let allowed = try await server.request("GET", "/stores", headers: ["Authorization": "Bearer sesame"])
+        XCTAssertEqual(allowed.status, 200)
+    }
+}

@@ -1,0 +1,82 @@
+import Foundation
+@testable import LarderCore
+import MicroHTTP
+@testable import LarderServer
+import XCTest
+
+/// Routes without sockets: a Request in, a Reply out.
+final class RouterTests: XCTestCase {
+    var root: String!
+    var router: Router!
+
+    override func setUpWithError() throws {
+        root = NSTemporaryDirectory() + "larder-router-\(UUID().uuidString)"
+        var c = Configuration()
+        c.root = root
+        c.fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path + "/fixtures"
+        c.token = "sesame"
+        router = Router(services: try Services(configuration: c))
+    }
+
+    override func tearDownWithError() throws { try? FileManager.default.removeItem(atPath: root) }
+
+    func call(_ method: String, _ path: String, query: [(String, String)] = [], body: String = "", type: String? = "application/json",
+              token: String? = "sesame") -> (Int, JSONValue?) {
+        var headers: [String: String] = [:]
+        if let type { headers["content-type"] = type }
+        if let token { headers["authorization"] = "Bearer " + token }
+        let reply = router.route(Request(method: method, path: path, query: query.map { (name: $0.0, value: $0.1) }, headers: headers, body: Array(body.utf8)))
+        guard case .now(let response) = reply else { return (-1, nil) }
+        guard case .bytes(let bytes) = response.body else { return (response.status, nil) }
+        return (response.status, try? JSONValue.parse(bytes))
+    }
+
+    func code(_ answer: (Int, JSONValue?)) -> String? { answer.1?["error"]?["code"]?.stringValue }
+
+    func testErrorsComeWithTheContractsStatusAndCode() {
+        XCTAssertEqual(call("GET", "/health", token: nil).0, 200, "health needs no token")
+        XCTAssertEqual(code(call("GET", "/stores", token: nil)), "unauthorized")
+        XCTAssertEqual(code(call("GET", "/stores", token: "wrong")), "unauthorized")
+        XCTAssertEqual(code(call("GET", "/nope")), "not_found")
+        XCTAssertEqual(call("PUT", "/stores").0, 405)
+        XCTAssertEqual(code(call("PUT", "/stores")), "method_not_allowed")
+        XCTAssertEqual(code(call("GET", "/stores/st_missing")), "store_not_found")
+        XCTAssertEqual(code(call("POST", "/stores", body: "{")), "bad_request")
+        XCTAssertEqual(code(call("POST", "/stores", body: "[]")), "bad_request")
+        XCTAssertEqual(code(call("POST", "/stores", body: #"{"colour": "red"}"#)), "bad_request")
+        XCTAssertEqual(code(call("POST", "/stores", body: #"{"ttl_seconds": "soon"}"#)), "bad_request")
+        XCTAssertEqual(code(call("POST", "/stores", body: #"{"template": "nope"}"#)), "unknown_template")
+        XCTAssertEqual(code(call("POST", "/stores", body: #"{"template": "gallery", "fixtures": ["nope"]}"#)), "unknown_fixture")
+        XCTAssertEqual(code(call("POST", "/stores", body: #"{"template": "gallery", "snapshot": "nope"}"#)), "unknown_snapshot")
+        XCTAssertEqual(code(call("POST", "/stores", body: #"{"template": "gallery", "version": "77"}"#)), "unknown_version")
+        XCTAssertEqual(code(call("POST", "/stores", body: "x", type: "text/csv")), "unsupported_media_type")
+        XCTAssertEqual(code(call("GET", "/stores", query: [("limit", "0")])), "bad_request")
+        XCTAssertEqual(code(call("GET", "/stores", query: [("colour", "red")])), "bad_request")
+    }
+
+    func testCreateShowPatchDeleteWithoutSockets() throws {
+        let (status, created) = call("POST", "/stores", body: #"{"label": "unit"}"#)
+        XCTAssertEqual(status, 201)
+        let id = try XCTUnwrap(created?["id"]?.stringValue)
+        XCTAssertEqual(call("GET", "/stores/" + id).1?["label"], "unit")
+        XCTAssertEqual(call("PATCH", "/stores/" + id, body: #"{"keep": true, "label": null}"#).1?["keep"], true)
+        XCTAssertEqual(call("GET", "/stores/" + id).1?["label"], .null)
+        XCTAssertEqual(call("DELETE", "/stores/" + id).0, 204)
+        XCTAssertEqual(call("DELETE", "/stores/" + id).0, 404)
+    }
+
+    func testOpenAPIDescribesEveryRoute() throws {
+        let paths = Set((OpenAPI.document["paths"]?.objectMembers ?? []).map(\.0))
+        for op in OpenAPI.operations { XCTAssertTrue(paths.contains(op.path)) }
+        let documented = Set(OpenAPI.operations.map { "\($0.method.uppercased()) \($0.path)" })
+        for route in router.table {
+            for method in route.methods { XCTAssertTrue(documented.contains("\(method) \(route.name)"), "\(method) \(route.name) is not in openapi.json") }
+        }
+        let (status, page) = call("GET", "/openapi.json")
+        XCTAssertEqual(status, 200)
+        XCTAssertEqual(page?["openapi"], "3.1.0")
+        for route in ["/stores/{id}/artifact", "/stores/{id}/counts", "/checks/migrations", "/templates/{name}"] {
+            XCTAssertTrue(paths.contains(route), route)
+        }
+    }
+}

@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""Client tests in another language: what a CI job in Python does with
+Larder, against the real binary, with the standard library only.
+
+    python3 Tests/clients/test_client.py .build/debug/larder
+"""
+import hashlib
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.error
+import urllib.request
+import zipfile
+
+BINARY = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".build/debug/larder")
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures")
+
+
+class Larder:
+    """The server as a subprocess on a free port."""
+
+    def __init__(self, root, *extra):
+        self.root = root
+        self.process = subprocess.Popen(
+            [BINARY, "serve", "--port", "0", "--root", root, "--fixtures", FIXTURES, *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.process.stdout.readline()
+        if not line.startswith("larder listening on "):
+            raise RuntimeError("no listening line: %r %s" % (line, self.process.stderr.read()))
+        self.base = line.split(" on ", 1)[1].strip()
+
+    def call(self, method, path, body=None, content_type="application/json", raw=False):
+        data = None
+        if body is not None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        request = urllib.request.Request(self.base + path, data=data, method=method)
+        if data is not None:
+            request.add_header("Content-Type", content_type)
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                payload = response.read()
+                return response.status, (payload if raw else (json.loads(payload) if payload else None)), dict(response.headers)
+        except urllib.error.HTTPError as error:
+            payload = error.read()
+            return error.code, json.loads(payload) if payload else None, dict(error.headers)
+
+    def stop(self, sig=signal.SIGTERM):
+        self.process.send_signal(sig)
+        code = self.process.wait(timeout=30)
+        self.process.stdout.close()
+        self.process.stderr.close()
+        return code
+
+
+class ClientTests(unittest.TestCase):
+    def setUp(self):
+        self.root = tempfile.mkdtemp(prefix="larder-client-")
+        shutil.rmtree(self.root)
+        self.larder = Larder(self.root)
+
+    def tearDown(self):
+        if self.larder.process.poll() is None:
+            self.larder.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def test_create_write_count_delete(self):
+        status, store, _ = self.larder.call("POST", "/stores", {"template": "gallery", "fixtures": ["artists", "artworks"], "label": "py"})
+        self.assertEqual(status, 201)
+        db = sqlite3.connect(store["path"])
+        db.execute("INSERT INTO albums (title) VALUES ('written by python')")
+        db.commit()
+        status, counts, _ = self.larder.call("GET", "/stores/%s/counts" % store["id"])
+        self.assertEqual(counts["counts"]["albums"], 1)
+        self.assertEqual(counts["counts"]["artworks"], 12)
+        db.close()
+        status, _, _ = self.larder.call("DELETE", "/stores/%s" % store["id"])
+        self.assertEqual(status, 204)
+        self.assertFalse(os.path.exists(store["path"]))
+
+    def test_empty_store_is_a_sqlite_file(self):
+        status, store, _ = self.larder.call("POST", "/stores")
+        self.assertEqual(status, 201)
+        db = sqlite3.connect(store["path"])
+        self.assertEqual(db.execute("PRAGMA journal_mode").fetchone()[0], "wal")
+        db.execute("CREATE TABLE t (x)")
+        db.commit()
+        self.assertEqual(self.larder.call("GET", "/stores/%s" % store["id"])[1]["counts"], {"t": 0})
+
+    def test_bad_inputs(self):
+        for body, code in [(b"{", "bad_request"), (b'{"nope": 1}', "bad_request"), (b'{"ttl_seconds": "x"}', "bad_request")]:
+            status, error, _ = self.larder.call("POST", "/stores", body)
+            self.assertEqual(status, 400)
+            self.assertEqual(error["error"]["code"], code)
+        status, error, _ = self.larder.call("POST", "/stores", b"not a database", "application/vnd.sqlite3")
+        self.assertEqual((status, error["error"]["code"]), (400, "bad_request"))
+        self.assertEqual(self.larder.call("GET", "/stores/st_none")[1]["error"]["code"], "store_not_found")
+        self.assertEqual(self.larder.call("PUT", "/stores")[0], 405)
+
+    def artifact(self, store_id, compression):
+        status, payload, headers = self.larder.call("GET", "/stores/%s/artifact?compression=%s" % (store_id, compression), raw=True)
+        self.assertEqual(status, 200)
+        path = os.path.join(self.root, "a-%s.zip" % compression)
+        with open(path, "wb") as f:
+            f.write(payload)
+        return path
+
+    def test_artifact_read_back_with_zipfile(self):
+        _, store, _ = self.larder.call("POST", "/stores", {"template": "gallery", "fixtures": ["artists", "artworks"]})
+        for compression, method in [("deflate", zipfile.ZIP_DEFLATED), ("store", zipfile.ZIP_STORED)]:
+            with zipfile.ZipFile(self.artifact(store["id"], compression)) as z:
+                self.assertIsNone(z.testzip())
+                self.assertEqual([i.filename for i in z.infolist()], ["store.sqlite", "manifest.json"])
+                self.assertEqual(z.getinfo("store.sqlite").compress_type, method)
+                manifest = json.loads(z.read("manifest.json"))
+                database = z.read("store.sqlite")
+                self.assertEqual(manifest["sha256"], hashlib.sha256(database).hexdigest())
+                self.assertEqual(manifest["counts"]["artworks"], 12)
+                self.assertEqual(manifest["id"], store["id"])
+                copy = os.path.join(self.root, "copy.sqlite")
+                with open(copy, "wb") as f:
+                    f.write(database)
+                self.assertEqual(sqlite3.connect(copy).execute("PRAGMA integrity_check").fetchone()[0], "ok")
+            if compression == "store":
+                # Stored entries carry CRC and sizes in the local header (no data descriptor).
+                with open(self.artifact(store["id"], "store"), "rb") as f:
+                    header = f.read(30)
+                self.assertEqual(header[:4], b"PK\x03\x04")
+                self.assertEqual(int.from_bytes(header[6:8], "little") & 0x08, 0)
+
+    def test_snapshot_while_another_process_commits(self):
+        _, store, _ = self.larder.call("POST", "/stores")
+        setup = sqlite3.connect(store["path"])
+        setup.execute("CREATE TABLE pairs (n INTEGER)")
+        setup.commit()
+        setup.close()
+        writer = subprocess.Popen([sys.executable, "-c", """
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], timeout=5, isolation_level=None)
+end = time.time() + 4
+i = 0
+while time.time() < end:
+    db.execute("BEGIN IMMEDIATE")
+    db.execute("INSERT INTO pairs VALUES (?)", (i,))
+    db.execute("INSERT INTO pairs VALUES (?)", (i,))
+    db.execute("COMMIT")
+    i += 1
+""", store["path"]])
+        try:
+            time.sleep(0.3)
+            for _ in range(5):
+                with zipfile.ZipFile(self.artifact(store["id"], "store")) as z:
+                    copy = os.path.join(self.root, "live.sqlite")
+                    with open(copy, "wb") as f:
+                        f.write(z.read("store.sqlite"))
+                db = sqlite3.connect(copy)
+                self.assertEqual(db.execute("PRAGMA integrity_check").fetchone()[0], "ok")
+                count = db.execute("SELECT count(*) FROM pairs").fetchone()[0]
+                self.assertEqual(count % 2, 0, "a snapshot holds half a commit")
+                db.close()
+        finally:
+            writer.wait(timeout=30)
+
+    def test_disconnect_in_the_middle_leaves_nothing_behind(self):
+        _, store, _ = self.larder.call("POST", "/stores")
+        db = sqlite3.connect(store["path"])
+        db.execute("CREATE TABLE big (b BLOB)")
+        db.executemany("INSERT INTO big VALUES (randomblob(65536))", [()] * 800)  # ~50 MB
+        db.commit()
+        db.close()
+        host, port = self.larder.base[len("http://"):].split(":")
+        for _ in range(3):
+            connection = http.client.HTTPConnection(host, int(port), timeout=30)
+            connection.request("GET", "/stores/%s/artifact?compression=store" % store["id"])
+            response = connection.getresponse()
+            self.assertEqual(response.status, 200)
+            response.read(1 << 20)
+            connection.sock.shutdown(socket.SHUT_RDWR)
+            connection.close()
+        deadline = time.time() + 10
+        while time.time() < deadline and os.listdir(os.path.join(self.root, "tmp")):
+            time.sleep(0.1)
+        self.assertEqual(os.listdir(os.path.join(self.root, "tmp")), [])
+        self.assertEqual(self.larder.call("GET", "/health")[0], 200)
+        descriptors = os.listdir("/proc/%d/fd" % self.larder.process.pid)
+        self.assertLess(len(descriptors), 64, "descriptors leak after disconnects")
+
+    def test_store_survives_kill_9_and_restart(self):
+        _, store, _ = self.larder.call("POST", "/stores", {"template": "boardgames", "label": "survivor"})
+        self.larder.call("PATCH", "/stores/%s" % store["id"], {"keep": True})
+        self.larder.stop(signal.SIGKILL)
+        os.makedirs(os.path.join(self.root, "building", "st_half_built"))
+        self.larder = Larder(self.root)
+        status, again, _ = self.larder.call("GET", "/stores/%s" % store["id"])
+        self.assertEqual(status, 200)
+        self.assertEqual((again["label"], again["keep"], again["version"]), ("survivor", True, "2"))
+        self.assertEqual(os.listdir(os.path.join(self.root, "building")), [])
+
+    def test_sigterm_exits_cleanly(self):
+        self.assertEqual(self.larder.stop(signal.SIGTERM), 0)
+
+    def test_large_store_download(self):
+        _, store, _ = self.larder.call("POST", "/stores")
+        db = sqlite3.connect(store["path"])
+        db.execute("CREATE TABLE big (b BLOB)")
+        db.executemany("INSERT INTO big VALUES (randomblob(65536))", [()] * 3200)  # ~210 MB
+        db.commit()
+        db.close()
+        host, port = self.larder.base[len("http://"):].split(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=300)
+        connection.request("GET", "/stores/%s/artifact?compression=store" % store["id"])
+        response = connection.getresponse()
+        path = os.path.join(self.root, "big.zip")
+        with open(path, "wb") as f:
+            while True:
+                chunk = response.read(1 << 20)
+                if not chunk:
+                    break
+                f.write(chunk)
+        connection.close()
+        with zipfile.ZipFile(path) as z:
+            info = z.getinfo("store.sqlite")
+            self.assertGreater(info.file_size, 200 * 1000 * 1000)
+            self.assertIsNone(z.testzip())
+
+
+if __name__ == "__main__":
+    result = unittest.main(argv=[sys.argv[0], "-v"], exit=False).result
+    failed = len(result.failures) + len(result.errors)
+    print("client: %d passed, %d failed" % (result.testsRun - failed, failed))
+    sys.exit(1 if failed else 0)
