@@ -3,15 +3,47 @@ import Glibc
 import Synchronization
 
 /// The fixtures directory: one template per sub-folder. Read on demand and
-/// re-read whenever a file in it changes (checked by size, time and inode),
-/// so edits are seen without a restart. Names from requests are looked up
-/// among the folder's entries, never joined onto paths.
-public final class Catalog: Sendable {
+/// re-read whenever a file in it changes, so edits are seen without a
+/// restart: inotify says when anything changed (one read per request);
+/// where inotify is not available, every file's size, time and inode are
+/// compared instead. Names from requests are looked up among the folder's
+/// entries, never joined onto paths.
+public final class Catalog: @unchecked Sendable {
     public let directory: String
     private let cache = Mutex<[String: (signature: String, template: Template)]>([:])
+    private struct Watched {
+        var watch: DirectoryWatch?
+        var names: [String]?
+    }
+    private let watched: Mutex<Watched>
 
     public init(directory: String) {
         self.directory = FileSystem.realPath(directory)
+        watched = Mutex(Watched(watch: DirectoryWatch(), names: nil))
+    }
+
+    /// Whether cached reads are still good: true when inotify watches the
+    /// directory and nothing changed since the last question.
+    private func cachedReadsAreFresh() -> Bool {
+        watched.withLock { w in
+            guard let watch = w.watch else { return false }
+            if watch.changed() || w.names == nil {
+                w.names = nil
+                cache.withLock { $0 = [:] }
+                // (Re)watch every folder a template is read from.
+                var ok = watch.watch(directory)
+                for name in FileSystem.entries(directory) where Catalog.isSafeName(name) {
+                    let folder = directory + "/" + name
+                    ok = watch.watch(folder) && ok
+                    for sub in ["migrations", "data", "snapshots"] { ok = watch.watch(folder + "/" + sub) && ok }
+                }
+                if !ok { w.watch = nil; return false }
+                // Changes made while re-watching are caught by the next question.
+                _ = watch.changed()
+                return false
+            }
+            return true
+        }
     }
 
     static func isSafeName(_ name: String) -> Bool {
@@ -21,7 +53,10 @@ public final class Catalog: Sendable {
 
     /// Template names, sorted.
     public func names() -> [String] {
-        FileSystem.entries(directory).filter { Catalog.isSafeName($0) && FileSystem.isDirectory(directory + "/" + $0) }
+        if cachedReadsAreFresh(), let names = watched.withLock({ $0.names }) { return names }
+        let names = FileSystem.entries(directory).filter { Catalog.isSafeName($0) && FileSystem.isDirectory(directory + "/" + $0) }
+        watched.withLock { w in if w.watch != nil { w.names = names } }
+        return names
     }
 
     public func templates() throws -> [Template] {
@@ -34,8 +69,10 @@ public final class Catalog: Sendable {
                               details: [("template", .string(name)), ("templates", JSONValue(names()))])
         }
         let folder = directory + "/" + name
-        let signature = Catalog.signature(of: folder)
-        if let hit = cache.withLock({ $0[name] }), hit.signature == signature { return hit.template }
+        let watching = watched.withLock { $0.watch != nil }
+        if watching, cachedReadsAreFresh(), let hit = cache.withLock({ $0[name] }) { return hit.template }
+        let signature = watching ? "" : Catalog.signature(of: folder)
+        if !watching, let hit = cache.withLock({ $0[name] }), hit.signature == signature { return hit.template }
         let template = try Catalog.load(name: name, folder: folder)
         cache.withLock { $0[name] = (signature, template) }
         return template
