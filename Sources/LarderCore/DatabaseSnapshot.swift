@@ -8,8 +8,6 @@ import SQLite
 public final class DatabaseSnapshot: @unchecked Sendable {
     public let descriptor: Int32
     public let size: UInt64
-    public let sha256: String
-    public let crc32: UInt32
     public let counts: [(String, Int64)]
     public let tables: [String]
     private var owned = true
@@ -34,25 +32,27 @@ public final class DatabaseSnapshot: @unchecked Sendable {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw FileSystem.Failure("cannot open snapshot", path) }
         descriptor = fd
-        // One pass for the digest and the CRC the zip header needs.
+        var info = stat()
+        fstat(fd, &info)
+        size = UInt64(info.st_size)
+    }
+
+    /// SHA-256 and CRC-32 of the whole copy, in one pass.
+    public func checksums() throws -> (sha256: String, crc32: UInt32) {
         let hash = SHA256()
         var crc: UInt32 = 0
-        var total: UInt64 = 0
+        let read = reader()
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         while true {
-            let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(total)) }
-            if n < 0 { if errno == EINTR { continue }; close(fd); throw FileSystem.Failure("cannot read snapshot", path) }
+            let n = try buffer.withUnsafeMutableBytes { try read($0) }
             if n == 0 { break }
             buffer.withUnsafeBytes { raw in
                 let slice = UnsafeRawBufferPointer(rebasing: raw[0..<n])
                 hash.update(slice)
                 crc = LarderCore.crc32(slice, initial: crc)
             }
-            total += UInt64(n)
         }
-        size = total
-        sha256 = hash.finalize()
-        crc32 = crc
+        return (hash.finalize(), crc)
     }
 
     deinit { if owned { close(descriptor) } }
@@ -77,11 +77,28 @@ public final class DatabaseSnapshot: @unchecked Sendable {
         }
     }
 
-    /// The artifact: `store.sqlite` and `manifest.json`, streamed to `sink`.
-    public func writeArtifact(manifest: JSONValue, method: ZipWriter.Method, sink: @escaping (UnsafeRawBufferPointer) throws -> Void) throws {
+    /// The artifact: `store.sqlite`, then `manifest.json` (made by `manifest`
+    /// from the database's SHA-256), streamed to `sink`. Deflated, the data
+    /// is read once: hashed and compressed in the same pass.
+    public func writeArtifact(method: ZipWriter.Method, manifest: (String) -> JSONValue,
+                              sink: @escaping (UnsafeRawBufferPointer) throws -> Void) throws {
         let zip = ZipWriter(level: 1, sink: sink)
-        try zip.add(name: "store.sqlite", size: size, crc: crc32, method: method, read: reader())
-        try zip.add(name: "manifest.json", bytes: manifest.prettySerialized(), method: method)
+        let sha: String
+        if method == .store {
+            let sums = try checksums()
+            try zip.add(name: "store.sqlite", size: size, crc: sums.crc32, method: .store, read: reader())
+            sha = sums.sha256
+        } else {
+            let hash = SHA256()
+            let read = reader()
+            try zip.add(name: "store.sqlite", size: size, crc: nil, method: .deflate) { buffer in
+                let n = try read(buffer)
+                hash.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+                return n
+            }
+            sha = hash.finalize()
+        }
+        try zip.add(name: "manifest.json", bytes: manifest(sha).prettySerialized(), method: method)
         try zip.finish()
     }
 }

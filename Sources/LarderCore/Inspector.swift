@@ -12,8 +12,13 @@ public enum Inspector {
 
     /// User tables, in name order: no `sqlite_*`, no bookkeeping, no virtual-table shadows.
     public static func userTables(_ db: Connection) throws -> [String] {
-        let rows = try db.rows("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")
-        return rows.compactMap { $0.first?.string }.filter { !bookkeepingTables.contains($0) }
+        let statement = try db.cached("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")
+        defer { statement.reset() }
+        var names: [String] = []
+        while try statement.step() {
+            if let name = statement.string(0), !bookkeepingTables.contains(name) { names.append(name) }
+        }
+        return names
     }
 
     /// Row counts of `tables` (default: every user table). An unknown table is a 400.
@@ -29,7 +34,9 @@ public enum Inspector {
             names = tables
         }
         return try names.map { name in
-            (name, try db.scalar("SELECT count(*) FROM \(quoteIdentifier(name))")?.int64 ?? 0)
+            let statement = try db.cached("SELECT count(*) FROM \(quoteIdentifier(name))")
+            defer { statement.reset() }
+            return (name, try statement.step() ? statement.int64(0) : 0)
         }
     }
 }

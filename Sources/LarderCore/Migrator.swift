@@ -55,6 +55,9 @@ public struct Migrator {
         }
         var steps: [Step] = []
         var current = from
+        // Foreign-key violations as they stand, carried from one migration
+        // to the next so each one costs a single check.
+        var violations: [String: Int]? = nil
         let pending = set.migrations.filter { !applied.contains($0.version) && VersionOrder.compare($0.version, target) <= 0 }
         let rollback = set.migrations.filter { applied.contains($0.version) && VersionOrder.compare($0.version, target) > 0 }.reversed()
         if !rollback.isEmpty {
@@ -65,7 +68,7 @@ public struct Migrator {
             }
             for m in rollback {
                 let previous = set.migrations.last { applied.contains($0.version) && VersionOrder.less($0.version, m.version) }?.version
-                let ms = try run(db, m, sql: m.down!, file: m.downFile ?? m.file, storeVersion: current, noTransaction: m.noTransaction) {
+                let ms = try run(db, m, sql: m.down!, file: m.downFile ?? m.file, storeVersion: current, noTransaction: m.noTransaction, violations: &violations) {
                     try Bookkeeping.recordDown(db, set.format, m, previous: previous, milliseconds: $0)
                 }
                 applied.remove(m.version)
@@ -74,7 +77,7 @@ public struct Migrator {
             }
         }
         for m in pending {
-            let ms = try run(db, m, sql: m.up, file: m.file, storeVersion: current, noTransaction: m.noTransaction) {
+            let ms = try run(db, m, sql: m.up, file: m.file, storeVersion: current, noTransaction: m.noTransaction, violations: &violations) {
                 try Bookkeeping.recordUp(db, set.format, m, milliseconds: $0)
             }
             applied.insert(m.version)
@@ -83,7 +86,7 @@ public struct Migrator {
         }
         if set.format == .flyway {
             for r in set.repeatables where try Bookkeeping.flywayRepeatableChecksum(db, script: r.file) != Int64(r.flywayChecksum) {
-                let ms = try run(db, r, sql: r.up, file: r.file, storeVersion: current, noTransaction: false) {
+                let ms = try run(db, r, sql: r.up, file: r.file, storeVersion: current, noTransaction: false, violations: &violations) {
                     try Bookkeeping.recordUp(db, set.format, r, milliseconds: $0)
                 }
                 steps.append(Step(version: "", name: r.name, milliseconds: ms, direction: "repeatable"))
@@ -121,7 +124,7 @@ public struct Migrator {
 
     /// Runs one migration's SQL; answers its time in ms.
     private func run(_ db: Connection, _ m: Migration, sql: String, file: String, storeVersion: String?, noTransaction: Bool,
-                     record: (Int) throws -> Void) throws -> Int {
+                     violations: inout [String: Int]?, record: (Int) throws -> Void) throws -> Int {
         let started = monotonicNanos()
         let outsideTransaction = noTransaction || Migrator.needsNoTransaction(sql)
         let keysWereOn = try db.scalar("PRAGMA foreign_keys")?.isTrue ?? false
@@ -139,14 +142,16 @@ public struct Migrator {
                     while try statement.step() {}
                 }
                 try db.transaction { try record(Int((monotonicNanos() - started) / 1_000_000)) }
+                violations = nil
             } else {
-                let before = try Migrator.foreignKeyViolations(db)
+                let before = try violations ?? Migrator.foreignKeyViolations(db)
+                var after: [String: Int] = [:]
                 try db.transaction {
                     try db.forEachStatement(in: sql) { statement in
                         if Migrator.isTransactionControl(statement) { return }
                         while try statement.step() {}
                     }
-                    let after = try Migrator.foreignKeyViolations(db)
+                    after = try Migrator.foreignKeyViolations(db)
                     let new = after.filter { $0.value > (before[$0.key] ?? 0) }.map(\.key).sorted()
                     if !new.isEmpty {
                         throw LarderError(.migrationFailed, "migration \(file) leaves \(new.count) new foreign key violation(s): \(new.prefix(5).joined(separator: "; "))",
@@ -155,6 +160,7 @@ public struct Migrator {
                     }
                     try record(Int((monotonicNanos() - started) / 1_000_000))
                 }
+                violations = after
             }
         } catch let error as SQLiteError {
             throw failure(error, "")

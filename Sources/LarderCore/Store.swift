@@ -9,6 +9,11 @@ import Synchronization
 public final class Store: Sendable {
     public let id: String
     public let directory: String
+    /// Idle connections for reads, kept open between requests (opening and
+    /// parsing the schema again costs more than the reads themselves).
+    private let readers = Mutex<[Connection]>([])
+    static let openReaders = Atomic<Int>(0)
+    static let maxOpenReaders = 512
     private let state: Mutex<(record: StoreRecord, operation: String?, deleted: Bool)>
 
     init(record: StoreRecord, directory: String) {
@@ -51,7 +56,37 @@ public final class Store: Sendable {
         }
     }
 
-    func markDeleted() { state.withLock { $0.deleted = true; $0.operation = nil } }
+    func markDeleted() {
+        state.withLock { $0.deleted = true; $0.operation = nil }
+        dropReaders()
+    }
+
+    /// Closes the idle read connections (before the files go away).
+    func dropReaders() {
+        let dropped = readers.withLock { r -> Int in
+            defer { r.removeAll() }
+            return r.count
+        }
+        Store.openReaders.subtract(dropped, ordering: .relaxed)
+    }
+
+    /// Runs `body` with a read connection from this store's pool.
+    public func withReader<T>(_ body: (Connection) throws -> T) throws -> T {
+        let pooled = readers.withLock { $0.popLast() }
+        if pooled != nil { Store.openReaders.subtract(1, ordering: .relaxed) }
+        let db = try pooled ?? connect()
+        defer {
+            // Kept only while the store lives and the process-wide cap allows.
+            let kept = readers.withLock { r -> Bool in
+                guard r.count < 4, Store.openReaders.load(ordering: .relaxed) < Store.maxOpenReaders,
+                      !state.withLock({ $0.deleted }), db.isAutocommit else { return false }
+                r.append(db)
+                return true
+            }
+            if kept { Store.openReaders.add(1, ordering: .relaxed) }
+        }
+        return try body(db)
+    }
 
     /// A new connection to the live file (WAL, busy timeout), for Larder's own work.
     public func connect(busyTimeoutMs: Int32 = 5000) throws -> Connection {

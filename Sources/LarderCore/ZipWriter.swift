@@ -65,14 +65,17 @@ public final class ZipWriter {
         }
     }
 
-    /// Adds an entry whose size and CRC are known (a file that was read once
-    /// to hash it); `read` fills a buffer and answers how many bytes it put
-    /// there, 0 at the end.
-    public func add(name: String, size: UInt64, crc: UInt32, method: Method,
+    /// Adds an entry of known size; `read` fills a buffer and answers how
+    /// many bytes it put there, 0 at the end. A stored entry needs its CRC up
+    /// front (it goes in the local header); a deflated one may pass nil and
+    /// have it computed as it streams (it goes in the data descriptor).
+    public func add(name: String, size: UInt64, crc known: UInt32?, method: Method,
                     read: (UnsafeMutableRawBufferPointer) throws -> Int) throws {
         let nameBytes = Array(name.utf8)
         let offset = written
         let stored = method == .store
+        precondition(!stored || known != nil, "a stored entry needs its CRC before its data")
+        var crc = known ?? 0
         // Stored: sizes known up front. Deflated: sizes follow in a descriptor.
         let needs64 = size >= ZipWriter.zip64Limit - (1 << 20)
         var flags: UInt16 = 0x0800 // names are UTF-8
@@ -122,6 +125,7 @@ public final class ZipWriter {
             while !finished {
                 let n = try input.withUnsafeMutableBytes { try read($0) }
                 total += UInt64(n)
+                if known == nil { crc = input.withUnsafeBytes { LarderCore.crc32(UnsafeRawBufferPointer(rebasing: $0[0..<n]), initial: crc) } }
                 let finish: Int32 = n == 0 ? 1 : 0
                 var offsetIn = 0
                 repeat {

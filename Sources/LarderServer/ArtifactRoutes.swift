@@ -29,22 +29,21 @@ enum ArtifactRoutes {
                 return
             }
             let record = store.record
-            let manifest: JSONValue = [
+            let manifest: @Sendable (String) -> JSONValue = { sha256 in [
                 "id": .string(record.id), "label": JSONValue(record.label), "template": JSONValue(record.template),
                 "version": JSONValue(record.version), "snapshot": JSONValue(record.snapshot), "fixtures": JSONValue(record.fixtures),
                 "counts": JSONValue(counts: snapshot.counts), "tables": JSONValue(snapshot.tables),
-                "sqlite_version": .string(Connection.libraryVersion), "sha256": .string(snapshot.sha256),
+                "sqlite_version": .string(Connection.libraryVersion), "sha256": .string(sha256),
                 "size_bytes": .int(Int64(snapshot.size)), "created_at": .string(record.createdAt.rfc3339),
                 "snapshot_at": .string(Timestamp.now.rfc3339), "larder_version": .string(LarderVersion.current),
-            ]
+            ] }
             let stream = BodyStream(capacity: 2 << 20)
             respond(Response(status: 200, headers: [
                 ("Content-Type", "application/zip"),
                 ("Content-Disposition", "attachment; filename=\"\(fileName(record, "zip"))\""),
-                ("X-Larder-SHA256", snapshot.sha256),
             ], body: .stream(stream)))
             do {
-                try snapshot.writeArtifact(manifest: manifest, method: method) { bytes in try stream.write(bytes) }
+                try snapshot.writeArtifact(method: method, manifest: manifest) { bytes in try stream.write(bytes) }
                 stream.finish()
             } catch {
                 if !(error is BodyStream.Cancelled) { logLine("artifact of \(id) failed: \(error)") }
@@ -58,10 +57,11 @@ enum ArtifactRoutes {
         let store = try s.registry.get(id)
         return .later {
             let snapshot = try DatabaseSnapshot(store: store, temporaryDirectory: s.registry.temporaryDirectory)
+            let sums = try snapshot.checksums()
             return Response(status: 200, headers: [
                 ("Content-Type", "application/vnd.sqlite3"),
                 ("Content-Disposition", "attachment; filename=\"\(fileName(store.record, "sqlite"))\""),
-                ("X-Larder-SHA256", snapshot.sha256),
+                ("X-Larder-SHA256", sums.sha256),
             ], body: .file(descriptor: snapshot.takeDescriptor(), size: snapshot.size))
         }
     }

@@ -10,14 +10,12 @@ enum InspectRoutes {
         let tables = request.queryValue("tables").map { $0.split(separator: ",").map { String($0).trimmingSpaces() }.filter { !$0.isEmpty } }
         guard let waitText = request.queryValue("wait") else {
             if request.queryValue("timeout_ms") != nil { throw LarderError.badRequest("'timeout_ms' goes with 'wait'") }
-            let db = try store.connect()
-            return .now(json(200, ["counts": JSONValue(counts: try Inspector.counts(db, tables: tables))]))
+            return .now(json(200, ["counts": JSONValue(counts: try store.withReader { try Inspector.counts($0, tables: tables) })]))
         }
         let conditions = try CountCondition.parseList(waitText)
         let timeout = try request.queryInt("timeout_ms", in: 0...s.configuration.waitTimeoutMaxMs) ?? min(30_000, s.configuration.waitTimeoutMaxMs)
         // Unknown tables are a 400 now, not a timeout later.
-        let db = try store.connect()
-        _ = try Inspector.counts(db, tables: Array(Set(conditions.map(\.table) + (tables ?? []))))
+        _ = try store.withReader { try Inspector.counts($0, tables: Array(Set(conditions.map(\.table) + (tables ?? [])))) }
         let waitDescription = conditions.map(\.description).joined(separator: ",")
         return .whenReady { respond in
             s.waiter.wait(on: store, for: conditions, tables: tables, timeoutMs: timeout) { result in
@@ -37,8 +35,7 @@ enum InspectRoutes {
 
     static func schema(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
         try request.checkQuery(allowed: [])
-        let db = try s.registry.get(id).connect()
-        return .now(json(200, try Inspector.schema(db)))
+        return .now(json(200, try s.registry.get(id).withReader { try Inspector.schema($0) }))
     }
 
     static func query(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {

@@ -81,8 +81,7 @@ enum StoreRoutes {
         if let known {
             counts = JSONValue(counts: known)
         } else if liveCounts {
-            let db = try store.connect()
-            counts = JSONValue(counts: try Inspector.counts(db))
+            counts = JSONValue(counts: try store.withReader { try Inspector.counts($0) })
         }
         let base = s.base + "/stores/" + record.id
         let links: JSONValue = .object(["self", "artifact", "database", "counts", "query", "migrate", "migrations", "fixtures", "schema"].map {

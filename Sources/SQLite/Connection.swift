@@ -7,6 +7,7 @@ public final class Connection: @unchecked Sendable {
     public let handle: OpaquePointer
     public let path: String
     var sandbox: SandboxState?
+    private var statementCache: [String: Statement] = [:]
 
     public enum Mode: Sendable {
         case readWrite, readWriteCreate, readOnly
@@ -50,6 +51,19 @@ public final class Connection: @unchecked Sendable {
         guard rc == SQLITE_OK else { throw SQLiteError(connection: handle, code: rc, statement: sql) }
         guard let stmt else { throw SQLiteError(code: SQLITE_MISUSE, message: "no statement in SQL", statement: sql) }
         return Statement(handle: stmt, connection: self)
+    }
+
+    /// A prepared statement kept for reuse on this connection, reset and
+    /// cleared of bindings. For Larder's own fixed queries, not user SQL.
+    public func cached(_ sql: String) throws -> Statement {
+        if let statement = statementCache[sql] {
+            statement.reset()
+            return statement
+        }
+        let statement = try prepare(sql)
+        if statementCache.count > 64 { statementCache.removeAll() }
+        statementCache[sql] = statement
+        return statement
     }
 
     /// Prepares every statement of `sql` in turn with SQLite's own parser (the
