@@ -22,7 +22,6 @@ public struct Configuration: Sendable {
     public var waitTimeoutMaxMs = 300_000
     public var reapIntervalSeconds = 5
     public var cacheMaxBytes: Int64 = 1 << 30
-    public var readyCopies = 4
 
     public init() {}
 
@@ -42,7 +41,6 @@ public struct Configuration: Sendable {
         case waitTimeoutMaxMs = "wait-timeout-max-ms"
         case reapIntervalSeconds = "reap-interval-seconds"
         case cacheMaxBytes = "cache-max-bytes"
-        case readyCopies = "ready-copies"
 
         public var flag: String { "--" + rawValue }
         public var environmentVariable: String { "LARDER_" + rawValue.uppercased().replacingOccurrences(of: "-", with: "_") }
@@ -67,7 +65,6 @@ public struct Configuration: Sendable {
             case .waitTimeoutMaxMs: return "Longest timeout_ms a count wait may ask for."
             case .reapIntervalSeconds: return "How often expired stores are removed."
             case .cacheMaxBytes: return "Disk budget of the template cache; least recently used entries go first."
-            case .readyCopies: return "Ready-made copies kept per hot template key (0: none)."
             }
         }
     }
@@ -92,7 +89,6 @@ public struct Configuration: Sendable {
         case .waitTimeoutMaxMs: return String(waitTimeoutMaxMs)
         case .reapIntervalSeconds: return String(reapIntervalSeconds)
         case .cacheMaxBytes: return String(cacheMaxBytes)
-        case .readyCopies: return String(readyCopies)
         }
     }
 
@@ -127,7 +123,6 @@ public struct Configuration: Sendable {
         case .waitTimeoutMaxMs: waitTimeoutMaxMs = try int(1...3_600_000)
         case .reapIntervalSeconds: reapIntervalSeconds = try int(1...86_400)
         case .cacheMaxBytes: cacheMaxBytes = Int64(try int(0...Int.max))
-        case .readyCopies: readyCopies = try int(0...64)
         }
     }
 

@@ -39,6 +39,14 @@ public struct Migrator {
     /// down runs down migrations where the format has them.
     @discardableResult
     public func migrate(_ db: Connection, to target: String?, fallbackVersion: String? = nil) throws -> Outcome {
+        var violations: [String: Int]? = nil
+        return try migrate(db, to: target, fallbackVersion: fallbackVersion, violations: &violations)
+    }
+
+    /// As above; `violations` are the foreign-key violations known before
+    /// (nil: not known yet) and, afterwards, those left after the last step.
+    public func migrate(_ db: Connection, to target: String?, fallbackVersion: String?,
+                        violations: inout [String: Int]?) throws -> Outcome {
         let state = try self.state(db, fallbackVersion: fallbackVersion)
         guard let target = target ?? set.latest else { return Outcome(from: state.current, to: state.current, applied: []) }
         var applied = state.applied(among: set.versions)
@@ -55,9 +63,8 @@ public struct Migrator {
         }
         var steps: [Step] = []
         var current = from
-        // Foreign-key violations as they stand, carried from one migration
-        // to the next so each one costs a single check.
-        var violations: [String: Int]? = nil
+        // Foreign-key violations as they stand are carried from one
+        // migration to the next, so each one costs a single check.
         let pending = set.migrations.filter { !applied.contains($0.version) && VersionOrder.compare($0.version, target) <= 0 }
         let rollback = set.migrations.filter { applied.contains($0.version) && VersionOrder.compare($0.version, target) > 0 }.reversed()
         if !rollback.isEmpty {

@@ -34,14 +34,13 @@ struct ServeOptions: ParsableArguments {
     @Option(name: .customLong("wait-timeout-max-ms"), help: ArgumentHelp(Configuration.Key.waitTimeoutMaxMs.help)) var waitTimeoutMaxMs: String?
     @Option(name: .customLong("reap-interval-seconds"), help: ArgumentHelp(Configuration.Key.reapIntervalSeconds.help)) var reapIntervalSeconds: String?
     @Option(name: .customLong("cache-max-bytes"), help: ArgumentHelp(Configuration.Key.cacheMaxBytes.help)) var cacheMaxBytes: String?
-    @Option(name: .customLong("ready-copies"), help: ArgumentHelp(Configuration.Key.readyCopies.help)) var readyCopies: String?
 
     var flags: [(Configuration.Key, String?)] {
         [(.host, host), (.port, port), (.root, root), (.fixtures, fixtures), (.token, token), (.publicURL, publicURL),
          (.ttlSeconds, ttlSeconds), (.maxBodyBytes, maxBodyBytes), (.maxStores, maxStores), (.maxDiskBytes, maxDiskBytes),
          (.threads, threads), (.connectionLimit, connectionLimit), (.connectionTimeoutSeconds, connectionTimeoutSeconds),
          (.queryTimeoutMs, queryTimeoutMs), (.queryRowLimit, queryRowLimit), (.waitTimeoutMaxMs, waitTimeoutMaxMs),
-         (.reapIntervalSeconds, reapIntervalSeconds), (.cacheMaxBytes, cacheMaxBytes), (.readyCopies, readyCopies)]
+         (.reapIntervalSeconds, reapIntervalSeconds), (.cacheMaxBytes, cacheMaxBytes)]
     }
 
     /// Environment first, then flags.
