@@ -2,6 +2,7 @@
 #define LARDER_CSYSTEM_SHIM_H
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 #include <stdint.h>
 #include <unistd.h>
 #include <sys/syscall.h>
@@ -53,6 +54,29 @@ static inline int larder_deflate(void *context, const void *input, size_t input_
     *made = output_count - z->avail_out;
     return rc;
 }
+/* Compresses one whole chunk on its own. The chunk ends with a sync flush
+   (byte-aligned, not final) unless it is the last, so chunks compressed in
+   parallel concatenate into one valid deflate stream. Returns the bytes
+   made, or -1. */
+static inline long larder_deflate_chunk(int level, const void *input, size_t count, void *output, size_t capacity, int last) {
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (deflateInit2(&z, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) return -1;
+    z.next_in = (Bytef *)input;
+    z.avail_in = (uInt)count;
+    z.next_out = (Bytef *)output;
+    z.avail_out = (uInt)capacity;
+    int rc = deflate(&z, last ? Z_FINISH : Z_SYNC_FLUSH);
+    long made = (long)(capacity - z.avail_out);
+    int ok = last ? rc == Z_STREAM_END : (rc == Z_OK && z.avail_in == 0);
+    deflateEnd(&z);
+    return ok ? made : -1;
+}
+static inline size_t larder_deflate_bound(size_t count) { return (size_t)compressBound((uLong)count) + 64; }
+static inline uint32_t larder_crc32_combine(uint32_t a, uint32_t b, size_t length_b) {
+    return (uint32_t)crc32_combine((uLong)a, (uLong)b, (z_off_t)length_b);
+}
+
 static inline void larder_deflate_free(void *context) {
     deflateEnd((z_stream *)context);
     free(context);

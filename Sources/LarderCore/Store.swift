@@ -45,6 +45,16 @@ public final class Store: Sendable {
         return try body()
     }
 
+    /// Throws 409 while an exclusive operation (a migration, a fixture load)
+    /// runs: work that may write must not interleave with it.
+    public func ensureIdle() throws {
+        try state.withLock { s in
+            if let current = s.operation {
+                throw LarderError(.conflict, "store '\(id)' is busy: \(current) is running", details: [("operation", .string(current))])
+            }
+        }
+    }
+
     func begin(_ operation: String) throws {
         try state.withLock { s in
             if s.deleted { throw LarderError(.storeNotFound, "no store with id '\(id)'") }

@@ -117,6 +117,9 @@ public final class ZipWriter {
                 total += UInt64(n)
             }
             compressed = total
+        } else if known == nil && size > 4 * ZipWriter.chunkSize {
+            (compressed, total, crc) = try deflateInParallel(read: read)
+            try writeDescriptor(crc: crc, compressed: compressed, total: total, zip64: needs64)
         } else {
             guard let z = larder_deflate_new(level) else { throw LarderError(.internalError, "cannot start deflate") }
             defer { larder_deflate_free(z) }
@@ -145,23 +148,82 @@ public final class ZipWriter {
                     if finish == 0 && offsetIn >= n && made < output.count { break }
                 } while true
             }
-            var descriptor = ByteWriter()
-            descriptor.u32(0x08074b50)
-            descriptor.u32(crc)
-            if needs64 {
-                descriptor.u64(compressed)
-                descriptor.u64(total)
-            } else {
-                descriptor.u32(UInt32(truncatingIfNeeded: compressed))
-                descriptor.u32(UInt32(truncatingIfNeeded: total))
-            }
-            try emit(descriptor.data)
+            try writeDescriptor(crc: crc, compressed: compressed, total: total, zip64: needs64)
         }
         guard total == size else {
             throw LarderError(.internalError, "entry \(name) changed size while it was written (\(size) → \(total) bytes)")
         }
         entries.append(CentralEntry(name: nameBytes, method: stored ? 0 : 8, flags: flags, crc: crc,
                                     compressed: compressed, uncompressed: total, offset: offset))
+    }
+
+    private func writeDescriptor(crc: UInt32, compressed: UInt64, total: UInt64, zip64: Bool) throws {
+        var descriptor = ByteWriter()
+        descriptor.u32(0x08074b50)
+        descriptor.u32(crc)
+        if zip64 {
+            descriptor.u64(compressed)
+            descriptor.u64(total)
+        } else {
+            descriptor.u32(UInt32(truncatingIfNeeded: compressed))
+            descriptor.u32(UInt32(truncatingIfNeeded: total))
+        }
+        try emit(descriptor.data)
+    }
+
+    static let chunkSize = 1 << 20
+    static let chunksPerBatch = 4
+
+    /// Deflates on every core: a batch of 1 MiB chunks is read, each chunk
+    /// compressed on its own (ending in a sync flush, as pigz does), then
+    /// written in order. Memory stays at a few batches whatever the size.
+    private func deflateInParallel(read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> (UInt64, UInt64, UInt32) {
+        let bound = larder_deflate_bound(ZipWriter.chunkSize)
+        var inputs = [[UInt8]](repeating: [UInt8](repeating: 0, count: ZipWriter.chunkSize), count: ZipWriter.chunksPerBatch)
+        let outputs = ChunkOutputs(count: ZipWriter.chunksPerBatch, capacity: bound)
+        var compressed: UInt64 = 0, total: UInt64 = 0, crc: UInt32 = 0
+        var finished = false
+        while !finished {
+            var lengths = [Int](repeating: 0, count: ZipWriter.chunksPerBatch)
+            var filled = 0
+            while filled < ZipWriter.chunksPerBatch {
+                var n = 0
+                while n < ZipWriter.chunkSize {
+                    let got = try inputs[filled].withUnsafeMutableBytes { try read(UnsafeMutableRawBufferPointer(rebasing: $0[n...])) }
+                    if got == 0 { finished = true; break }
+                    n += got
+                }
+                lengths[filled] = n
+                if n > 0 { filled += 1 }
+                if finished { break }
+            }
+            let batch = inputs, sizes = lengths, count = filled, last = finished, level = self.level
+            DispatchQueue.concurrentPerform(iterations: count) { i in
+                let isLast = last && i == count - 1
+                batch[i].withUnsafeBytes { input in
+                    outputs.fill(i) { out in
+                        let made = larder_deflate_chunk(level, input.baseAddress, sizes[i], out.baseAddress, out.count, isLast ? 1 : 0)
+                        let chunkCRC = LarderCore.crc32(UnsafeRawBufferPointer(rebasing: input[0..<sizes[i]]))
+                        return (made, chunkCRC)
+                    }
+                }
+            }
+            for i in 0..<count {
+                let (made, chunkCRC) = outputs.result(i)
+                guard made >= 0 else { throw LarderError(.internalError, "deflate failed") }
+                try outputs.withBytes(i, count: made) { try emit($0) }
+                compressed += UInt64(made)
+                crc = total == 0 && i == 0 ? chunkCRC : larder_crc32_combine(crc, chunkCRC, sizes[i])
+                total += UInt64(sizes[i])
+            }
+            if last && count == 0 {
+                // The data ended on a batch boundary: close the stream with an empty final block.
+                let made = outputs.fill(0) { out in (larder_deflate_chunk(level, nil, 0, out.baseAddress, out.count, 1), 0) }.0
+                try outputs.withBytes(0, count: made) { try emit($0) }
+                compressed += UInt64(made)
+            }
+        }
+        return (compressed, total, crc)
     }
 
     /// Writes the central directory (and Zip64 end records when needed).
@@ -239,4 +301,34 @@ struct ByteWriter {
     mutating func u32(_ v: UInt32) { for i in 0..<4 { data.append(UInt8((v >> (8 * UInt32(i))) & 0xff)) } }
     mutating func u64(_ v: UInt64) { for i in 0..<8 { data.append(UInt8((v >> (8 * UInt64(i))) & 0xff)) } }
     mutating func bytes(_ b: [UInt8]) { data.append(contentsOf: b) }
+}
+
+/// Output buffers that parallel workers fill, one each.
+final class ChunkOutputs: @unchecked Sendable {
+    private let buffers: [UnsafeMutableRawBufferPointer]
+    private let results: UnsafeMutablePointer<(Int, UInt32)>
+
+    init(count: Int, capacity: Int) {
+        buffers = (0..<count).map { _ in UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16) }
+        results = .allocate(capacity: count)
+        results.initialize(repeating: (0, 0), count: count)
+    }
+
+    deinit {
+        buffers.forEach { $0.deallocate() }
+        results.deallocate()
+    }
+
+    @discardableResult
+    func fill(_ i: Int, _ body: (UnsafeMutableRawBufferPointer) -> (Int, UInt32)) -> (Int, UInt32) {
+        let r = body(buffers[i])
+        results[i] = r
+        return r
+    }
+
+    func result(_ i: Int) -> (Int, UInt32) { results[i] }
+
+    func withBytes(_ i: Int, count: Int, _ body: (UnsafeRawBufferPointer) throws -> Void) rethrows {
+        try body(UnsafeRawBufferPointer(rebasing: buffers[i][0..<count]))
+    }
 }

@@ -46,9 +46,10 @@ enum InspectRoutes {
         let params = body.value("params")
         let store = try s.registry.get(id)
         return .later {
-            let result = try store.exclusive("query") {
-                try QueryRunner.run(path: store.databasePath, sql: sql, parameters: params, rowLimit: limit, timeoutMs: timeout)
-            }
+            // Queries from parallel tests may run together (SQLite locks
+            // them); not while a migration or fixture load is under way.
+            try store.ensureIdle()
+            let result = try QueryRunner.run(path: store.databasePath, sql: sql, parameters: params, rowLimit: limit, timeoutMs: timeout)
             return json(200, [
                 "columns": JSONValue(result.columns),
                 "rows": .array(result.rows.map { .array($0.map(QueryRunner.json)) }),

@@ -85,7 +85,7 @@ public final class Server: @unchecked Sendable {
         for stream in streams { stream.cancel() }
         // Resumed connections must be processed before the daemon stops.
         let deadline = Date().addingTimeInterval(3)
-        while Date() < deadline, live.withLock({ !$0.suspended.isEmpty }) {
+        while Date() < deadline, live.withLock({ !$0.suspended.isEmpty || !$0.streams.isEmpty }) {
             usleep(2_000)
         }
         MHD_stop_daemon(daemon)

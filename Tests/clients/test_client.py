@@ -137,6 +137,20 @@ class ClientTests(unittest.TestCase):
                 self.assertEqual(header[:4], b"PK\x03\x04")
                 self.assertEqual(int.from_bytes(header[6:8], "little") & 0x08, 0)
 
+    @unittest.skipUnless(shutil.which("javac") and shutil.which("java"), "no JDK on this machine")
+    def test_java_zip_input_stream_reads_both_compressions(self):
+        store = self.big_store(100)
+        classes = os.path.join(self.root, "java")
+        os.makedirs(classes)
+        subprocess.run(["javac", "-d", classes, os.path.join(os.path.dirname(os.path.abspath(__file__)), "ZipCheck.java")], check=True)
+        for compression, method in [("deflate", "8"), ("store", "0")]:
+            out = subprocess.run(["java", "-cp", classes, "ZipCheck", self.artifact(store["id"], compression)],
+                                 check=True, capture_output=True, text=True).stdout.split("\n")
+            name, size, got = out[0].split()
+            self.assertEqual((name, got), ("store.sqlite", method))
+            self.assertGreater(int(size), 6 * 1000 * 1000)
+            self.assertTrue(out[1].startswith("manifest.json "))
+
     def test_snapshot_while_another_process_commits(self):
         _, store, _ = self.larder.call("POST", "/stores")
         setup = sqlite3.connect(store["path"])
@@ -170,13 +184,18 @@ while time.time() < end:
         finally:
             writer.wait(timeout=30)
 
-    def test_disconnect_in_the_middle_leaves_nothing_behind(self):
+    def big_store(self, blobs):
+        """A store of `blobs` random 64 KiB rows, written by this process."""
         _, store, _ = self.larder.call("POST", "/stores")
         db = sqlite3.connect(store["path"])
         db.execute("CREATE TABLE big (b BLOB)")
-        db.executemany("INSERT INTO big VALUES (randomblob(65536))", [()] * 800)  # ~50 MB
+        db.executemany("INSERT INTO big VALUES (randomblob(65536))", [()] * blobs)
         db.commit()
         db.close()
+        return store
+
+    def test_disconnect_in_the_middle_leaves_nothing_behind(self):
+        store = self.big_store(800)  # ~50 MB
         host, port = self.larder.base[len("http://"):].split(":")
         for _ in range(3):
             connection = http.client.HTTPConnection(host, int(port), timeout=30)
@@ -205,16 +224,24 @@ while time.time() < end:
         self.assertEqual((again["label"], again["keep"], again["version"]), ("survivor", True, "2"))
         self.assertEqual(os.listdir(os.path.join(self.root, "building")), [])
 
+    def test_large_deflated_artifact_is_one_valid_stream(self):
+        store = self.big_store(150)  # ~10 MB: compressed in parallel chunks
+        db = sqlite3.connect(store["path"])
+        db.execute("CREATE TABLE words (w TEXT)")
+        db.executemany("INSERT INTO words VALUES (?)", [("word %d " % i * 20,) for i in range(20000)])
+        db.commit()
+        db.close()
+        with zipfile.ZipFile(self.artifact(store["id"], "deflate")) as z:
+            self.assertIsNone(z.testzip())
+            manifest = json.loads(z.read("manifest.json"))
+            self.assertEqual(manifest["sha256"], hashlib.sha256(z.read("store.sqlite")).hexdigest())
+            self.assertEqual(manifest["counts"]["words"], 20000)
+
     def test_sigterm_exits_cleanly(self):
         self.assertEqual(self.larder.stop(signal.SIGTERM), 0)
 
     def test_large_store_download(self):
-        _, store, _ = self.larder.call("POST", "/stores")
-        db = sqlite3.connect(store["path"])
-        db.execute("CREATE TABLE big (b BLOB)")
-        db.executemany("INSERT INTO big VALUES (randomblob(65536))", [()] * 3200)  # ~210 MB
-        db.commit()
-        db.close()
+        store = self.big_store(3200)  # ~210 MB
         host, port = self.larder.base[len("http://"):].split(":")
         connection = http.client.HTTPConnection(host, int(port), timeout=300)
         connection.request("GET", "/stores/%s/artifact?compression=store" % store["id"])
