@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import SQLite
 import Synchronization
 
@@ -42,9 +43,11 @@ public struct CountCondition: Sendable, CustomStringConvertible {
 }
 
 /// Long polls on row counts. One thread watches every waiting store through
-/// a single connection each, re-counting only when `PRAGMA data_version`
-/// says another connection (the test, in any process) committed. Waiting
-/// requests hold no HTTP thread.
+/// a single connection each. inotify on the store's directory wakes it when
+/// any process writes the database or its WAL; it then re-counts only when
+/// `PRAGMA data_version` says another connection committed. A slow sweep
+/// (every 250 ms) covers anything inotify cannot see. Waiting requests hold
+/// no HTTP thread, and idle waits cost next to nothing.
 public final class CountWaiter: Sendable {
     public enum Result: Sendable {
         case satisfied([(String, Int64)])
@@ -70,16 +73,37 @@ public final class CountWaiter: Sendable {
         var connection: Connection?
         var dataVersion: Int64 = -1
         var waits: [Wait] = []
+        var descriptor: Int32 = -1   // inotify watch of the store's directory
+        var dirty = true
         init(store: Store) { self.store = store }
     }
 
     private let watches = Mutex<[String: Watch]>([:])
-    private let wake = NSCondition()
-    private let pollNanos: UInt64
+    private let notify: Int32
+    private let wakePipe: (read: Int32, write: Int32)
+    private let sweepNanos: UInt64 = 250_000_000
     private let running = Mutex(false)
 
-    public init(pollMilliseconds: Int = 2) {
-        pollNanos = UInt64(pollMilliseconds) * 1_000_000
+    public init() {
+        notify = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+        var fds: [Int32] = [-1, -1]
+        _ = pipe(&fds)
+        for fd in fds {
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        }
+        wakePipe = (fds[0], fds[1])
+    }
+
+    deinit {
+        close(notify)
+        close(wakePipe.read)
+        close(wakePipe.write)
+    }
+
+    private func wakeUp() {
+        var byte: UInt8 = 1
+        _ = write(wakePipe.write, &byte, 1)
     }
 
     public var waiting: Int { watches.withLock { $0.values.reduce(0) { $0 + $1.waits.count } } }
@@ -90,12 +114,16 @@ public final class CountWaiter: Sendable {
         let wait = Wait(conditions: conditions, tables: tables, deadline: monotonicNanos() + UInt64(timeoutMs) * 1_000_000, completion: completion)
         watches.withLock { w in
             let watch = w[store.id] ?? Watch(store: store)
+            if watch.descriptor < 0 && notify >= 0 {
+                watch.descriptor = inotify_add_watch(notify, store.directory, UInt32(IN_MODIFY | IN_CLOSE_WRITE | IN_CREATE))
+            }
             watch.waits.append(wait)
-            watch.dataVersion = -1 // check at once
+            watch.dirty = true
+            watch.dataVersion = -1 // count again at once for the new condition
             w[store.id] = watch
         }
         startIfNeeded()
-        wake.lock(); wake.signal(); wake.unlock()
+        wakeUp()
     }
 
     /// Answers every wait as timed out (shutdown).
@@ -120,18 +148,38 @@ public final class CountWaiter: Sendable {
     }
 
     private func loop() {
+        var lastSweep: UInt64 = 0
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         while true {
-            let current = watches.withLock { Array($0.values) }
-            if current.isEmpty {
-                wake.lock()
-                _ = wake.wait(until: Date().addingTimeInterval(1))
-                wake.unlock()
-                continue
+            let now = monotonicNanos()
+            let (current, nearest) = watches.withLock { w -> ([Watch], UInt64) in
+                let all = Array(w.values)
+                return (all, all.flatMap(\.waits).map(\.deadline).min() ?? .max)
             }
-            for watch in current { check(watch) }
-            wake.lock()
-            _ = wake.wait(until: Date().addingTimeInterval(Double(pollNanos) / 1e9))
-            wake.unlock()
+            let sweep = now &- lastSweep >= sweepNanos
+            if sweep { lastSweep = now }
+            for watch in current where sweep || watch.dirty || nearest <= now { check(watch) }
+            // Sleep until a file changes, a wait is registered, the nearest
+            // deadline, or the next sweep.
+            let until = min(nearest, lastSweep + sweepNanos)
+            let timeout = until <= monotonicNanos() ? 0 : Int32(min((until - monotonicNanos()) / 1_000_000 + 1, 1000))
+            var fds = [pollfd(fd: notify, events: Int16(POLLIN), revents: 0), pollfd(fd: wakePipe.read, events: Int16(POLLIN), revents: 0)]
+            _ = poll(&fds, nfds_t(notify >= 0 ? 2 : 1) , current.isEmpty ? 1000 : timeout)
+            while read(wakePipe.read, &buffer, buffer.count) > 0 {}
+            var changed = Set<Int32>()
+            while true {
+                let n = buffer.withUnsafeMutableBytes { read(notify, $0.baseAddress, $0.count) }
+                if n <= 0 { break }
+                var offset = 0
+                while offset + MemoryLayout<inotify_event>.size <= n {
+                    let event = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: inotify_event.self) }
+                    changed.insert(event.wd)
+                    offset += MemoryLayout<inotify_event>.size + Int(event.len)
+                }
+            }
+            if !changed.isEmpty {
+                watches.withLock { w in for watch in w.values where changed.contains(watch.descriptor) { watch.dirty = true } }
+            }
         }
     }
 
@@ -141,10 +189,15 @@ public final class CountWaiter: Sendable {
             if watch.connection == nil { watch.connection = try watch.store.connect(busyTimeoutMs: 50) }
             let db = watch.connection!
             let version = try db.dataVersion()
-            let changed = version != watch.dataVersion
-            let (waits, anyExpired) = watches.withLock { _ in (watch.waits, watch.waits.contains { $0.deadline <= now }) }
+            let (waits, anyExpired, known) = watches.withLock { _ -> ([Wait], Bool, Int64) in
+                defer {
+                    watch.dirty = false
+                    watch.dataVersion = version
+                }
+                return (watch.waits, watch.waits.contains { $0.deadline <= now }, watch.dataVersion)
+            }
+            let changed = version != known
             guard changed || anyExpired else { return }
-            watch.dataVersion = version
             let all = try Inspector.counts(db)
             let byName = Dictionary(all, uniquingKeysWith: { a, _ in a })
             var finished: [(Wait, Result)] = []
@@ -172,6 +225,7 @@ public final class CountWaiter: Sendable {
             if watch.waits.isEmpty {
                 w[watch.store.id] = nil
                 watch.connection = nil
+                if watch.descriptor >= 0 { inotify_rm_watch(notify, watch.descriptor) }
             }
         }
         for (wait, result) in finished { wait.completion(result) }

@@ -87,6 +87,25 @@ class ClientTests(unittest.TestCase):
         self.assertEqual(status, 204)
         self.assertFalse(os.path.exists(store["path"]))
 
+    def test_wait_is_released_by_a_write_from_this_process(self):
+        _, store, _ = self.larder.call("POST", "/stores", {"template": "gallery"})
+
+        def write_later():
+            time.sleep(0.3)
+            db = sqlite3.connect(store["path"])
+            db.executemany("INSERT INTO albums (title) VALUES (?)", [("a",), ("b",), ("c",)])
+            db.commit()
+            db.close()
+        threading.Thread(target=write_later).start()
+        start = time.time()
+        status, body, _ = self.larder.call("GET", "/stores/%s/counts?wait=albums>=3,artists=0&timeout_ms=10000" % store["id"])
+        self.assertEqual(status, 200)
+        self.assertEqual(body["counts"]["albums"], 3)
+        self.assertLess(time.time() - start, 3)
+        status, body, _ = self.larder.call("GET", "/stores/%s/counts?wait=albums<3&timeout_ms=300" % store["id"])
+        self.assertEqual((status, body["error"]["code"]), (408, "timeout"))
+        self.assertEqual(body["error"]["details"]["counts"]["albums"], 3)
+
     def test_empty_store_is_a_sqlite_file(self):
         status, store, _ = self.larder.call("POST", "/stores")
         self.assertEqual(status, 201)
