@@ -9,7 +9,10 @@ enum StoreRoutes {
     static func create(_ s: Services, _ request: Request) throws -> Outcome {
         if request.mediaType == "application/vnd.sqlite3" {
             try request.checkQuery(allowed: ["template", "version", "label", "ttl_seconds"])
-            let label = request.queryValue("label"), template = request.queryValue("template"), version = request.queryValue("version")
+            let label = request.queryValue("label"), template = request.queryValue("template")
+            // As in the JSON body: a template means its latest version unless
+            // told otherwise; an empty `version=` keeps the upload as it is.
+            let version = request.queryValue("version").map { $0.isEmpty ? nil : $0 } ?? (template == nil ? nil : "latest")
             let ttl = try request.queryInt("ttl_seconds", in: 1...31_536_000)
             let body = request.body
             return .later {
