@@ -10,6 +10,8 @@ public final class DatabaseSnapshot: @unchecked Sendable {
     public let size: UInt64
     public let counts: [(String, Int64)]
     public let tables: [String]
+    /// Each user table's columns, for the manifest's schema summary.
+    public let columns: [(String, [String])]
     private var owned = true
 
     public init(store: Store, temporaryDirectory: String) throws {
@@ -28,6 +30,9 @@ public final class DatabaseSnapshot: @unchecked Sendable {
             try copy.execute("PRAGMA journal_mode=DELETE")
             counts = try Inspector.counts(copy)
             tables = try Inspector.userTables(copy)
+            columns = try tables.map { table in
+                (table, try copy.rows("SELECT name FROM pragma_table_info(?) ORDER BY cid", [.text(table)]).compactMap { $0[0].string })
+            }
         }
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw FileSystem.Failure("cannot open snapshot", path) }

@@ -32,7 +32,7 @@ enum ArtifactRoutes {
             let manifest: @Sendable (String) -> JSONValue = { sha256 in [
                 "id": .string(record.id), "label": JSONValue(record.label), "template": JSONValue(record.template),
                 "version": JSONValue(record.version), "snapshot": JSONValue(record.snapshot), "fixtures": JSONValue(record.fixtures),
-                "counts": JSONValue(counts: snapshot.counts), "tables": JSONValue(snapshot.tables),
+                "counts": JSONValue(counts: snapshot.counts), "schema": .object(snapshot.columns.map { ($0.0, JSONValue($0.1)) }),
                 "sqlite_version": .string(Connection.libraryVersion), "sha256": .string(sha256),
                 "size_bytes": .int(Int64(snapshot.size)), "created_at": .string(record.createdAt.rfc3339),
                 "snapshot_at": .string(Timestamp.now.rfc3339), "larder_version": .string(LarderVersion.current),

@@ -106,6 +106,15 @@ class ClientTests(unittest.TestCase):
         self.assertEqual((status, body["error"]["code"]), (408, "timeout"))
         self.assertEqual(body["error"]["details"]["counts"]["albums"], 3)
 
+    def test_openapi_document_is_valid(self):
+        try:
+            from openapi_spec_validator import validate
+        except ImportError:
+            self.skipTest("openapi-spec-validator is not installed")
+        status, document, _ = self.larder.call("GET", "/openapi.json")
+        self.assertEqual(status, 200)
+        validate(document)
+
     def test_empty_store_is_a_sqlite_file(self):
         status, store, _ = self.larder.call("POST", "/stores")
         self.assertEqual(status, 201)
