@@ -77,7 +77,8 @@ struct Serve: ParsableCommand {
             app = try LarderApp(configuration: configuration)
             try app.start()
         } catch {
-            FileHandle.standardError.write(Data("larder: \(error)\n".utf8))
+            let message = (error as? LarderError)?.message ?? "\(error)"
+            FileHandle.standardError.write(Data("larder: \(message)\n".utf8))
             throw ExitCode(2)
         }
         FileHandle.standardOutput.write(Data("larder listening on \(app.listenURL)\n".utf8))
