@@ -58,6 +58,22 @@ public enum FileSystem {
         }
     }
 
+    /// Writes `bytes` to a new file at `path` (which must not exist).
+    public static func writeFile(_ bytes: [UInt8], to path: String) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw Failure("cannot create", path) }
+        defer { close(fd) }
+        var written = 0
+        while written < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + written, bytes.count - written) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw Failure("cannot write", path)
+            }
+            written += n
+        }
+    }
+
     /// Writes `bytes` to a temporary file beside `path`, then renames it over `path`.
     public static func writeAtomically(_ bytes: [UInt8], to path: String) throws {
         let temporary = path + ".tmp"

@@ -110,7 +110,8 @@ public final class StoreRegistry: Sendable {
             let a = generator.next() as UInt64, b = generator.next() as UInt64
             let hex = String(a, radix: 16).leftPadded(16) + String(b, radix: 16).leftPadded(16)
             let id = "st_" + hex
-            if !FileSystem.exists(storesDirectory + "/" + id) && !FileSystem.exists(buildingDirectory + "/" + id) { return id }
+            // (A clash in building/ is caught by mkdir's EEXIST.)
+            if !FileSystem.exists(storesDirectory + "/" + id) { return id }
         }
     }
 
@@ -144,7 +145,8 @@ public final class StoreRegistry: Sendable {
             let record = StoreRecord(id: id, sequence: sequence, template: provenance.template, version: provenance.version,
                                      snapshot: provenance.snapshot, fixtures: provenance.fixtures, label: label,
                                      createdAt: now, expiresAt: now.adding(seconds: ttlSeconds ?? defaultTTL))
-            try FileSystem.writeAtomically(record.json.serialized(), to: staging + "/store.json")
+            // The staging directory is invisible until renamed: a plain write is atomic enough.
+            try FileSystem.writeFile(record.json.serialized(), to: staging + "/store.json")
             let directory = storesDirectory + "/" + id
             guard rename(staging, directory) == 0 else { throw FileSystem.Failure("cannot move store into place:", directory) }
             let store = Store(record: record, directory: directory)
@@ -224,7 +226,11 @@ public final class StoreRegistry: Sendable {
         // Rename first so the store disappears at once even if removal is cut short.
         let doomed = temporaryDirectory + "/deleted-" + id
         if rename(store.directory, doomed) == 0 {
-            try FileSystem.removeTree(doomed, within: root)
+            // The files a store has; anything else falls back to a full walk.
+            for name in ["store.sqlite", "store.sqlite-wal", "store.sqlite-shm", "store.sqlite-journal", "store.json"] {
+                unlink(doomed + "/" + name)
+            }
+            if rmdir(doomed) != 0 { try FileSystem.removeTree(doomed, within: root) }
         } else {
             try FileSystem.removeTree(store.directory, within: root)
         }
