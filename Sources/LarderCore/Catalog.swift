@@ -30,14 +30,22 @@ public final class Catalog: @unchecked Sendable {
             if watch.changed() || w.names == nil {
                 w.names = nil
                 cache.withLock { $0 = [:] }
-                // (Re)watch every folder a template is read from.
-                var ok = watch.watch(directory)
+                // (Re)watch every folder a template is read from. A missing
+                // sub-folder is fine (its parent is watched); a missing
+                // fixtures directory is not cached at all until it exists.
+                switch watch.watch(directory) {
+                case .watching: break
+                case .missing: return false
+                case .refused: w.watch = nil; return false
+                }
+                var refused = false
                 for name in FileSystem.entries(directory) where Catalog.isSafeName(name) {
                     let folder = directory + "/" + name
-                    ok = watch.watch(folder) && ok
-                    for sub in ["migrations", "data", "snapshots"] { ok = watch.watch(folder + "/" + sub) && ok }
+                    for path in [folder, folder + "/migrations", folder + "/data", folder + "/snapshots"] where watch.watch(path) == .refused {
+                        refused = true
+                    }
                 }
-                if !ok { w.watch = nil; return false }
+                if refused { w.watch = nil; return false }
                 // Changes made while re-watching are caught by the next question.
                 _ = watch.changed()
                 return false
@@ -55,7 +63,8 @@ public final class Catalog: @unchecked Sendable {
     public func names() -> [String] {
         if cachedReadsAreFresh(), let names = watched.withLock({ $0.names }) { return names }
         let names = FileSystem.entries(directory).filter { Catalog.isSafeName($0) && FileSystem.isDirectory(directory + "/" + $0) }
-        watched.withLock { w in if w.watch != nil { w.names = names } }
+        // Cached only while inotify watches an existing directory.
+        if FileSystem.isDirectory(directory) { watched.withLock { w in if w.watch != nil { w.names = names } } }
         return names
     }
 

@@ -13,11 +13,13 @@ final class DirectoryWatch {
 
     deinit { close(descriptor) }
 
-    /// Watches `path` (not recursively); false when the kernel refuses.
-    @discardableResult
-    func watch(_ path: String) -> Bool {
+    enum Outcome { case watching, missing, refused }
+
+    /// Watches `path` (not recursively).
+    func watch(_ path: String) -> Outcome {
         let mask = UInt32(IN_CREATE | IN_DELETE | IN_MODIFY | IN_MOVED_FROM | IN_MOVED_TO | IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF)
-        return inotify_add_watch(descriptor, path, mask) >= 0 || errno == ENOENT
+        if inotify_add_watch(descriptor, path, mask) >= 0 { return .watching }
+        return errno == ENOENT || errno == ENOTDIR ? .missing : .refused
     }
 
     /// Drains pending events; true when there were any.
