@@ -49,23 +49,15 @@ public enum FileSystem {
             let n = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
             if n == 0 { return }
             if n < 0 { if errno == EINTR { continue }; throw Failure("cannot read", source) }
-            var written = 0
-            while written < n {
-                let w = buffer.withUnsafeBytes { write(output, $0.baseAddress! + written, n - written) }
-                if w < 0 { if errno == EINTR { continue }; throw Failure("cannot write", source) }
-                written += w
-            }
+            try buffer.withUnsafeBytes { try writeAll(output, UnsafeRawBufferPointer(rebasing: $0[0..<n]), path: source) }
         }
     }
 
-    /// Writes `bytes` to a new file at `path` (which must not exist).
-    public static func writeFile(_ bytes: [UInt8], to path: String) throws {
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw Failure("cannot create", path) }
-        defer { close(fd) }
+    /// Writes every byte of `bytes` to `fd`, retrying short writes.
+    private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws {
         var written = 0
         while written < bytes.count {
-            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + written, bytes.count - written) }
+            let n = write(fd, bytes.baseAddress! + written, bytes.count - written)
             if n < 0 {
                 if errno == EINTR { continue }
                 throw Failure("cannot write", path)
@@ -74,28 +66,24 @@ public enum FileSystem {
         }
     }
 
+    /// Writes `bytes` to a new file at `path` (which must not exist).
+    public static func writeFile(_ bytes: [UInt8], to path: String) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw Failure("cannot create", path) }
+        defer { close(fd) }
+        try bytes.withUnsafeBytes { try writeAll(fd, $0, path: path) }
+    }
+
     /// Writes `bytes` to a temporary file beside `path`, then renames it over `path`.
     public static func writeAtomically(_ bytes: [UInt8], to path: String) throws {
         let temporary = path + ".tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw Failure("cannot create", temporary) }
-        var written = 0
-        while written < bytes.count {
-            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + written, bytes.count - written) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                let code = errno
-                close(fd)
-                unlink(temporary)
-                throw Failure("cannot write", temporary, code)
-            }
-            written += n
-        }
-        close(fd)
-        guard rename(temporary, path) == 0 else {
-            let code = errno
+        unlink(temporary) // a leftover of an earlier crash
+        do {
+            try writeFile(bytes, to: temporary)
+            guard rename(temporary, path) == 0 else { throw Failure("cannot rename", temporary) }
+        } catch {
             unlink(temporary)
-            throw Failure("cannot rename", temporary, code)
+            throw error
         }
     }
 

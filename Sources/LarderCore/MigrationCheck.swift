@@ -115,7 +115,7 @@ public struct MigrationCheck: Sendable {
                 return result
             }
             let violationsAfter = try carried ?? Migrator.foreignKeyViolations(db)
-            let new = violationsAfter.filter { $0.value > (violationsBefore[$0.key] ?? 0) }.map(\.key).sorted()
+            let new = Migrator.newViolations(before: violationsBefore, after: violationsAfter)
             if !new.isEmpty { fail("\(new.count) new foreign key violation(s) after migrating: \(new.prefix(5).joined(separator: "; "))") }
             let after = try db.rows("PRAGMA integrity_check").compactMap { $0[0].string }
             if after != ["ok"] { fail("integrity_check after migrating: \(after.prefix(5).joined(separator: "; "))") }

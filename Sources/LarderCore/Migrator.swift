@@ -120,6 +120,11 @@ public struct Migrator {
         }
     }
 
+    /// Violations in `after` that `before` did not have (or had fewer of), sorted.
+    static func newViolations(before: [String: Int], after: [String: Int]) -> [String] {
+        after.filter { $0.value > (before[$0.key] ?? 0) }.map(\.key).sorted()
+    }
+
     static func foreignKeyViolations(_ db: Connection) throws -> [String: Int] {
         var out: [String: Int] = [:]
         for row in try db.rows("PRAGMA foreign_key_check") {
@@ -159,7 +164,7 @@ public struct Migrator {
                         while try statement.step() {}
                     }
                     after = try Migrator.foreignKeyViolations(db)
-                    let new = after.filter { $0.value > (before[$0.key] ?? 0) }.map(\.key).sorted()
+                    let new = Migrator.newViolations(before: before, after: after)
                     if !new.isEmpty {
                         throw LarderError(.migrationFailed, "migration \(file) leaves \(new.count) new foreign key violation(s): \(new.prefix(5).joined(separator: "; "))",
                                           details: [("migration", .string(file)), ("version", .string(m.version)),

@@ -87,13 +87,11 @@ public final class Provisioner: Sendable {
         try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;")
         let migrator = Migrator(set: plan.template.migrations)
         let fallback = plan.snapshot?.expectedVersion
-        if let version = plan.version {
-            try migrator.migrate(db, to: version, fallbackVersion: fallback)
-        }
+        let migrated = try plan.version.map { try migrator.migrate(db, to: $0, fallbackVersion: fallback).to }
         if !plan.fixtures.isEmpty {
             try FixtureLoader.load(db, plan.fixtures.map { .file($0) })
         }
-        return try migrator.state(db, fallbackVersion: fallback).current
+        return try migrated ?? migrator.state(db, fallbackVersion: fallback).current
     }
 
     /// An empty store in WAL mode.
@@ -118,7 +116,7 @@ public final class Provisioner: Sendable {
                               details: [("bytes", .int(Int64(bytes.count)))])
         }
         return try registry.create(label: label, ttlSeconds: ttlSeconds) { path in
-            try FileSystem.writeAtomically(bytes, to: path)
+            try FileSystem.writeFile(bytes, to: path) // the staging directory is invisible
             do {
                 try Connection.validate(path: path)
             } catch let error as SQLiteError {
@@ -129,8 +127,8 @@ public final class Provisioner: Sendable {
             try db.execute("PRAGMA journal_mode=WAL")
             guard let template else { return Provenance() }
             let migrator = Migrator(set: template.migrations)
-            if let target { try migrator.migrate(db, to: target) }
-            return Provenance(template: template.name, version: try migrator.state(db).current)
+            let migrated = try target.map { try migrator.migrate(db, to: $0).to }
+            return Provenance(template: template.name, version: try migrated ?? migrator.state(db).current)
         }
     }
 }

@@ -203,12 +203,12 @@ public final class StoreRegistry: Sendable {
 
     public func update(_ id: String, _ patch: Patch) throws -> Store {
         let store = try get(id)
-        let record = store.update { r in
+        _ = store.update { r in
             if let keep = patch.keep { r.keep = keep }
             if let ttl = patch.ttlSeconds { r.expiresAt = Timestamp.now.adding(seconds: ttl) }
             if let label = patch.label { r.label = label }
         }
-        try FileSystem.writeAtomically(record.json.serialized(), to: store.recordPath)
+        try save(store)
         return store
     }
 

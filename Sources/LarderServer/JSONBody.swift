@@ -11,15 +11,18 @@ struct JSONBody {
             members = []
             return
         }
-        // curl -d sends form encoding by default; take it when the body is JSON.
-        let lenient = request.mediaType == "application/x-www-form-urlencoded" && (try? JSONValue.parse(request.body)) != nil
-        if let type = request.mediaType, type != "application/json", !type.hasSuffix("+json"), !lenient {
-            throw LarderError(.unsupportedMediaType, "send JSON (Content-Type: application/json), not \(type)",
-                              details: [("content_type", .string(type))])
+        let parsed = Result { try JSONValue.parse(request.body) }
+        if let type = request.mediaType, type != "application/json", !type.hasSuffix("+json") {
+            // curl -d sends form encoding by default; take it when the body is JSON.
+            let lenient = type == "application/x-www-form-urlencoded" && (try? parsed.get()) != nil
+            if !lenient {
+                throw LarderError(.unsupportedMediaType, "send JSON (Content-Type: application/json), not \(type)",
+                                  details: [("content_type", .string(type))])
+            }
         }
         let value: JSONValue
         do {
-            value = try JSONValue.parse(request.body)
+            value = try parsed.get()
         } catch let error as JSONValue.ParseError {
             throw LarderError(.badRequest, "malformed JSON: \(error)", details: [("offset", .int(Int64(error.offset)))])
         }

@@ -76,31 +76,21 @@ enum StoreRoutes {
     }
 
     /// The contract's store object. Counts are read live unless the caller
-    /// already knows them; listings leave them out (`liveCounts: false`) to
-    /// stay cheap over thousands of stores.
-    static func render(_ s: Services, _ store: Store, counts known: [(String, Int64)]?, liveCounts: Bool = true) throws -> JSONValue {
+    /// already knows them.
+    static func render(_ s: Services, _ store: Store, counts known: [(String, Int64)]?) throws -> JSONValue {
         let record = store.record
-        var counts: JSONValue = .null
-        if let known {
-            counts = JSONValue(counts: known)
-        } else if liveCounts {
-            counts = JSONValue(counts: try store.withReader { try Inspector.counts($0) })
-        }
+        let counts = try known ?? store.withReader { try Inspector.counts($0) }
         let base = s.base + "/stores/" + record.id
         let links: JSONValue = .object(["self", "artifact", "database", "counts", "query", "migrate", "migrations", "fixtures", "schema"].map {
             ($0, .string($0 == "self" ? base : base + "/" + $0))
         })
-        var members: [(String, JSONValue)] = [
+        return .object([
             ("id", .string(record.id)), ("path", .string(store.databasePath)),
             ("template", JSONValue(record.template)), ("version", JSONValue(record.version)),
             ("snapshot", JSONValue(record.snapshot)), ("fixtures", JSONValue(record.fixtures)),
-            ("label", JSONValue(record.label)),
-        ]
-        if liveCounts || known != nil { members.append(("counts", counts)) }
-        members += [
+            ("label", JSONValue(record.label)), ("counts", JSONValue(counts: counts)),
             ("created_at", .string(record.createdAt.rfc3339)), ("expires_at", .string(record.expiresAt.rfc3339)),
             ("keep", .bool(record.keep)), ("size_bytes", .int(store.sizeBytes)), ("links", links),
-        ]
-        return .object(members)
+        ])
     }
 }
