@@ -119,6 +119,14 @@ final class ServerTests: XCTestCase {
         let notADatabase = try await server.request("POST", "/stores", data: Data("definitely not sqlite".utf8), type: "application/vnd.sqlite3")
         XCTAssertEqual(notADatabase.code, "bad_request")
         XCTAssertEqual(FileSystem.entries(server.root + "/stores"), [], "a refused upload leaves nothing behind")
+        let empty = try await server.request("POST", "/stores")
+        let id = try XCTUnwrap(empty.json?["id"]?.stringValue)
+        let named = try await server.request("POST", "/stores/\(id)/fixtures", json: #"{"fixtures": ["artists"]}"#)
+        XCTAssertEqual(named.code, "bad_request", "a store without a template has no named fixtures")
+        let migrate = try await server.request("POST", "/stores/\(id)/migrate", json: #"{"to": "latest"}"#)
+        XCTAssertEqual(migrate.code, "bad_request", "a store without a template has no migrations")
+        let unknownRoot = try await server.request("POST", "/stores/st_nope/query", json: #"{"sql": "SELECT 1"}"#)
+        XCTAssertEqual(unknownRoot.code, "store_not_found")
     }
 
     func testUploadIsValidatedAndMigrated() async throws {

@@ -54,6 +54,23 @@ final class RouterTests: XCTestCase {
         XCTAssertEqual(code(call("GET", "/stores", query: [("colour", "red")])), "bad_request")
     }
 
+    func testBadQueryValuesAndBodiesOnStoreRoutes() throws {
+        let id = try XCTUnwrap(call("POST", "/stores", body: "{}").1?["id"]?.stringValue)
+        XCTAssertEqual(code(call("GET", "/stores", query: [("cursor", "not-a-cursor")])), "bad_request")
+        XCTAssertEqual(code(call("PATCH", "/stores/" + id, body: #"{"keep": "yes"}"#)), "bad_request")
+        XCTAssertEqual(code(call("PATCH", "/stores/" + id, body: #"{"ttl_seconds": 0}"#)), "bad_request")
+        XCTAssertEqual(code(call("POST", "/stores/\(id)/query", body: #"{"params": [1]}"#)), "bad_request")
+        XCTAssertEqual(code(call("GET", "/stores/\(id)/counts", query: [("wait", "t ~ 3")])), "bad_request")
+        XCTAssertEqual(code(call("GET", "/stores/\(id)/counts", query: [("tables", "nope")])), "bad_request")
+        XCTAssertEqual(code(call("GET", "/stores/\(id)/counts", query: [("timeout_ms", "10")])), "bad_request")
+        XCTAssertEqual(code(call("GET", "/stores/\(id)/artifact", query: [("compression", "zstd")])), "bad_request")
+        XCTAssertEqual(code(call("GET", "/checks/migrations", query: [("format", "tap")])), "bad_request")
+        XCTAssertEqual(code(call("GET", "/checks/migrations", query: [("template", "nope")])), "unknown_template")
+        XCTAssertEqual(code(call("POST", "/stores/\(id)/fixtures", body: #"{"sql": "SELECT 1", "rows": {}}"#)), "bad_request")
+        XCTAssertEqual(code(call("POST", "/stores", body: #"{"fixtures": ["artists"]}"#)), "bad_request")
+        XCTAssertEqual(code(call("POST", "/stores", body: #"{"template": "gallery", "version": null}"#)), "bad_request")
+    }
+
     func testCreateShowPatchDeleteWithoutSockets() throws {
         let (status, created) = call("POST", "/stores", body: #"{"label": "unit"}"#)
         XCTAssertEqual(status, 201)
