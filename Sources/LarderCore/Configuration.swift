@@ -10,6 +10,9 @@ public struct Configuration: Sendable {
     public var fixtures = "./fixtures"
     public var token: String?
     public var publicURL: String?
+    /// Host names (besides loopback names, the listen address and the
+    /// public URL's host) that requests may name in `Host` and `Origin`.
+    public var allowedHosts: [String] = []
     public var ttlSeconds = 3600
     public var maxBodyBytes = 512 * 1024 * 1024
     public var maxStores = 100_000
@@ -19,6 +22,8 @@ public struct Configuration: Sendable {
     public var connectionTimeoutSeconds = 60
     public var queryTimeoutMs = 5_000
     public var queryRowLimit = 10_000
+    public var queryMaxBytes = 64 * 1024 * 1024
+    public var operationTimeoutMs = 60_000
     public var waitTimeoutMaxMs = 300_000
     public var reapIntervalSeconds = 5
     public var cacheMaxBytes: Int64 = 1 << 30
@@ -29,6 +34,7 @@ public struct Configuration: Sendable {
     public enum Key: String, CaseIterable, Sendable {
         case host, port, root, fixtures, token
         case publicURL = "public-url"
+        case allowedHosts = "allowed-hosts"
         case ttlSeconds = "ttl-seconds"
         case maxBodyBytes = "max-body-bytes"
         case maxStores = "max-stores"
@@ -38,6 +44,8 @@ public struct Configuration: Sendable {
         case connectionTimeoutSeconds = "connection-timeout-seconds"
         case queryTimeoutMs = "query-timeout-ms"
         case queryRowLimit = "query-row-limit"
+        case queryMaxBytes = "query-max-bytes"
+        case operationTimeoutMs = "operation-timeout-ms"
         case waitTimeoutMaxMs = "wait-timeout-max-ms"
         case reapIntervalSeconds = "reap-interval-seconds"
         case cacheMaxBytes = "cache-max-bytes"
@@ -53,6 +61,7 @@ public struct Configuration: Sendable {
             case .fixtures: return "The fixtures directory: one sub-folder per template."
             case .token: return "Bearer token required on every request but GET /health."
             case .publicURL: return "Base URL used in `links` (default: http://HOST:PORT)."
+            case .allowedHosts: return "More host names that Host and Origin headers may name, comma-separated (`*`: any); loopback names and the public URL's host always may."
             case .ttlSeconds: return "Default lifetime of a store that is not kept."
             case .maxBodyBytes: return "Largest request body (uploads included), in bytes."
             case .maxStores: return "Most live stores at once; past it POST /stores answers 429."
@@ -62,6 +71,8 @@ public struct Configuration: Sendable {
             case .connectionTimeoutSeconds: return "Idle connections are closed after this many seconds."
             case .queryTimeoutMs: return "Time limit of one POST /stores/{id}/query."
             case .queryRowLimit: return "Most rows one query answers (the answer says when rows were cut)."
+            case .queryMaxBytes: return "Most bytes of rows one query answers (the answer says when rows were cut)."
+            case .operationTimeoutMs: return "Time limit of fixture loads, migrations and uploads on a store (408 past it)."
             case .waitTimeoutMaxMs: return "Longest timeout_ms a count wait may ask for."
             case .reapIntervalSeconds: return "How often expired stores are removed."
             case .cacheMaxBytes: return "Disk budget of the template cache; least recently used entries go first."
@@ -77,6 +88,7 @@ public struct Configuration: Sendable {
         case .fixtures: return fixtures
         case .token: return token == nil ? "" : "(set)"
         case .publicURL: return publicURL ?? ""
+        case .allowedHosts: return allowedHosts.joined(separator: ",")
         case .ttlSeconds: return String(ttlSeconds)
         case .maxBodyBytes: return String(maxBodyBytes)
         case .maxStores: return String(maxStores)
@@ -86,6 +98,8 @@ public struct Configuration: Sendable {
         case .connectionTimeoutSeconds: return String(connectionTimeoutSeconds)
         case .queryTimeoutMs: return String(queryTimeoutMs)
         case .queryRowLimit: return String(queryRowLimit)
+        case .queryMaxBytes: return String(queryMaxBytes)
+        case .operationTimeoutMs: return String(operationTimeoutMs)
         case .waitTimeoutMaxMs: return String(waitTimeoutMaxMs)
         case .reapIntervalSeconds: return String(reapIntervalSeconds)
         case .cacheMaxBytes: return String(cacheMaxBytes)
@@ -111,6 +125,7 @@ public struct Configuration: Sendable {
         case .fixtures: fixtures = text
         case .token: token = text.isEmpty ? nil : text
         case .publicURL: publicURL = text.isEmpty ? nil : (text.hasSuffix("/") ? String(text.dropLast()) : text)
+        case .allowedHosts: allowedHosts = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
         case .ttlSeconds: ttlSeconds = try int(1...31_536_000)
         case .maxBodyBytes: maxBodyBytes = try int(1...Int(Int32.max) * 4)
         case .maxStores: maxStores = try int(1...10_000_000)
@@ -120,6 +135,8 @@ public struct Configuration: Sendable {
         case .connectionTimeoutSeconds: connectionTimeoutSeconds = try int(1...86_400)
         case .queryTimeoutMs: queryTimeoutMs = try int(1...3_600_000)
         case .queryRowLimit: queryRowLimit = try int(1...10_000_000)
+        case .queryMaxBytes: queryMaxBytes = try int(1024...Int(Int32.max))
+        case .operationTimeoutMs: operationTimeoutMs = try int(1...86_400_000)
         case .waitTimeoutMaxMs: waitTimeoutMaxMs = try int(1...3_600_000)
         case .reapIntervalSeconds: reapIntervalSeconds = try int(1...86_400)
         case .cacheMaxBytes: cacheMaxBytes = Int64(try int(0...Int.max))

@@ -7,9 +7,15 @@ import Glibc
 public enum FileSystem {
     public struct Failure: Error, CustomStringConvertible {
         public let description: String
+        /// The errno behind it.
+        public let code: Int32
         init(_ what: String, _ path: String, _ code: Int32 = errno) {
             description = "\(what) \(path): \(String(cString: strerror(code)))"
+            self.code = code
         }
+
+        /// The file system is full, or the user's quota on it is.
+        public var isOutOfSpace: Bool { code == ENOSPC || code == EDQUOT }
     }
 
     /// Copies a whole file with `copy_file_range` (no bytes through user

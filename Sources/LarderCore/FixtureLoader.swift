@@ -47,7 +47,8 @@ public enum FixtureLoader {
     static func apply(_ db: Connection, _ item: Item) throws {
         switch item {
         case .sql(let sql):
-            try runSQL(db, sql, item)
+            // A client's SQL: refused outright where it reaches outside the store.
+            try db.untrusted { try runSQL(db, sql, item) }
         case .rows(let value):
             try insertTables(db, value, item)
         case .file(let fixture):
@@ -66,13 +67,19 @@ public enum FixtureLoader {
 
     /// Runs a script with SQLite's own parser. A `.dump` file's own
     /// BEGIN/COMMIT are skipped: the whole load is one transaction already.
+    /// (Inline SQL never gets that far: the sandbox refuses transaction control.)
     static func runSQL(_ db: Connection, _ sql: String, _ item: Item) throws {
         do {
             try db.forEachStatement(in: sql) { statement in
-                if Migrator.isTransactionControl(statement) { return }
+                if statement.isTransactionControl { return }
                 while try statement.step() {}
             }
         } catch let error as SQLiteError {
+            if case .sql = item, let refused = db.sandboxRefusal {
+                throw LarderError(.forbiddenSQL, "refused: \(refused) is not allowed in fixture SQL",
+                                  details: [("fixture", .string(item.label)), ("refused", .string(refused)),
+                                            ("statement", JSONValue(error.statement))])
+            }
             throw LarderError.sqlite(error, as: .fixtureFailed, "fixture \(item.label) failed", details: [("fixture", .string(item.label))])
         }
     }

@@ -7,6 +7,7 @@ public struct LarderError: Error, CustomStringConvertible, Sendable {
         case badRequest = "bad_request"
         case unauthorized
         case forbiddenSQL = "forbidden_sql"
+        case forbidden
         case notFound = "not_found"
         case storeNotFound = "store_not_found"
         case unknownTemplate = "unknown_template"
@@ -22,6 +23,7 @@ public struct LarderError: Error, CustomStringConvertible, Sendable {
         case fixtureFailed = "fixture_failed"
         case sqlError = "sql_error"
         case quotaExceeded = "quota_exceeded"
+        case insufficientStorage = "insufficient_storage"
         case internalError = "internal"
         case unavailable
 
@@ -30,7 +32,7 @@ public struct LarderError: Error, CustomStringConvertible, Sendable {
             switch self {
             case .badRequest: return 400
             case .unauthorized: return 401
-            case .forbiddenSQL: return 403
+            case .forbiddenSQL, .forbidden: return 403
             case .notFound, .storeNotFound, .unknownTemplate, .unknownFixture, .unknownSnapshot, .unknownVersion: return 404
             case .methodNotAllowed: return 405
             case .timeout: return 408
@@ -39,6 +41,7 @@ public struct LarderError: Error, CustomStringConvertible, Sendable {
             case .unsupportedMediaType: return 415
             case .migrationFailed, .fixtureFailed, .sqlError: return 422
             case .quotaExceeded: return 429
+            case .insufficientStorage: return 507
             case .internalError: return 500
             case .unavailable: return 503
             }
@@ -48,6 +51,8 @@ public struct LarderError: Error, CustomStringConvertible, Sendable {
     public var code: Code
     public var message: String
     public var details: [(String, JSONValue)]
+    /// The SQLite error behind this one, when there is one (not rendered).
+    public var underlying: SQLiteError?
 
     public init(_ code: Code, _ message: String, details: [(String, JSONValue)] = []) {
         self.code = code
@@ -57,18 +62,63 @@ public struct LarderError: Error, CustomStringConvertible, Sendable {
 
     public var description: String { "\(code.rawValue): \(message)" }
 
+    /// Longest string in an error body: a client's 2 MB statement is not echoed whole.
+    public static let maxDetailBytes = 2048
+
     public var body: JSONValue {
-        ["error": ["code": .string(code.rawValue), "message": .string(message), "details": .object(details)]]
+        ["error": ["code": .string(code.rawValue), "message": .string(LarderError.cut(message)),
+                   "details": .object(details.map { ($0.0, LarderError.cut($0.1)) })]]
+    }
+
+    static func cut(_ text: String) -> String {
+        let bytes = text.utf8
+        guard bytes.count > maxDetailBytes else { return text }
+        var end = bytes.index(bytes.startIndex, offsetBy: maxDetailBytes)
+        while end > bytes.startIndex && bytes[end] & 0xC0 == 0x80 { end = bytes.index(before: end) } // not inside a character
+        return String(decoding: bytes[..<end], as: UTF8.self) + "… (\(bytes.count) bytes in all)"
+    }
+
+    static func cut(_ value: JSONValue) -> JSONValue {
+        switch value {
+        case .string(let s): return .string(cut(s))
+        case .array(let items): return .array(items.map(cut))
+        case .object(let members): return .object(members.map { ($0.0, cut($0.1)) })
+        default: return value
+        }
     }
 
     public static func badRequest(_ message: String) -> LarderError { LarderError(.badRequest, message) }
 
-    /// SQLite's refusal of work named by `what`, as `code` (fixture_failed, sql_error, ...).
+    /// SQLite's refusal of work named by `what`, as `code` (fixture_failed,
+    /// sql_error, ...); a full disk is `insufficient_storage` whatever the work.
     public static func sqlite(_ error: SQLiteError, as code: Code, _ message: String, details: [(String, JSONValue)] = []) -> LarderError {
         var all = details
         if let statement = error.statement { all.append(("statement", .string(statement))) }
         all.append(("sqlite_code", .int(Int64(error.code))))
         all.append(("sqlite_message", .string(error.message)))
-        return LarderError(code, "\(message): \(error.message)", details: all)
+        let outOfSpace = error.isFull || error.isOutOfSpace
+        var made = LarderError(outOfSpace ? .insufficientStorage : code,
+                               outOfSpace ? "the file system is full: \(message): \(error.message)" : "\(message): \(error.message)", details: all)
+        made.underlying = error
+        return made
+    }
+
+    /// The contract's error for a low-level failure that has one (a full
+    /// disk, a busy store), or nil for a bug.
+    public static func classify(_ error: Error) -> LarderError? {
+        if let e = error as? LarderError { return e }
+        if let e = error as? SQLiteError {
+            if e.isFull || e.isOutOfSpace { return sqlite(e, as: .insufficientStorage, "the file system is full") }
+            if e.isBusy {
+                var made = LarderError(.conflict, "the store is locked by another connection (a test's open write transaction?); try again",
+                                       details: [("sqlite_code", .int(Int64(e.code))), ("retry_after_seconds", .int(1))])
+                made.underlying = e
+                return made
+            }
+        }
+        if let e = error as? FileSystem.Failure, e.isOutOfSpace {
+            return LarderError(.insufficientStorage, "the file system is full: \(e.description)")
+        }
+        return nil
     }
 }

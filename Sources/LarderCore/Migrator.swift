@@ -110,16 +110,6 @@ public struct Migrator {
         }
     }
 
-    static func isTransactionControl(_ statement: Statement) -> Bool {
-        let words = statement.sql.uppercased().split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" || $0 == ";" })
-        guard let first = words.first else { return false }
-        switch first {
-        case "BEGIN", "COMMIT", "END": return true
-        case "ROLLBACK": return !words.contains("TO")
-        default: return false
-        }
-    }
-
     /// Violations in `after` that `before` did not have (or had fewer of), sorted.
     static func newViolations(before: [String: Int], after: [String: Int]) -> [String] {
         after.filter { $0.value > (before[$0.key] ?? 0) }.map(\.key).sorted()
@@ -160,7 +150,7 @@ public struct Migrator {
                 var after: [String: Int] = [:]
                 try db.transaction {
                     try db.forEachStatement(in: sql) { statement in
-                        if Migrator.isTransactionControl(statement) { return }
+                        if statement.isTransactionControl { return }
                         while try statement.step() {}
                     }
                     after = try Migrator.foreignKeyViolations(db)

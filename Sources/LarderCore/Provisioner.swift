@@ -87,11 +87,14 @@ public final class Provisioner: Sendable {
         try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;")
         let migrator = Migrator(set: plan.template.migrations)
         let fallback = plan.snapshot?.expectedVersion
-        let migrated = try plan.version.map { try migrator.migrate(db, to: $0, fallbackVersion: fallback).to }
-        if !plan.fixtures.isEmpty {
-            try FixtureLoader.load(db, plan.fixtures.map { .file($0) })
+        // The team's own files: trusted, but not given forever.
+        return try db.limited(milliseconds: registry.operationTimeoutMs, "building template '\(plan.template.name)'") {
+            let migrated = try plan.version.map { try migrator.migrate(db, to: $0, fallbackVersion: fallback).to }
+            if !plan.fixtures.isEmpty {
+                try FixtureLoader.load(db, plan.fixtures.map { .file($0) })
+            }
+            return try migrated ?? migrator.state(db, fallbackVersion: fallback).current
         }
-        return try migrated ?? migrator.state(db, fallbackVersion: fallback).current
     }
 
     /// An empty store in WAL mode.
@@ -123,12 +126,17 @@ public final class Provisioner: Sendable {
                 throw LarderError(.badRequest, "the upload is not a usable SQLite database: \(error.message)",
                                   details: [("sqlite_code", .int(Int64(error.code))), ("sqlite_message", .string(error.message))])
             }
+            // What an upload holds (triggers on the bookkeeping tables, views)
+            // is the client's: hardened and time-limited like its SQL.
             let db = try Connection(path: path, mode: .readWrite)
-            try db.execute("PRAGMA journal_mode=WAL")
-            guard let template else { return Provenance() }
-            let migrator = Migrator(set: template.migrations)
-            let migrated = try target.map { try migrator.migrate(db, to: $0).to }
-            return Provenance(template: template.name, version: try migrated ?? migrator.state(db).current)
+            try db.harden()
+            return try db.limited(milliseconds: registry.operationTimeoutMs, "migrating the upload") {
+                try db.execute("PRAGMA journal_mode=WAL")
+                guard let template else { return Provenance() }
+                let migrator = Migrator(set: template.migrations)
+                let migrated = try target.map { try migrator.migrate(db, to: $0).to }
+                return Provenance(template: template.name, version: try migrated ?? migrator.state(db).current)
+            }
         }
     }
 }

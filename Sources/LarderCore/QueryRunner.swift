@@ -1,30 +1,56 @@
 import Foundation
 import SQLite
 
-/// Runs one untrusted statement on a store through a sandboxed connection.
+/// Runs one untrusted statement on a store's connection with the sandbox
+/// enforced. The rows go straight into their JSON text, bounded in count and
+/// in bytes, so a query of huge values costs at most the bound in memory.
 public enum QueryRunner {
     public struct Result: Sendable {
         public var columns: [String]
-        public var rows: [[SQLiteValue]]
+        /// The rows as a JSON array of arrays (BLOBs as `{"base64": ...}`).
+        public var rowsJSON: [UInt8]
+        public var rowCount: Int
         public var changes: Int
         public var truncated: Bool
+
+        /// The whole answer of `POST /query`.
+        public var answer: [UInt8] {
+            var out: [UInt8] = []
+            out.reserveCapacity(rowsJSON.count + 128)
+            out += Array(#"{"columns":"#.utf8)
+            JSONValue(columns).write(to: &out, indent: nil, level: 0)
+            out += Array(#","rows":"#.utf8)
+            out += rowsJSON
+            out += Array(#","changes":\#(changes),"truncated":\#(truncated)}"#.utf8)
+            return out
+        }
     }
 
-    public static func run(path: String, sql: String, parameters: JSONValue?, rowLimit: Int, timeoutMs: Int) throws -> Result {
-        let db = try Connection(path: path, mode: .readWrite, busyTimeoutMs: Int32(min(timeoutMs, 5000)))
-        try db.applySandbox()
+    public static func run(_ db: Connection, sql: String, parameters: JSONValue?, rowLimit: Int, maxBytes: Int) throws -> Result {
         do {
-            return try db.withTimeLimit(milliseconds: timeoutMs) {
+            return try db.untrusted {
                 let statement = try db.prepareSingle(sql)
                 try bind(statement, parameters)
                 let columns = statement.columnNames
-                var rows: [[SQLiteValue]] = []
+                var out: [UInt8] = [UInt8(ascii: "[")]
+                var rowCount = 0
                 var truncated = false
                 while try statement.step() {
-                    if rows.count >= rowLimit { truncated = true; break }
-                    rows.append((0..<columns.count).map { statement.column($0) })
+                    // Sizes are known before any value is copied out of SQLite.
+                    let size = (0..<columns.count).reduce(2) { $0 + encodedSize(statement, $1) + 1 }
+                    if rowCount >= rowLimit || out.count + size + 1 > maxBytes { truncated = true; break }
+                    if rowCount > 0 { out.append(UInt8(ascii: ",")) }
+                    out.append(UInt8(ascii: "["))
+                    for i in 0..<columns.count {
+                        if i > 0 { out.append(UInt8(ascii: ",")) }
+                        json(statement.column(i)).write(to: &out, indent: nil, level: 0)
+                    }
+                    out.append(UInt8(ascii: "]"))
+                    rowCount += 1
                 }
-                return Result(columns: columns, rows: rows, changes: statement.isReadOnly ? 0 : db.changes, truncated: truncated)
+                out.append(UInt8(ascii: "]"))
+                return Result(columns: columns, rowsJSON: out, rowCount: rowCount,
+                              changes: statement.isReadOnly ? 0 : db.changes, truncated: truncated)
             }
         } catch let error as SQLiteError {
             // Denied functions fail as plain errors; the authorizer noted them.
@@ -33,13 +59,21 @@ public enum QueryRunner {
                 throw LarderError(.forbiddenSQL, "refused: \(what) is not allowed in a store query",
                                   details: [("refused", .string(what)), ("statement", .string(sql))])
             }
-            if error.isInterrupt {
-                throw LarderError(.timeout, "the query ran past its limit of \(timeoutMs) ms", details: [("timeout_ms", .int(Int64(timeoutMs)))])
-            }
             if error.code == 21 /* SQLITE_MISUSE: our own "more than one statement" */ {
                 throw LarderError(.badRequest, error.message, details: [("statement", .string(sql))])
             }
             throw LarderError.sqlite(error, as: .sqlError, "SQLite refused the query")
+        }
+    }
+
+    /// About how many bytes column `i` of the current row takes as JSON
+    /// (strings counted without escapes).
+    static func encodedSize(_ statement: Statement, _ i: Int) -> Int {
+        switch statement.columnType(i) {
+        case .text: return statement.columnByteCount(i) + 2
+        case .blob: return (statement.columnByteCount(i) + 2) / 3 * 4 + 14
+        case .null: return 4
+        default: return 24
         }
     }
 

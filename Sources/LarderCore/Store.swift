@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import SQLite
 import Synchronization
 
@@ -14,12 +15,20 @@ public final class Store: Sendable {
     private let readers = Mutex<[Connection]>([])
     static let openReaders = Atomic<Int>(0)
     static let maxOpenReaders = 512
-    private let state: Mutex<(record: StoreRecord, operation: String?, deleted: Bool)>
+    struct State {
+        var record: StoreRecord
+        /// The exclusive operation under way, if any.
+        var operation: String?
+        var deleted = false
+        /// Connections of the operations under way, interrupted by deletion.
+        var active: [ObjectIdentifier: Connection] = [:]
+    }
+    private let state: Mutex<State>
 
     init(record: StoreRecord, directory: String) {
         self.id = record.id
         self.directory = directory
-        self.state = Mutex((record, nil, false))
+        self.state = Mutex(State(record: record))
     }
 
     public var databasePath: String { directory + "/store.sqlite" }
@@ -38,37 +47,44 @@ public final class Store: Sendable {
         FileSystem.size(databasePath) + FileSystem.size(databasePath + "-wal")
     }
 
-    /// Runs `body` as the store's only exclusive operation, or throws 409.
-    public func exclusive<T>(_ operation: String, _ body: () throws -> T) throws -> T {
-        try begin(operation)
-        defer { state.withLock { $0.operation = nil } }
-        return try body()
-    }
+    var isDeleted: Bool { state.withLock { $0.deleted } }
 
-    /// Throws 409 while an exclusive operation (a migration, a fixture load)
-    /// runs: work that may write must not interleave with it.
-    public func ensureIdle() throws {
-        try state.withLock { s in
-            if let current = s.operation {
-                throw LarderError(.conflict, "store '\(id)' is busy: \(current) is running", details: [("operation", .string(current))])
-            }
-        }
-    }
+    var notFound: LarderError { LarderError(.storeNotFound, "no store with id '\(id)'", details: [("id", .string(id))]) }
 
-    func begin(_ operation: String) throws {
+    /// Registers an operation on `db`: `exclusive` names one that must run
+    /// alone (a migration, a fixture load: 409 while another runs); any
+    /// other (a query) only waits for none of those to be under way. A
+    /// deleted store is a 404.
+    func begin(_ exclusive: String?, on db: Connection) throws {
         try state.withLock { s in
-            if s.deleted { throw LarderError(.storeNotFound, "no store with id '\(id)'") }
+            if s.deleted { throw notFound }
             if let current = s.operation {
                 throw LarderError(.conflict, "store '\(id)' is busy: \(current) is running",
                                   details: [("operation", .string(current))])
             }
-            s.operation = operation
+            if let exclusive { s.operation = exclusive }
+            s.active[ObjectIdentifier(db)] = db
         }
     }
 
-    func markDeleted() {
-        state.withLock { $0.deleted = true; $0.operation = nil }
+    func end(_ exclusive: String?, on db: Connection) {
+        state.withLock { s in
+            if exclusive != nil { s.operation = nil }
+            s.active[ObjectIdentifier(db)] = nil
+        }
+    }
+
+    /// Marks the store deleted (every later operation is a 404), interrupts
+    /// the operations under way and waits up to `graceMs` for them to end.
+    func markDeleted(graceMs: Int = 2000) {
+        let running = state.withLock { s -> [Connection] in
+            s.deleted = true
+            return Array(s.active.values)
+        }
+        for db in running { db.interrupt() }
         dropReaders()
+        let deadline = monotonicNanos() + UInt64(graceMs) * 1_000_000
+        while state.withLock({ !$0.active.isEmpty }) && monotonicNanos() < deadline { usleep(1000) }
     }
 
     /// Closes the idle read connections (before the files go away).
@@ -84,22 +100,38 @@ public final class Store: Sendable {
     public func withReader<T>(_ body: (Connection) throws -> T) throws -> T {
         let pooled = readers.withLock { $0.popLast() }
         if pooled != nil { Store.openReaders.subtract(1, ordering: .relaxed) }
-        let db = try pooled ?? connect()
+        if isDeleted { throw notFound }
+        let db: Connection
+        do { db = try pooled ?? connect() } catch { throw isDeleted ? notFound : error }
+        var healthy = true
         defer {
-            // Kept only while the store lives and the process-wide cap allows.
-            let kept = readers.withLock { r -> Bool in
+            // Kept only while healthy, while the store lives and the process-wide cap allows.
+            let kept = healthy && readers.withLock { r -> Bool in
                 guard r.count < 4, Store.openReaders.load(ordering: .relaxed) < Store.maxOpenReaders,
-                      !state.withLock({ $0.deleted }), db.isAutocommit else { return false }
+                      !isDeleted, db.isAutocommit else { return false }
                 r.append(db)
                 return true
             }
             if kept { Store.openReaders.add(1, ordering: .relaxed) }
         }
-        return try body(db)
+        do {
+            return try body(db)
+        } catch let error as SQLiteError where error.isIOFailure {
+            // A full disk can leave the shared memory or the file in a state
+            // that pooled connections keep failing on: start over with fresh ones.
+            healthy = false
+            dropReaders()
+            throw isDeleted ? notFound : error
+        } catch {
+            throw isDeleted ? notFound : error
+        }
     }
 
-    /// A new connection to the live file (WAL, busy timeout), for Larder's own work.
+    /// A new connection to the live file (WAL, busy timeout), hardened: a
+    /// store holds whatever a client put there, triggers and views included.
     public func connect(busyTimeoutMs: Int32 = 5000) throws -> Connection {
-        try Connection(path: databasePath, mode: .readWrite, busyTimeoutMs: busyTimeoutMs)
+        let db = try Connection(path: databasePath, mode: .readWrite, busyTimeoutMs: busyTimeoutMs)
+        try db.harden()
+        return db
     }
 }

@@ -23,17 +23,19 @@ public struct StoreEditor: Sendable {
         let store = try registry.get(id)
         let template = try template(of: store)
         let version = try template.migrations.resolve(target)
-        return try store.exclusive("migrate") {
-            let db = try store.connect()
-            let migrator = Migrator(set: template.migrations)
-            do {
+        let migrator = Migrator(set: template.migrations)
+        do {
+            return try registry.operate(store, exclusive: "migrate", timeoutMs: registry.operationTimeoutMs) { db in
                 let outcome = try migrator.migrate(db, to: version)
                 try registry.setVersion(store, outcome.to)
                 return outcome
-            } catch {
-                try? registry.setVersion(store, try? migrator.state(db).current)
-                throw error
             }
+        } catch {
+            // Each migration commits on its own: record where the store was left.
+            if case .success(let state) = Result(catching: { try store.withReader { try migrator.state($0) } }) {
+                try? registry.setVersion(store, state.current)
+            }
+            throw error
         }
     }
 
@@ -46,8 +48,7 @@ public struct StoreEditor: Sendable {
     public func migrations(_ id: String) throws -> MigrationStatus {
         let store = try registry.get(id)
         let template = try template(of: store)
-        let db = try store.connect()
-        let state = try Migrator(set: template.migrations).state(db)
+        let state = try store.withReader { try Migrator(set: template.migrations).state($0) }
         let applied = state.applied(among: template.migrations.versions)
         return MigrationStatus(version: state.current,
                                migrations: template.migrations.migrations.map { ($0.version, $0.name, applied.contains($0.version)) },
@@ -77,8 +78,7 @@ public struct StoreEditor: Sendable {
             items = [.rows(rows)]
             names = ["(inline rows)"]
         }
-        return try store.exclusive("fixtures") {
-            let db = try store.connect()
+        return try registry.operate(store, exclusive: "fixtures", timeoutMs: registry.operationTimeoutMs) { db in
             try FixtureLoader.load(db, items)
             if case .names(let list) = request {
                 _ = store.update { $0.fixtures += list }

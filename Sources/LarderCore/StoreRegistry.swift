@@ -34,6 +34,8 @@ public final class StoreRegistry: Sendable {
     let defaultTTL: Int
     let maxStores: Int
     let maxDiskBytes: Int64
+    /// Time limit of an operation on a store (fixtures, migrations, uploads).
+    public let operationTimeoutMs: Int
 
     struct Live {
         var stores: [String: Store] = [:]
@@ -55,6 +57,7 @@ public final class StoreRegistry: Sendable {
         defaultTTL = configuration.ttlSeconds
         maxStores = configuration.maxStores
         maxDiskBytes = configuration.maxDiskBytes
+        operationTimeoutMs = configuration.operationTimeoutMs
         for directory in [storesDirectory, buildingDirectory, temporaryDirectory, cacheDirectory] {
             try FileSystem.makeDirectory(directory)
         }
@@ -212,17 +215,18 @@ public final class StoreRegistry: Sendable {
         return store
     }
 
-    /// Removes the store and every file of it. 409 while an exclusive
-    /// operation runs on it.
+    /// Removes the store and every file of it. Operations under way on it
+    /// are interrupted first (they answer 404); any later one is a 404.
     public func delete(_ id: String) throws {
-        let store = try get(id)
-        try store.begin("delete")
-        let size = store.sizeBytes
-        live.withLock { l in
-            l.stores[id] = nil
-            l.diskBytes = max(0, l.diskBytes - size)
+        let store = try live.withLock { l -> Store in
+            guard let store = l.stores.removeValue(forKey: id) else {
+                throw LarderError(.storeNotFound, "no store with id '\(id)'", details: [("id", .string(id))])
+            }
+            return store
         }
         store.markDeleted()
+        let size = store.sizeBytes
+        live.withLock { $0.diskBytes = max(0, $0.diskBytes - size) }
         // Rename first so the store disappears at once even if removal is cut short.
         let doomed = temporaryDirectory + "/deleted-" + id
         if rename(store.directory, doomed) == 0 {
@@ -257,6 +261,12 @@ public final class StoreRegistry: Sendable {
     }
 
     public var diskBytes: Int64 { live.withLock { $0.diskBytes } }
+
+    /// Counts what an operation added to (or took from) the stores' bytes.
+    func noteGrowth(_ bytes: Int64) {
+        guard bytes != 0 else { return }
+        live.withLock { $0.diskBytes = max(0, $0.diskBytes + bytes) }
+    }
 }
 
 extension String {
@@ -266,9 +276,13 @@ extension String {
 }
 
 extension StoreRegistry {
-    /// Writes the store's record beside it.
+    /// Writes the store's record beside it (a 404 when the store was deleted meanwhile).
     public func save(_ store: Store) throws {
-        try FileSystem.writeAtomically(store.record.json.serialized(), to: store.recordPath)
+        do {
+            try FileSystem.writeAtomically(store.record.json.serialized(), to: store.recordPath)
+        } catch {
+            throw store.isDeleted ? store.notFound : error
+        }
     }
 
     func setVersion(_ store: Store, _ version: String?) throws {

@@ -85,6 +85,8 @@ public final class TemplateCache: Sendable {
         let path = directory + "/" + key + ".sqlite"
         let sidecar: JSONValue = ["version": JSONValue(version), "counts": JSONValue(counts: counts)]
         try FileSystem.writeAtomically(sidecar.serialized(), to: directory + "/" + key + ".json")
+        // Read-only on disk: stores are copies; nothing writes a template again.
+        chmod(temporary, 0o444)
         guard rename(temporary, path) == 0 else { throw FileSystem.Failure("cannot move cache entry into place:", path) }
         let entry = Entry(key: key, path: path, version: version, counts: counts, size: FileSystem.size(path), lastUsed: monotonicNanos())
         state.withLock { s in

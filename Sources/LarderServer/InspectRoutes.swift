@@ -45,16 +45,14 @@ enum InspectRoutes {
         let timeout = try body.int("timeout_ms", in: 1...s.configuration.queryTimeoutMs) ?? s.configuration.queryTimeoutMs
         let params = body.value("params")
         let store = try s.registry.get(id)
+        let maxBytes = s.configuration.queryMaxBytes
         return .later {
             // Queries from parallel tests may run together (SQLite locks
             // them); not while a migration or fixture load is under way.
-            try store.ensureIdle()
-            let result = try QueryRunner.run(path: store.databasePath, sql: sql, parameters: params, rowLimit: limit, timeoutMs: timeout)
-            return json(200, [
-                "columns": JSONValue(result.columns),
-                "rows": .array(result.rows.map { .array($0.map(QueryRunner.json)) }),
-                "changes": .int(Int64(result.changes)), "truncated": .bool(result.truncated),
-            ])
+            let result = try s.registry.operate(store, exclusive: nil, timeoutMs: timeout) { db in
+                try QueryRunner.run(db, sql: sql, parameters: params, rowLimit: limit, maxBytes: maxBytes)
+            }
+            return Response(status: 200, contentType: jsonType, bytes: result.answer)
         }
     }
 }

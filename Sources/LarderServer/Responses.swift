@@ -16,7 +16,7 @@ func errorResponse(_ error: LarderError) -> Response {
 /// Any error as a contract error: LarderErrors as they are, anything else is
 /// a 500 whose message names the request id (the log has the detail).
 func larderError(_ error: Error, requestID: String) -> LarderError {
-    if let e = error as? LarderError { return e }
+    if let e = LarderError.classify(error) { return e }
     logLine("request \(requestID) failed: \(error)")
     return LarderError(.internalError, "internal error (request id \(requestID)): \(error)",
                        details: [("request_id", .string(requestID))])

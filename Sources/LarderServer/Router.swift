@@ -47,17 +47,22 @@ final class Router: Sendable {
             return response
         }
         do {
+            // Who may ask comes before what exists: no probing of routes
+            // without the token, or from a foreign web page.
+            try services.origins.check(request)
             guard let (route, parameters) = match(segments) else {
+                try authorize(request, route: nil)
                 throw LarderError(.notFound, "no route for \(request.method) \(request.path)", details: [("path", .string(request.path))])
             }
             name = route.name
-            guard let handler = route.methods[request.method] else {
+            try authorize(request, route: route)
+            // HEAD is GET without the body (libmicrohttpd leaves it out).
+            guard let handler = route.methods[request.method] ?? (request.method == "HEAD" ? route.methods["GET"] : nil) else {
                 var response = errorResponse(LarderError(.methodNotAllowed, "\(request.method) is not allowed on \(route.name)",
                                                          details: [("allowed", JSONValue(route.methods.keys.sorted()))]))
                 response.addHeader("Allow", route.methods.keys.sorted().joined(separator: ", "))
                 return .now(finish(name, response))
             }
-            try authorize(request, route: route)
             switch try handler(request, parameters) {
             case .now(let response):
                 return .now(finish(name, response))
@@ -93,8 +98,9 @@ final class Router: Sendable {
         return nil
     }
 
-    private func authorize(_ request: Request, route: Route) throws {
-        guard let token = services.configuration.token, !(route.name == "/health" && request.method == "GET") else { return }
+    private func authorize(_ request: Request, route: Route?) throws {
+        guard let token = services.configuration.token,
+              !(route?.name == "/health" && (request.method == "GET" || request.method == "HEAD")) else { return }
         let given = request.header("authorization") ?? ""
         let expected = "Bearer " + token
         // Compare in time independent of where the first difference is.

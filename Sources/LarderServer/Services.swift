@@ -10,6 +10,7 @@ final class Services: Sendable {
     let provisioner: Provisioner
     let editor: StoreEditor
     let waiter = CountWaiter()
+    let origins: Origins
     let metrics = Metrics()
     let baseURL = Mutex<String>("")
     let startedAt = Timestamp.now
@@ -17,6 +18,7 @@ final class Services: Sendable {
 
     init(configuration: Configuration) throws {
         self.configuration = configuration
+        origins = Origins(configuration: configuration)
         registry = try StoreRegistry(configuration: configuration)
         catalog = Catalog(directory: configuration.fixtures)
         cache = TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory,

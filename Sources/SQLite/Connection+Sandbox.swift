@@ -28,30 +28,36 @@ public struct SandboxPolicy: Sendable {
     public init() {}
 }
 
-/// State the C callbacks read through their user-data pointer.
-final class SandboxState {
-    let policy: SandboxPolicy
+/// State the C callbacks read through their user-data pointer. Every
+/// connection has one: the authorizer always notes transaction control (so
+/// scripts can skip a `.dump`'s own BEGIN/COMMIT without reading text), and
+/// refuses what the policy forbids only while untrusted SQL runs.
+final class Guard {
+    var policy = SandboxPolicy()
+    var enforcing = false
     var refusal: String?
+    var sawTransactionControl = false
     var deadlineNanos: UInt64 = .max
+    var timedOut = false
 
-    init(policy: SandboxPolicy) { self.policy = policy }
-
-    func authorize(_ action: Int32, _ a: String?, _ b: String?) -> Int32 {
+    func authorize(_ action: Int32, _ a: UnsafePointer<CChar>?, _ b: UnsafePointer<CChar>?) -> Int32 {
+        if action == SQLITE_TRANSACTION { sawTransactionControl = true }
+        guard enforcing else { return SQLITE_OK }
         switch action {
         case SQLITE_ATTACH:
             refusal = "ATTACH (this also covers VACUUM INTO)"
         case SQLITE_DETACH:
             refusal = "DETACH"
         case SQLITE_TRANSACTION, SQLITE_SAVEPOINT:
-            refusal = "transaction control (each query runs on its own)"
+            refusal = "transaction control (Larder runs the transaction)"
         case SQLITE_FUNCTION:
-            guard let name = b?.lowercased(), policy.deniedFunctions.contains(name) else { return SQLITE_OK }
+            guard let b, case let name = String(cString: b).lowercased(), policy.deniedFunctions.contains(name) else { return SQLITE_OK }
             refusal = "the function \(name)()"
         case SQLITE_PRAGMA:
-            let name = (a ?? "").lowercased()
+            let name = a.map { String(cString: $0).lowercased() } ?? ""
             if policy.readPragmas.contains(name) { return SQLITE_OK }
             if policy.readOnlySettings.contains(name) && b == nil { return SQLITE_OK }
-            refusal = b == nil ? "PRAGMA \(name)" : "PRAGMA \(name) = \(b!)"
+            refusal = b.map { "PRAGMA \(name) = \(String(cString: $0))" } ?? "PRAGMA \(name)"
         default:
             return SQLITE_OK
         }
@@ -59,18 +65,19 @@ final class SandboxState {
     }
 }
 
-private let sandboxAuthorizer: @convention(c) (
+let guardAuthorizer: @convention(c) (
     UnsafeMutableRawPointer?, Int32, UnsafePointer<CChar>?, UnsafePointer<CChar>?, UnsafePointer<CChar>?, UnsafePointer<CChar>?
 ) -> Int32 = { context, action, a, b, _, _ in
     guard let context else { return SQLITE_DENY }
-    let state = Unmanaged<SandboxState>.fromOpaque(context).takeUnretainedValue()
-    return state.authorize(action, a.map { String(cString: $0) }, b.map { String(cString: $0) })
+    return Unmanaged<Guard>.fromOpaque(context).takeUnretainedValue().authorize(action, a, b)
 }
 
-private let sandboxProgress: @convention(c) (UnsafeMutableRawPointer?) -> Int32 = { context in
+private let guardProgress: @convention(c) (UnsafeMutableRawPointer?) -> Int32 = { context in
     guard let context else { return 1 }
-    let state = Unmanaged<SandboxState>.fromOpaque(context).takeUnretainedValue()
-    return monotonicNanos() > state.deadlineNanos ? 1 : 0
+    let state = Unmanaged<Guard>.fromOpaque(context).takeUnretainedValue()
+    guard monotonicNanos() > state.deadlineNanos else { return 0 }
+    state.timedOut = true
+    return 1
 }
 
 /// Nanoseconds on the monotonic clock.
@@ -81,8 +88,12 @@ public func monotonicNanos() -> UInt64 {
 }
 
 extension Connection {
-    /// Locks this connection down for untrusted SQL. Call once, right after opening.
-    public func applySandbox(_ policy: SandboxPolicy = SandboxPolicy()) throws {
+    /// Makes the connection safe for a database whose contents a client
+    /// controls (triggers and views it planted): defensive mode, schema
+    /// functions only when innocuous, no extensions, no FTS3 tokenizer
+    /// pointers, no ATTACH, and size limits. Larder's own statements still
+    /// run; untrusted SQL goes through `untrusted`.
+    public func harden(_ policy: SandboxPolicy = SandboxPolicy()) throws {
         let settings: [(Int32, Int32)] = [
             (SQLITE_DBCONFIG_DEFENSIVE, 1),
             (SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0),
@@ -98,22 +109,47 @@ extension Connection {
         sqlite3_limit(handle, SQLITE_LIMIT_ATTACHED, 0)
         sqlite3_limit(handle, SQLITE_LIMIT_LENGTH, policy.maxLength)
         sqlite3_limit(handle, SQLITE_LIMIT_SQL_LENGTH, policy.maxSQLLength)
-        let state = SandboxState(policy: policy)
-        sandbox = state
-        let context = Unmanaged.passUnretained(state).toOpaque()
-        sqlite3_set_authorizer(handle, sandboxAuthorizer, context)
-        sqlite3_progress_handler(handle, 1000, sandboxProgress, context)
+        guardState.policy = policy
+    }
+
+    /// Hardens the connection and refuses, for its whole life, everything
+    /// the policy forbids (the `/query` connection).
+    public func applySandbox(_ policy: SandboxPolicy = SandboxPolicy()) throws {
+        try harden(policy)
+        guardState.enforcing = true
+    }
+
+    /// Runs `body`, which prepares and runs SQL a client sent, with the
+    /// policy enforced: ATTACH, DETACH, transaction control, unsafe pragmas
+    /// and denied functions fail to prepare (`sandboxRefusal` says which).
+    /// Call `harden` first.
+    public func untrusted<T>(_ body: () throws -> T) rethrows -> T {
+        let was = guardState.enforcing
+        guardState.enforcing = true
+        guardState.refusal = nil
+        defer { guardState.enforcing = was }
+        return try body()
     }
 
     /// Runs `body` with a time limit: past it, the running statement is
-    /// interrupted (SQLITE_INTERRUPT). Clears any earlier refusal first.
+    /// interrupted (SQLITE_INTERRUPT, and `timedOut` is true). Clears any
+    /// earlier refusal first.
     public func withTimeLimit<T>(milliseconds: Int, _ body: () throws -> T) rethrows -> T {
-        sandbox?.refusal = nil
-        sandbox?.deadlineNanos = monotonicNanos() + UInt64(max(milliseconds, 1)) * 1_000_000
-        defer { sandbox?.deadlineNanos = .max }
+        let state = guardState
+        state.refusal = nil
+        state.timedOut = false
+        state.deadlineNanos = monotonicNanos() + UInt64(max(milliseconds, 1)) * 1_000_000
+        sqlite3_progress_handler(handle, 1000, guardProgress, Unmanaged.passUnretained(state).toOpaque())
+        defer {
+            sqlite3_progress_handler(handle, 0, nil, nil)
+            state.deadlineNanos = .max
+        }
         return try body()
     }
 
     /// What the authorizer refused last, when a statement failed with SQLITE_AUTH.
-    public var sandboxRefusal: String? { sandbox?.refusal }
+    public var sandboxRefusal: String? { guardState.refusal }
+
+    /// Whether the last time limit ran out (as opposed to an `interrupt()`).
+    public var timedOut: Bool { guardState.timedOut }
 }

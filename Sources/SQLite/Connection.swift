@@ -6,7 +6,7 @@ import Foundation
 public final class Connection: @unchecked Sendable {
     public let handle: OpaquePointer
     public let path: String
-    var sandbox: SandboxState?
+    let guardState = Guard()
     private var statementCache: [String: Statement] = [:]
 
     public enum Mode: Sendable {
@@ -36,6 +36,7 @@ public final class Connection: @unchecked Sendable {
         self.path = path
         sqlite3_busy_timeout(db, busyTimeoutMs)
         sqlite3_extended_result_codes(db, 1)
+        sqlite3_set_authorizer(db, guardAuthorizer, Unmanaged.passUnretained(guardState).toOpaque())
     }
 
     deinit {
@@ -70,6 +71,8 @@ public final class Connection: @unchecked Sendable {
     /// `sqlite3_prepare_v2` tail loop), so semicolons inside strings, comments
     /// and trigger bodies are safe, and hands each to `body` before preparing
     /// the next (a statement may change the schema the next one needs).
+    /// Each statement knows whether it is transaction control, as SQLite's
+    /// authorizer saw it while preparing.
     public func forEachStatement(in sql: String, _ body: (Statement) throws -> Void) throws {
         var bytes = Array(sql.utf8)
         bytes.append(0)
@@ -80,13 +83,16 @@ public final class Connection: @unchecked Sendable {
             while cursor < end {
                 var stmt: OpaquePointer?
                 var tail: UnsafePointer<CChar>?
+                guardState.sawTransactionControl = false
                 let rc = sqlite3_prepare_v2(handle, cursor, Int32(end - cursor), &stmt, &tail)
                 guard rc == SQLITE_OK else {
                     let rest = String(cString: cursor)
                     throw SQLiteError(connection: handle, code: rc, statement: Connection.firstStatementText(rest))
                 }
                 guard let stmt else { break } // only whitespace or comments left
-                try body(Statement(handle: stmt, connection: self))
+                let statement = Statement(handle: stmt, connection: self)
+                statement.isTransactionControl = guardState.sawTransactionControl
+                try body(statement)
                 guard let tail, tail > cursor else { break }
                 cursor = tail
             }

@@ -7,6 +7,8 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
     public let code: Int32
     public let message: String
     public var statement: String?
+    /// The operating system's errno behind an I/O error (ENOSPC ...), or 0.
+    public var systemErrno: Int32 = 0
 
     public init(code: Int32, message: String, statement: String? = nil) {
         self.code = code
@@ -18,6 +20,7 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
         self.code = db.map { sqlite3_extended_errcode($0) } ?? code
         self.message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
         self.statement = statement
+        self.systemErrno = db.map { sqlite3_system_errno($0) } ?? 0
     }
 
     /// The primary result code (`SQLITE_CONSTRAINT` for `SQLITE_CONSTRAINT_FOREIGNKEY`).
@@ -25,6 +28,18 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
     public var isInterrupt: Bool { primaryCode == SQLITE_INTERRUPT }
     public var isAuthorizationDenied: Bool { primaryCode == SQLITE_AUTH }
     public var isBusy: Bool { primaryCode == SQLITE_BUSY || primaryCode == SQLITE_LOCKED }
+    /// SQLITE_FULL: the disk is full, or the database reached its `max_page_count`.
+    public var isFull: Bool { primaryCode == SQLITE_FULL }
+    /// An I/O error because the file system is full (or over its quota).
+    public var isOutOfSpace: Bool {
+        (primaryCode == SQLITE_FULL || primaryCode == SQLITE_IOERR) && (systemErrno == 28 /* ENOSPC */ || systemErrno == 122 /* EDQUOT */)
+    }
+    /// The file or its shared memory cannot be read or written as it is:
+    /// connections that saw this should be closed rather than reused.
+    public var isIOFailure: Bool {
+        primaryCode == SQLITE_IOERR || primaryCode == SQLITE_FULL || primaryCode == SQLITE_CANTOPEN
+            || primaryCode == SQLITE_CORRUPT || primaryCode == SQLITE_NOTADB || primaryCode == SQLITE_READONLY
+    }
 
     public var description: String {
         if let statement { return "SQLite error \(code): \(message) (in: \(statement))" }

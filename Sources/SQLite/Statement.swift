@@ -5,6 +5,9 @@ import Foundation
 public final class Statement {
     public let handle: OpaquePointer
     unowned let connection: Connection
+    /// BEGIN, COMMIT, END or ROLLBACK (not ROLLBACK TO a savepoint); set by
+    /// `Connection.forEachStatement` from what the authorizer saw.
+    public internal(set) var isTransactionControl = false
 
     init(handle: OpaquePointer, connection: Connection) {
         self.handle = handle
@@ -86,6 +89,22 @@ public final class Statement {
     }
 
     public func int64(_ index: Int) -> Int64 { sqlite3_column_int64(handle, Int32(index)) }
+
+    public enum ColumnType: Sendable { case integer, real, text, blob, null }
+
+    /// The type of column `index` of the current row.
+    public func columnType(_ index: Int) -> ColumnType {
+        switch sqlite3_column_type(handle, Int32(index)) {
+        case SQLITE_INTEGER: return .integer
+        case SQLITE_FLOAT: return .real
+        case SQLITE_TEXT: return .text
+        case SQLITE_BLOB: return .blob
+        default: return .null
+        }
+    }
+
+    /// The size in bytes of a TEXT or BLOB column of the current row, without copying it.
+    public func columnByteCount(_ index: Int) -> Int { Int(sqlite3_column_bytes(handle, Int32(index))) }
 
     public func string(_ index: Int) -> String? {
         guard let p = sqlite3_column_text(handle, Int32(index)) else { return nil }

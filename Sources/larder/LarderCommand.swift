@@ -31,6 +31,9 @@ struct ServeOptions: ParsableArguments {
     @Option(name: .customLong("connection-timeout-seconds"), help: ArgumentHelp(Configuration.Key.connectionTimeoutSeconds.help)) var connectionTimeoutSeconds: String?
     @Option(name: .customLong("query-timeout-ms"), help: ArgumentHelp(Configuration.Key.queryTimeoutMs.help)) var queryTimeoutMs: String?
     @Option(name: .customLong("query-row-limit"), help: ArgumentHelp(Configuration.Key.queryRowLimit.help)) var queryRowLimit: String?
+    @Option(name: .customLong("query-max-bytes"), help: ArgumentHelp(Configuration.Key.queryMaxBytes.help)) var queryMaxBytes: String?
+    @Option(name: .customLong("operation-timeout-ms"), help: ArgumentHelp(Configuration.Key.operationTimeoutMs.help)) var operationTimeoutMs: String?
+    @Option(name: .customLong("allowed-hosts"), help: ArgumentHelp(Configuration.Key.allowedHosts.help)) var allowedHosts: String?
     @Option(name: .customLong("wait-timeout-max-ms"), help: ArgumentHelp(Configuration.Key.waitTimeoutMaxMs.help)) var waitTimeoutMaxMs: String?
     @Option(name: .customLong("reap-interval-seconds"), help: ArgumentHelp(Configuration.Key.reapIntervalSeconds.help)) var reapIntervalSeconds: String?
     @Option(name: .customLong("cache-max-bytes"), help: ArgumentHelp(Configuration.Key.cacheMaxBytes.help)) var cacheMaxBytes: String?
@@ -39,7 +42,8 @@ struct ServeOptions: ParsableArguments {
         [(.host, host), (.port, port), (.root, root), (.fixtures, fixtures), (.token, token), (.publicURL, publicURL),
          (.ttlSeconds, ttlSeconds), (.maxBodyBytes, maxBodyBytes), (.maxStores, maxStores), (.maxDiskBytes, maxDiskBytes),
          (.threads, threads), (.connectionLimit, connectionLimit), (.connectionTimeoutSeconds, connectionTimeoutSeconds),
-         (.queryTimeoutMs, queryTimeoutMs), (.queryRowLimit, queryRowLimit), (.waitTimeoutMaxMs, waitTimeoutMaxMs),
+         (.queryTimeoutMs, queryTimeoutMs), (.queryRowLimit, queryRowLimit),
+         (.queryMaxBytes, queryMaxBytes), (.operationTimeoutMs, operationTimeoutMs), (.allowedHosts, allowedHosts), (.waitTimeoutMaxMs, waitTimeoutMaxMs),
          (.reapIntervalSeconds, reapIntervalSeconds), (.cacheMaxBytes, cacheMaxBytes)]
     }
 

@@ -50,11 +50,46 @@ final class FixtureLoaderTests: XCTestCase {
         XCTAssertEqual(try rows(db, "SELECT a, b, quote(c) FROM t ORDER BY rowid"), [["x, y", "NULL", "''"], ["multi\nline", "say \"hi\"", "'3'"]])
     }
 
+    static let dump = "PRAGMA foreign_keys=OFF;\n-- a comment\nBEGIN TRANSACTION;\nINSERT INTO t VALUES ('1;2');\n/* end */ COMMIT;\n"
+
     func testDumpFilesWithTheirOwnTransactionLoad() throws {
+        let scratch = Scratch()
+        let folder = scratch.write(["dump.sql": FixtureLoaderTests.dump], under: "data")
+        let db = try scratch.database()
+        try db.execute("CREATE TABLE t (a)")
+        try FixtureLoader.load(db, [.file(DataFixture(name: "dump", file: "dump.sql", path: folder + "/dump.sql", kind: .sql))])
+        XCTAssertEqual(try db.scalar("SELECT a FROM t")?.string, "1;2")
+    }
+
+    /// A client's inline SQL runs sandboxed: whatever reaches outside the
+    /// store or ends Larder's transaction is refused before it runs, and
+    /// nothing of the load is kept.
+    func testInlineSQLIsSandboxed() throws {
         let scratch = Scratch()
         let db = try scratch.database()
         try db.execute("CREATE TABLE t (a)")
-        try FixtureLoader.load(db, [.sql("PRAGMA foreign_keys=OFF;\nBEGIN TRANSACTION;\nINSERT INTO t VALUES ('1;2');\nCOMMIT;\n")])
-        XCTAssertEqual(try db.scalar("SELECT a FROM t")?.string, "1;2")
+        try db.harden()
+        let hostile = [
+            FixtureLoaderTests.dump,
+            "ATTACH DATABASE '\(scratch.path)/other.db' AS v; CREATE TABLE v.t (a);",
+            "INSERT INTO t VALUES (1); -- x\nCOMMIT; VACUUM INTO '\(scratch.path)/copy.db';",
+            "INSERT INTO t VALUES (1); /**/ COMMIT; INSERT INTO t VALUES (2);",
+            "INSERT INTO t VALUES (1); SAVEPOINT a; RELEASE a;",
+            "INSERT INTO t VALUES (1); PRAGMA writable_schema = 1;",
+            "SELECT load_extension('/tmp/x.so');",
+            "INSERT INTO t SELECT fts3_tokenizer('simple');",
+            "DETACH DATABASE main;",
+        ]
+        for sql in hostile {
+            XCTAssertLarderError(.forbiddenSQL, try FixtureLoader.load(db, [.sql(sql)])) { XCTAssertNotNil($0.detail("refused"), sql) }
+            XCTAssertEqual(try db.scalar("SELECT count(*) FROM t")?.int64, 0, "kept rows of \(sql)")
+            XCTAssertTrue(db.isAutocommit, "left a transaction open: \(sql)")
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: scratch.path + "/other.db"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: scratch.path + "/copy.db"))
+        // Plain data SQL still loads, and Larder's own statements still run afterwards.
+        try FixtureLoader.load(db, [.sql("INSERT INTO t VALUES ('ok'); UPDATE t SET a = a || '!';")])
+        XCTAssertEqual(try db.scalar("SELECT a FROM t")?.string, "ok!")
+        XCTAssertEqual(try db.scalar("PRAGMA foreign_keys")?.int64, 0)
     }
 }

@@ -1,0 +1,63 @@
+import SQLite
+
+extension StoreRegistry {
+    /// Runs `body` on a new hardened connection to a live store, within a
+    /// time limit and the disk quota, as one registered operation:
+    ///
+    /// - `exclusive` names work that must run alone (409 while another runs);
+    ///   nil is work that may overlap (queries).
+    /// - Deleting the store interrupts it; it then answers 404.
+    /// - Past `timeoutMs` it is interrupted and answers 408.
+    /// - With `--max-disk-bytes`, the store may grow only by what is left of
+    ///   the quota (`max_page_count`); past it, 429. A full file system is 507.
+    public func operate<T>(_ store: Store, exclusive: String?, timeoutMs: Int, _ body: (Connection) throws -> T) throws -> T {
+        if store.isDeleted { throw store.notFound }
+        let db: Connection
+        do { db = try store.connect(busyTimeoutMs: Int32(min(timeoutMs, 5000))) } catch { throw store.isDeleted ? store.notFound : error }
+        try store.begin(exclusive, on: db)
+        defer { store.end(exclusive, on: db) }
+        let sizeBefore = store.sizeBytes
+        defer { noteGrowth(store.sizeBytes - sizeBefore) }
+        var pageLimit: Int64?
+        do {
+            pageLimit = try limitGrowth(db, store: store)
+            return try db.limited(milliseconds: timeoutMs, exclusive ?? "the query") { try body(db) }
+        } catch {
+            throw translate(error, db: db, store: store, pageLimit: pageLimit)
+        }
+    }
+
+    /// Sets `max_page_count` so the store can take at most what is left of
+    /// the disk quota; answers the limit, or nil without a quota.
+    private func limitGrowth(_ db: Connection, store: Store) throws -> Int64? {
+        guard maxDiskBytes > 0 else { return nil }
+        let pageSize = try db.scalar("PRAGMA page_size")?.int64 ?? 4096
+        let pages = try db.scalar("PRAGMA page_count")?.int64 ?? 0
+        let left = max(0, maxDiskBytes - diskBytes)
+        let limit = pages + left / max(pageSize, 512)
+        try db.execute("PRAGMA max_page_count = \(limit)")
+        return limit
+    }
+
+    private func translate(_ error: Error, db: Connection, store: Store, pageLimit: Int64?) -> Error {
+        if store.isDeleted { return store.notFound }
+        let sqlite = (error as? SQLiteError) ?? (error as? LarderError)?.underlying
+        if let sqlite, sqlite.isFull, let pageLimit, let pages = try? db.scalar("PRAGMA page_count")?.int64, pages >= pageLimit {
+            return LarderError(.quotaExceeded, "the disk quota (\(maxDiskBytes) bytes) is reached: the store cannot grow past it",
+                               details: [("limit_bytes", .int(maxDiskBytes)), ("used_bytes", .int(diskBytes))])
+        }
+        return LarderError.classify(error) ?? error
+    }
+}
+
+extension Connection {
+    /// `withTimeLimit`, with the time running out answered as the contract's 408.
+    func limited<T>(milliseconds: Int, _ what: String, _ body: () throws -> T) throws -> T {
+        do {
+            return try withTimeLimit(milliseconds: milliseconds, body)
+        } catch where timedOut {
+            throw LarderError(.timeout, "\(what) ran past its limit of \(milliseconds) ms and was stopped; nothing of it was kept",
+                              details: [("timeout_ms", .int(Int64(milliseconds))), ("operation", .string(what))])
+        }
+    }
+}

@@ -1,0 +1,61 @@
+import LarderCore
+import MicroHTTP
+
+/// Which names a request may give in `Host` and `Origin`: a web page on
+/// another site (a form POST, a DNS-rebinding page) must not drive the
+/// server. Loopback names, the listen address, the public URL's host and
+/// `--allowed-hosts` may; a server listening on every address (which needs
+/// a token) takes any `Host` unless `--allowed-hosts` narrows it.
+struct Origins: Sendable {
+    let names: Set<String>
+    let anyHost: Bool
+
+    init(configuration c: Configuration) {
+        var names: Set<String> = ["localhost", "127.0.0.1", "::1"]
+        names.insert(Origins.bare(c.host))
+        if let url = c.publicURL, let host = Origins.host(ofURL: url) { names.insert(host) }
+        names.formUnion(c.allowedHosts.map(Origins.bare))
+        self.names = names
+        let wildcard = c.host == "0.0.0.0" || c.host == "::" || c.host == "[::]"
+        anyHost = c.allowedHosts.contains("*") || (wildcard && c.allowedHosts.isEmpty)
+    }
+
+    func check(_ request: Request) throws {
+        if let host = request.header("host"), !allows(Origins.bare(host)) {
+            throw LarderError(.forbidden, "the Host '\(host)' is not one of this server's names; add it with --allowed-hosts",
+                              details: [("host", .string(host))])
+        }
+        if let origin = request.header("origin") {
+            guard let host = Origins.host(ofURL: origin), allows(host) else {
+                throw LarderError(.forbidden, "requests from the web page '\(origin)' are refused", details: [("origin", .string(origin))])
+            }
+        }
+    }
+
+    private func allows(_ host: String) -> Bool {
+        anyHost || names.contains(host) || host.hasPrefix("127.")
+    }
+
+    /// `Host: [::1]:7464` → `::1`, `Example.org.:80` → `example.org`.
+    static func bare(_ host: String) -> String {
+        var h = Substring(host.trimmingSpaces().lowercased())
+        if h.hasPrefix("[") {
+            h = h.dropFirst()
+            if let end = h.firstIndex(of: "]") { h = h[..<end] }
+        } else if h.filter({ $0 == ":" }).count == 1, let colon = h.firstIndex(of: ":") {
+            h = h[..<colon]
+        }
+        while h.hasSuffix(".") { h = h.dropLast() }
+        return String(h)
+    }
+
+    /// The host of `scheme://host[:port][/...]`, or nil (`null`, no scheme).
+    static func host(ofURL url: String) -> String? {
+        guard let scheme = url.range(of: "://") else { return nil }
+        let rest = url[scheme.upperBound...]
+        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        let withoutUser = authority.split(separator: "@").last.map(String.init) ?? ""
+        let host = bare(withoutUser)
+        return host.isEmpty ? nil : host
+    }
+}
