@@ -22,8 +22,13 @@ public final class DatabaseSnapshot: @unchecked Sendable {
             unlink(path + "-wal")
         }
         do {
-            let source = try store.connect()
-            try source.backup(to: path)
+            let source: Connection
+            do {
+                source = try store.connect()
+                try source.backup(to: path)
+            } catch {
+                throw store.isDeleted ? store.notFound : error
+            }
             // The copy reads as a plain file on its own: leave WAL mode so
             // there is no -wal file to miss.
             let copy = try Connection(path: path, mode: .readWrite)

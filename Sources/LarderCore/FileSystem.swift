@@ -165,6 +165,13 @@ public enum FileSystem {
         }
     }
 
+    /// Bytes free for an unprivileged writer on the file system of `path`, or nil.
+    public static func availableBytes(_ path: String) -> Int64? {
+        var info = statvfs()
+        guard statvfs(path, &info) == 0 else { return nil }
+        return Int64(info.f_bavail) * Int64(info.f_frsize)
+    }
+
     public static func realPath(_ path: String) -> String {
         guard let resolved = realpath(path, nil) else { return path }
         defer { free(resolved) }

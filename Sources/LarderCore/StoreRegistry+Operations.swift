@@ -20,7 +20,7 @@ extension StoreRegistry {
         defer { noteGrowth(store.sizeBytes - sizeBefore) }
         var pageLimit: Int64?
         do {
-            pageLimit = try limitGrowth(db, store: store)
+            pageLimit = try limitGrowth(db)
             return try db.limited(milliseconds: timeoutMs, exclusive ?? "the query") { try body(db) }
         } catch {
             throw translate(error, db: db, store: store, pageLimit: pageLimit)
@@ -29,7 +29,7 @@ extension StoreRegistry {
 
     /// Sets `max_page_count` so the store can take at most what is left of
     /// the disk quota; answers the limit, or nil without a quota.
-    private func limitGrowth(_ db: Connection, store: Store) throws -> Int64? {
+    private func limitGrowth(_ db: Connection) throws -> Int64? {
         guard maxDiskBytes > 0 else { return nil }
         let pageSize = try db.scalar("PRAGMA page_size")?.int64 ?? 4096
         let pages = try db.scalar("PRAGMA page_count")?.int64 ?? 0
@@ -42,7 +42,8 @@ extension StoreRegistry {
     private func translate(_ error: Error, db: Connection, store: Store, pageLimit: Int64?) -> Error {
         if store.isDeleted { return store.notFound }
         let sqlite = (error as? SQLiteError) ?? (error as? LarderError)?.underlying
-        if let sqlite, sqlite.isFull, let pageLimit, let pages = try? db.scalar("PRAGMA page_count")?.int64, pages >= pageLimit {
+        // SQLite says "full" for both; the quota it is unless the file system is nearly out of room.
+        if let sqlite, sqlite.isFull, pageLimit != nil, (FileSystem.availableBytes(store.directory) ?? 0) > 1 << 20 {
             return LarderError(.quotaExceeded, "the disk quota (\(maxDiskBytes) bytes) is reached: the store cannot grow past it",
                                details: [("limit_bytes", .int(maxDiskBytes)), ("used_bytes", .int(diskBytes))])
         }

@@ -14,7 +14,7 @@ let repositoryRoot: String = {
 }()
 
 /// A real server on port 0 with a temporary root, and a real HTTP client.
-final class TestServer {
+final class TestServer: @unchecked Sendable {
     let root: String
     let app: LarderApp
     var base: String { app.baseURL }

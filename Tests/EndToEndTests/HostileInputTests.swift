@@ -1,0 +1,194 @@
+import Foundation
+import LarderCore
+import LarderServer
+import SQLite
+import XCTest
+
+/// The attacks of a hostile test of Larder 0.1, kept as tests: SQL that
+/// reaches outside the store, SQL that never ends, triggers planted in a
+/// store or an upload, huge answers, writes past the quota, races with
+/// DELETE. Each must end in the contract's error, with nothing stored lost.
+extension TestServer {
+    func create(_ body: String = #"{"template": "gallery", "fixtures": ["artists", "artworks"]}"#) async throws -> String {
+        let created = try await request("POST", "/stores", json: body)
+        XCTAssertEqual(created.status, 201, String(decoding: created.data, as: UTF8.self))
+        return try XCTUnwrap(created.json?["id"]?.stringValue)
+    }
+
+    func fixtureSQL(_ id: String, _ sql: String) async throws -> Answer {
+        try await request("POST", "/stores/\(id)/fixtures", json: JSONValue.object([("sql", .string(sql))]).jsonText)
+    }
+}
+
+final class HostileInputTests: XCTestCase {
+    func sqlLiteral(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "''") + "'" }
+
+
+    func testInlineFixtureSQLCannotReachOutsideTheStore() async throws {
+        let server = try TestServer()
+        let id = try await server.create()
+        let cache = FileSystem.entries(server.root + "/cache").filter { $0.hasSuffix(".sqlite") }
+        XCTAssertEqual(cache.count, 1)
+        let cacheFile = server.root + "/cache/" + cache[0]
+        var mode = stat()
+        XCTAssertEqual(stat(cacheFile, &mode), 0)
+        XCTAssertEqual(mode.st_mode & 0o777, 0o444, "template cache files are read-only on disk")
+        let outside = server.root + "/../larder-hostile-\(UUID().uuidString).db"
+        let attacks = [
+            "ATTACH DATABASE \(sqlLiteral(cacheFile)) AS v; CREATE TABLE v.injected (x); INSERT INTO v.injected VALUES (1);",
+            "-- x\nCOMMIT; VACUUM INTO \(sqlLiteral(outside));",
+            "INSERT INTO albums (title) VALUES ('1'); /**/ COMMIT; INSERT INTO albums (title) VALUES ('2'); SELECT no_such_function();",
+            "INSERT INTO albums (title) VALUES ('1'); ROLLBACK; INSERT INTO albums (title) VALUES ('2');",
+            "PRAGMA foreign_keys = ON;",
+            "SELECT load_extension('libc.so.6');",
+        ]
+        for sql in attacks {
+            let answer = try await server.fixtureSQL(id, sql)
+            XCTAssertEqual(answer.status, 403, sql + " → " + String(decoding: answer.data, as: UTF8.self))
+            XCTAssertEqual(answer.code, "forbidden_sql", sql)
+            XCTAssertNotNil(answer.json?["error"]?["details"]?["refused"]?.stringValue, sql)
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: outside))
+        let counts = try await server.request("GET", "/stores/\(id)/counts?tables=albums")
+        XCTAssertEqual(counts.json?["counts"]?["albums"], 0, "nothing of a refused load is kept")
+        // The cache is untouched: a new store of the template has no injected table.
+        let fresh = try await server.create()
+        let schema = try await server.request("GET", "/stores/\(fresh)/schema")
+        let names = schema.json?["tables"]?.arrayValue?.compactMap { $0["name"]?.stringValue } ?? []
+        XCTAssertFalse(names.contains("injected"))
+        XCTAssertTrue(names.contains("artworks"))
+        // Ordinary data SQL still loads.
+        let ok = try await server.fixtureSQL(id, "INSERT INTO albums (title) VALUES ('fine; really'); UPDATE albums SET title = upper(title);")
+        XCTAssertEqual(ok.status, 200, String(decoding: ok.data, as: UTF8.self))
+        XCTAssertEqual(ok.json?["counts"]?["albums"], 1)
+    }
+
+    func testEndlessSQLIsStoppedAndTheStoreStaysUsable() async throws {
+        let server = try TestServer { $0.operationTimeoutMs = 300; $0.queryTimeoutMs = 300 }
+        let id = try await server.create()
+        let endless = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) INSERT INTO albums (title) SELECT i FROM n;"
+        let started = Date()
+        let answer = try await server.fixtureSQL(id, endless)
+        XCTAssertEqual(answer.status, 408, String(decoding: answer.data, as: UTF8.self))
+        XCTAssertEqual(answer.code, "timeout")
+        XCTAssertLessThan(Date().timeIntervalSince(started), 5)
+        // Not left busy: the next operations run.
+        let rows = try await server.request("POST", "/stores/\(id)/fixtures", json: #"{"rows": {"albums": [{"title": "after"}]}}"#)
+        XCTAssertEqual(rows.status, 200, String(decoding: rows.data, as: UTF8.self))
+        XCTAssertEqual(rows.json?["counts"]?["albums"], 1)
+
+        // A trigger planted through /query turns every later insert into a
+        // cross join that never ends: the fixture load is stopped too.
+        let plant = #"{"sql": "CREATE TRIGGER bomb AFTER INSERT ON albums BEGIN INSERT INTO albums (title) SELECT a.title FROM artworks a, artworks b, artworks c, artworks d, artworks e, artworks f, artworks g; END"}"#
+        let planted = try await server.request("POST", "/stores/\(id)/query", json: plant)
+        XCTAssertEqual(planted.status, 200, String(decoding: planted.data, as: UTF8.self))
+        let bombed = try await server.request("POST", "/stores/\(id)/fixtures", json: #"{"rows": {"albums": [{"title": "boom"}]}}"#)
+        XCTAssertEqual(bombed.status, 408, String(decoding: bombed.data, as: UTF8.self))
+        let query = try await server.request("POST", "/stores/\(id)/query", json: #"{"sql": "INSERT INTO albums (title) VALUES ('q')"}"#)
+        XCTAssertEqual(query.status, 408)
+        let counts = try await server.request("GET", "/stores/\(id)/counts?tables=albums")
+        XCTAssertEqual(counts.json?["counts"]?["albums"], 1)
+        let deleted = try await server.request("DELETE", "/stores/\(id)")
+        XCTAssertEqual(deleted.status, 204)
+    }
+
+    func testDeleteInterruptsARunningOperation() async throws {
+        let server = try TestServer { $0.operationTimeoutMs = 60_000 }
+        let id = try await server.create()
+        let endless = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) INSERT INTO albums (title) SELECT i FROM n;"
+        async let running = server.fixtureSQL(id, endless)
+        try await Task.sleep(nanoseconds: 300_000_000)
+        let started = Date()
+        let deleted = try await server.request("DELETE", "/stores/\(id)")
+        XCTAssertEqual(deleted.status, 204)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 3)
+        let answer = try await running
+        XCTAssertEqual(answer.status, 404, String(decoding: answer.data, as: UTF8.self))
+        XCTAssertEqual(answer.code, "store_not_found")
+        XCTAssertEqual(FileSystem.entries(server.root + "/stores"), [])
+    }
+
+    func testOperationsRacingADeleteAnswer404NotA500() async throws {
+        let server = try TestServer()
+        for _ in 0..<10 {
+            let id = try await server.create()
+            let answers = try await withThrowingTaskGroup(of: TestServer.Answer.self) { group in
+                group.addTask { try await server.request("PATCH", "/stores/\(id)", json: #"{"label": "racing"}"#) }
+                group.addTask { try await server.request("POST", "/stores/\(id)/fixtures", json: #"{"rows": {"albums": [{"title": "x"}]}}"#) }
+                group.addTask { try await server.request("POST", "/stores/\(id)/query", json: #"{"sql": "SELECT count(*) FROM artworks"}"#) }
+                group.addTask { try await server.request("GET", "/stores/\(id)/counts") }
+                group.addTask { try await server.request("GET", "/stores/\(id)/artifact") }
+                group.addTask { try await server.request("DELETE", "/stores/\(id)") }
+                var all: [TestServer.Answer] = []
+                for try await answer in group { all.append(answer) }
+                return all
+            }
+            for answer in answers {
+                // 409: a query while the fixture load runs, which is no race with DELETE.
+                XCTAssertTrue([200, 204, 404, 409].contains(answer.status), "\(answer.status): \(String(decoding: answer.data.prefix(300), as: UTF8.self))")
+            }
+        }
+    }
+
+    func testUploadWithATriggerBombIsStoppedAndLeavesNothing() async throws {
+        let server = try TestServer { $0.operationTimeoutMs = 300 }
+        let scratch = NSTemporaryDirectory() + "larder-upload-\(UUID().uuidString).sqlite"
+        defer { unlink(scratch) }
+        do {
+            let db = try Connection(path: scratch)
+            try db.execute("""
+                CREATE TABLE big (x); WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n LIMIT 2000) INSERT INTO big SELECT i FROM n;
+                CREATE TABLE schema_migrations (version bigint NOT NULL PRIMARY KEY, dirty boolean NOT NULL);
+                CREATE TRIGGER bomb AFTER INSERT ON schema_migrations BEGIN INSERT INTO big SELECT a.x FROM big a, big b, big c; END;
+                """)
+        }
+        let before = try await server.request("GET", "/health")
+        let upload = try await server.request("POST", "/stores?template=boardgames", data: try Data(contentsOf: URL(fileURLWithPath: scratch)),
+                                              type: "application/vnd.sqlite3")
+        XCTAssertEqual(upload.status, 408, String(decoding: upload.data, as: UTF8.self))
+        XCTAssertEqual(FileSystem.entries(server.root + "/building"), [])
+        XCTAssertEqual(FileSystem.entries(server.root + "/stores"), [])
+        let after = try await server.request("GET", "/health")
+        XCTAssertEqual(after.json?["stores"], before.json?["stores"], "no quota slot is held")
+    }
+
+    func testHugeQueryAnswersAreCutAtTheByteBound() async throws {
+        let server = try TestServer { $0.queryMaxBytes = 8 << 20 }
+        let id = try await server.create("{}")
+        let sql = #"{"sql": "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n LIMIT 60) SELECT i, zeroblob(2000000) FROM n"}"#
+        let answer = try await server.request("POST", "/stores/\(id)/query", json: sql)
+        XCTAssertEqual(answer.status, 200)
+        XCTAssertLessThanOrEqual(answer.data.count, 8 << 20 + 1024)
+        XCTAssertEqual(answer.json?["truncated"], true)
+        let rows = answer.json?["rows"]?.arrayValue ?? []
+        XCTAssertEqual(rows.count, 3, "three 2 MB blobs fit in 8 MiB of base64, four do not")
+        XCTAssertEqual(rows.first?.arrayValue?[1]["base64"]?.stringValue.flatMap { Data(base64Encoded: $0)?.count }, 2_000_000)
+    }
+
+    func testWritesIntoAStoreCountAgainstTheDiskQuota() async throws {
+        let server = try TestServer { $0.maxDiskBytes = 2 << 20 }
+        let id = try await server.create("{}")
+        let grow = #"{"sql": "CREATE TABLE blobs AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n LIMIT 100) SELECT i, randomblob(100000) AS b FROM n"}"#
+        let answer = try await server.request("POST", "/stores/\(id)/query", json: grow)
+        XCTAssertEqual(answer.status, 429, String(decoding: answer.data, as: UTF8.self))
+        XCTAssertEqual(answer.code, "quota_exceeded")
+        let fixture = try await server.fixtureSQL(id, "CREATE TABLE more AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n LIMIT 100) SELECT randomblob(100000) FROM n;")
+        XCTAssertEqual(fixture.status, 429, String(decoding: fixture.data, as: UTF8.self))
+        // Small writes still fit, and the store is intact.
+        let small = try await server.request("POST", "/stores/\(id)/query", json: #"{"sql": "CREATE TABLE small (x)"}"#)
+        XCTAssertEqual(small.status, 200, String(decoding: small.data, as: UTF8.self))
+        let check = try await server.request("POST", "/stores/\(id)/query", json: #"{"sql": "PRAGMA integrity_check"}"#)
+        XCTAssertEqual(check.json?["rows"]?.arrayValue?.first?.arrayValue?.first, "ok")
+    }
+
+    func testAHugeStatementIsNotEchoedWhole() async throws {
+        let server = try TestServer()
+        let id = try await server.create("{}")
+        let statement = "SELEKT " + String(repeating: "x", count: 900_000)
+        let body = JSONValue.object([("sql", .string(statement))]).jsonText
+        let answer = try await server.request("POST", "/stores/\(id)/query", json: body)
+        XCTAssertEqual(answer.status, 422)
+        XCTAssertLessThan(answer.data.count, 8 * 1024)
+        XCTAssertEqual(answer.code, "sql_error")
+    }
+}
