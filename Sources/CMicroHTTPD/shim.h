@@ -19,11 +19,35 @@ typedef struct larder_mhd_settings {
     unsigned int connection_timeout_seconds;
     size_t connection_memory_limit;
     unsigned int listen_backlog;
+    unsigned int per_ip_connection_limit; /* 0 = no limit */
 } larder_mhd_settings;
+
+/* Decodes %XX escapes in place, except %00: a NUL would cut the path short
+   (`/templates/gallery%00x` must not read as `/templates/gallery`), so it
+   stays as the three characters it was. '+' is handled by libmicrohttpd. */
+static inline size_t larder_mhd_unescape(void *cls, struct MHD_Connection *connection, char *s) {
+    (void)cls; (void)connection;
+    char *r = s, *w = s;
+    while (*r) {
+        if (r[0] == '%' && r[1] && r[2]) {
+            int hi = r[1] <= '9' ? r[1] - '0' : (r[1] | 32) - 'a' + 10;
+            int lo = r[2] <= '9' ? r[2] - '0' : (r[2] | 32) - 'a' + 10;
+            if (hi >= 0 && hi < 16 && lo >= 0 && lo < 16 && (hi | lo) != 0) {
+                *w++ = (char)(hi * 16 + lo);
+                r += 3;
+                continue;
+            }
+        }
+        *w++ = *r++;
+    }
+    *w = 0;
+    return (size_t)(w - s);
+}
 
 static inline struct MHD_Daemon *larder_mhd_start(const larder_mhd_settings *s,
                                                  MHD_AccessHandlerCallback handler, void *handler_cls,
-                                                 MHD_RequestCompletedCallback completed, void *completed_cls) {
+                                                 MHD_RequestCompletedCallback completed, void *completed_cls,
+                                                 MHD_NotifyConnectionCallback notify, void *notify_cls) {
     struct sockaddr_in v4;
     struct sockaddr_in6 v6;
     struct sockaddr *addr;
@@ -49,13 +73,27 @@ static inline struct MHD_Daemon *larder_mhd_start(const larder_mhd_settings *s,
                             MHD_OPTION_CONNECTION_TIMEOUT, s->connection_timeout_seconds,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, s->connection_memory_limit,
                             MHD_OPTION_LISTEN_BACKLOG_SIZE, s->listen_backlog,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->per_ip_connection_limit,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+                            MHD_OPTION_NOTIFY_CONNECTION, notify, notify_cls,
+                            MHD_OPTION_UNESCAPE_CALLBACK, larder_mhd_unescape, NULL,
                             MHD_OPTION_END);
 }
 
 static inline uint16_t larder_mhd_bound_port(struct MHD_Daemon *d) {
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     return info ? info->port : 0;
+}
+
+/* MHD_get_connection_info is variadic too. */
+static inline int larder_mhd_connection_fd(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info ? info->connect_fd : -1;
+}
+
+static inline void *larder_mhd_socket_context(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info ? info->socket_context : NULL;
 }
 
 #endif

@@ -20,6 +20,8 @@ public struct Configuration: Sendable {
     public var threads = max(ProcessInfo.processInfo.activeProcessorCount, 2)
     public var connectionLimit = 1024
     public var connectionTimeoutSeconds = 60
+    public var headerTimeoutSeconds = 10
+    public var connectionsPerAddress = 64
     public var queryTimeoutMs = 5_000
     public var queryRowLimit = 10_000
     public var queryMaxBytes = 64 * 1024 * 1024
@@ -42,6 +44,8 @@ public struct Configuration: Sendable {
         case threads
         case connectionLimit = "connection-limit"
         case connectionTimeoutSeconds = "connection-timeout-seconds"
+        case headerTimeoutSeconds = "header-timeout-seconds"
+        case connectionsPerAddress = "connections-per-address"
         case queryTimeoutMs = "query-timeout-ms"
         case queryRowLimit = "query-row-limit"
         case queryMaxBytes = "query-max-bytes"
@@ -69,6 +73,8 @@ public struct Configuration: Sendable {
             case .threads: return "libmicrohttpd's pool threads."
             case .connectionLimit: return "Most open connections."
             case .connectionTimeoutSeconds: return "Idle connections are closed after this many seconds."
+            case .headerTimeoutSeconds: return "A new connection must send its first request's headers within this many seconds, however slowly."
+            case .connectionsPerAddress: return "Most connections from one client address when listening off loopback (0: no limit)."
             case .queryTimeoutMs: return "Time limit of one POST /stores/{id}/query."
             case .queryRowLimit: return "Most rows one query answers (the answer says when rows were cut)."
             case .queryMaxBytes: return "Most bytes of rows one query answers (the answer says when rows were cut)."
@@ -96,6 +102,8 @@ public struct Configuration: Sendable {
         case .threads: return String(threads)
         case .connectionLimit: return String(connectionLimit)
         case .connectionTimeoutSeconds: return String(connectionTimeoutSeconds)
+        case .headerTimeoutSeconds: return String(headerTimeoutSeconds)
+        case .connectionsPerAddress: return String(connectionsPerAddress)
         case .queryTimeoutMs: return String(queryTimeoutMs)
         case .queryRowLimit: return String(queryRowLimit)
         case .queryMaxBytes: return String(queryMaxBytes)
@@ -133,6 +141,8 @@ public struct Configuration: Sendable {
         case .threads: threads = try int(1...256)
         case .connectionLimit: connectionLimit = try int(1...1_000_000)
         case .connectionTimeoutSeconds: connectionTimeoutSeconds = try int(1...86_400)
+        case .headerTimeoutSeconds: headerTimeoutSeconds = try int(1...3_600)
+        case .connectionsPerAddress: connectionsPerAddress = try int(0...1_000_000)
         case .queryTimeoutMs: queryTimeoutMs = try int(1...3_600_000)
         case .queryRowLimit: queryRowLimit = try int(1...10_000_000)
         case .queryMaxBytes: queryMaxBytes = try int(1024...Int(Int32.max))

@@ -107,6 +107,25 @@ public enum FileSystem {
         }
     }
 
+    /// Up to `count` bytes from the start of a file.
+    public static func readPrefix(_ path: String, count: Int) throws -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw Failure("cannot open", path) }
+        defer { close(fd) }
+        var out = [UInt8](repeating: 0, count: count)
+        let n = out.withUnsafeMutableBytes { pread(fd, $0.baseAddress, count, 0) }
+        guard n >= 0 else { throw Failure("cannot read", path) }
+        return Array(out.prefix(n))
+    }
+
+    /// Moves a file with `rename`, or by copying across file systems.
+    public static func move(_ source: String, to target: String) throws {
+        if rename(source, target) == 0 { return }
+        guard errno == EXDEV else { throw Failure("cannot move \(source) to", target) }
+        try copyFile(from: source, to: target)
+        unlink(source)
+    }
+
     public static func exists(_ path: String) -> Bool {
         var info = stat()
         return lstat(path, &info) == 0

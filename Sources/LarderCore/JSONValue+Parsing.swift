@@ -123,6 +123,12 @@ private struct JSONParser {
         return v
     }
 
+    /// Bytes of a string as text; invalid UTF-8 is an error, never stored as U+FFFD.
+    func text(_ bytes: some Collection<UInt8>) throws -> String {
+        guard let s = String(validating: bytes, as: UTF8.self) else { throw error("invalid UTF-8 in a string") }
+        return s
+    }
+
     mutating func string() throws -> String {
         index += 1
         let start = index
@@ -130,7 +136,7 @@ private struct JSONParser {
         while index < bytes.count {
             let c = bytes[index]
             if c == UInt8(ascii: "\"") {
-                let s = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+                let s = try text(UnsafeBufferPointer(rebasing: bytes[start..<index]))
                 index += 1
                 return s
             }
@@ -142,7 +148,7 @@ private struct JSONParser {
             let c = bytes[index]
             if c == UInt8(ascii: "\"") {
                 index += 1
-                return String(decoding: out, as: UTF8.self)
+                return try text(out)
             }
             guard c >= 0x20 else { throw error("control character in string") }
             if c != UInt8(ascii: "\\") { out.append(c); index += 1; continue }

@@ -106,20 +106,35 @@ public final class Provisioner: Sendable {
         }
     }
 
-    /// A store from uploaded database bytes, checked to be a real SQLite
+    /// An uploaded database: small ones in memory, large ones in the file
+    /// the HTTP layer spooled them to (moved into the store, not copied).
+    public enum Upload: Sendable {
+        case bytes([UInt8])
+        case file(path: String, size: Int)
+    }
+
+    /// A store from an uploaded database, checked to be a real SQLite
     /// database (anything else is a 400 and leaves nothing behind), migrated
     /// to `version` of `template` when one is named.
-    public func createFromUpload(_ bytes: [UInt8], template name: String?, version: String?, label: String?,
+    public func createFromUpload(_ upload: Upload, template name: String?, version: String?, label: String?,
                                  ttlSeconds: Int?) throws -> (Store, Provenance) {
         let template = try name.map { try catalog.template($0) }
         let target = try version.flatMap { v in try template.map { try $0.migrations.resolve(v) } }
         if version != nil && template == nil { throw LarderError.badRequest("'version' needs a 'template'") }
-        guard bytes.count >= 100, bytes.starts(with: Array("SQLite format 3\0".utf8)) else {
+        let (head, size): ([UInt8], Int)
+        switch upload {
+        case .bytes(let bytes): (head, size) = (Array(bytes.prefix(100)), bytes.count)
+        case .file(let path, let count): (head, size) = (try FileSystem.readPrefix(path, count: 100), count)
+        }
+        guard size >= 100, head.starts(with: Array("SQLite format 3\0".utf8)) else {
             throw LarderError(.badRequest, "the upload is not a SQLite database (no 'SQLite format 3' header)",
-                              details: [("bytes", .int(Int64(bytes.count)))])
+                              details: [("bytes", .int(Int64(size)))])
         }
         return try registry.create(label: label, ttlSeconds: ttlSeconds) { path in
-            try FileSystem.writeFile(bytes, to: path) // the staging directory is invisible
+            switch upload { // the staging directory is invisible
+            case .bytes(let bytes): try FileSystem.writeFile(bytes, to: path)
+            case .file(let spooled, _): try FileSystem.move(spooled, to: path)
+            }
             do {
                 try Connection.validate(path: path)
             } catch let error as SQLiteError {

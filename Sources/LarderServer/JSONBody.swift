@@ -7,11 +7,12 @@ struct JSONBody {
     let members: [(String, JSONValue)]
 
     init(_ request: Request, allowed: Set<String>) throws {
-        if request.body.isEmpty {
+        guard request.hasBody else {
             members = []
             return
         }
-        let parsed = Result { try JSONValue.parse(request.body) }
+        let bytes = try request.bodyBytes()
+        let parsed = Result { try JSONValue.parse(bytes) }
         if let type = request.mediaType, type != "application/json", !type.hasSuffix("+json") {
             // curl -d sends form encoding by default; take it when the body is JSON.
             let lenient = type == "application/x-www-form-urlencoded" && (try? parsed.get()) != nil

@@ -25,6 +25,10 @@ public final class LarderApp: Sendable {
         settings.connectionLimit = configuration.connectionLimit
         settings.connectionTimeoutSeconds = configuration.connectionTimeoutSeconds
         settings.maxBodyBytes = configuration.maxBodyBytes
+        settings.spoolDirectory = services.registry.temporaryDirectory
+        settings.headerTimeoutSeconds = configuration.headerTimeoutSeconds
+        // On loopback every client has the same address.
+        settings.connectionsPerAddress = configuration.listensOnLoopbackOnly ? 0 : configuration.connectionsPerAddress
         let router = Router(services: services)
         server = Server(settings: settings, handler: { request in router.route(request) }, errorBody: { status, code, message in
             errorResponse(LarderError(LarderError.Code(rawValue: code) ?? .internalError, message))

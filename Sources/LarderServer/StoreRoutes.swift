@@ -14,9 +14,13 @@ enum StoreRoutes {
             // told otherwise; an empty `version=` keeps the upload as it is.
             let version = request.queryValue("version").map { $0.isEmpty ? nil : $0 } ?? (template == nil ? nil : "latest")
             let ttl = try request.queryInt("ttl_seconds", in: 1...31_536_000)
-            let body = request.body
+            // A large upload arrives in a spooled file (kept alive by this closure), a small one in memory.
+            let spooled = request.bodyFile
+            let upload: Provisioner.Upload = spooled.map { .file(path: $0.path, size: $0.size) } ?? .bytes(request.body)
             return .later {
-                let (store, provenance) = try s.provisioner.createFromUpload(body, template: template, version: version, label: label, ttlSeconds: ttl)
+                let (store, provenance) = try withExtendedLifetime(spooled) {
+                    try s.provisioner.createFromUpload(upload, template: template, version: version, label: label, ttlSeconds: ttl)
+                }
                 return json(201, try render(s, store, counts: provenance.counts))
             }
         }

@@ -7,16 +7,28 @@ public struct Request: Sendable {
     public var query: [(name: String, value: String)]
     /// Header values by lower-cased name.
     public var headers: [String: String]
+    /// The body, when it was small enough to keep in memory.
     public var body: [UInt8]
+    /// The body, when it was larger than the server's spool threshold: a
+    /// file, never whole in memory (`body` is then empty).
+    public var bodyFile: SpooledBody?
 
     public init(method: String, path: String, query: [(name: String, value: String)] = [],
-                headers: [String: String] = [:], body: [UInt8] = []) {
+                headers: [String: String] = [:], body: [UInt8] = [], bodyFile: SpooledBody? = nil) {
         self.method = method
         self.path = path
         self.query = query
         self.headers = headers
         self.body = body
+        self.bodyFile = bodyFile
     }
+
+    /// The whole body in memory, wherever it was kept.
+    public func bodyBytes() throws -> [UInt8] {
+        try bodyFile?.readAll() ?? body
+    }
+
+    public var hasBody: Bool { !body.isEmpty || (bodyFile?.size ?? 0) > 0 }
 
     public func header(_ name: String) -> String? { headers[name.lowercased()] }
 

@@ -9,8 +9,12 @@ final class RequestContext: @unchecked Sendable {
 
     struct State {
         var phase: Phase = .reading
+        var headers: [(String, String)] = []
         var body: [UInt8] = []
+        var spool: Spool?
+        var received = 0
         var tooLarge = false
+        var spoolFailure: SpoolError?
         var pending: Response?
     }
 
@@ -44,6 +48,20 @@ final class RequestContext: @unchecked Sendable {
             return true
         }
         if resume { MHD_resume_connection(connection) }
+    }
+}
+
+/// One client connection, from accept to close: for the deadline on its
+/// first request's headers.
+final class ConnectionRecord: @unchecked Sendable {
+    let descriptor: Int32
+    let started: UInt64
+    /// Under the server's `live` lock.
+    var sentHeaders = false
+
+    init(descriptor: Int32, started: UInt64) {
+        self.descriptor = descriptor
+        self.started = started
     }
 }
 

@@ -16,6 +16,12 @@ let requestCompleted: MHD_RequestCompletedCallback = { cls, _, contextSlot, _ in
     Unmanaged<Server>.fromOpaque(cls).takeUnretainedValue().completed(contextSlot: contextSlot)
 }
 
+let connectionNotify: MHD_NotifyConnectionCallback = { cls, connection, socketContext, code in
+    guard let cls, let connection, let socketContext else { return }
+    Unmanaged<Server>.fromOpaque(cls).takeUnretainedValue()
+        .connectionEvent(connection, socketContext, started: code == MHD_ConnectionNotificationCode(rawValue: 0) /* MHD_CONNECTION_NOTIFY_STARTED */)
+}
+
 let collectValue: MHD_KeyValueIterator = { cls, _, key, value in
     guard let cls, let key else { return .YES }
     let box = Unmanaged<ValueCollector>.fromOpaque(cls).takeUnretainedValue()

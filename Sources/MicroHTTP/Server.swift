@@ -15,6 +15,15 @@ public final class Server: @unchecked Sendable {
         public var connectionTimeoutSeconds = 60
         public var connectionMemoryLimit = 128 * 1024
         public var maxBodyBytes = 512 * 1024 * 1024
+        /// Bodies larger than this go to a file in `spoolDirectory` as
+        /// they arrive, never whole into memory.
+        public var spoolThreshold = 1 << 20
+        public var spoolDirectory: String?
+        /// A new connection must have sent its first request's headers
+        /// within this, however slowly it trickles them.
+        public var headerTimeoutSeconds = 10
+        /// Most connections from one address (0: no limit).
+        public var connectionsPerAddress = 0
         public init() {}
     }
 
@@ -32,6 +41,7 @@ public final class Server: @unchecked Sendable {
     struct Live {
         var suspended: [ObjectIdentifier: RequestContext] = [:]
         var streams: [ObjectIdentifier: BodyStream] = [:]
+        var connections: [ObjectIdentifier: ConnectionRecord] = [:]
         var stopping = false
     }
     let live = Mutex(Live())
@@ -61,14 +71,50 @@ public final class Server: @unchecked Sendable {
             s.connection_timeout_seconds = UInt32(settings.connectionTimeoutSeconds)
             s.connection_memory_limit = settings.connectionMemoryLimit
             s.listen_backlog = 1024
+            s.per_ip_connection_limit = UInt32(settings.connectionsPerAddress)
             let me = Unmanaged.passUnretained(self).toOpaque()
-            return larder_mhd_start(&s, accessHandler, me, requestCompleted, me)
+            return larder_mhd_start(&s, accessHandler, me, requestCompleted, me, connectionNotify, me)
         }
         guard let daemon else {
             throw StartError.cannotListen("cannot listen on \(settings.host):\(settings.port) (address in use, or not a numeric address?)")
         }
         self.daemon = daemon
         self.port = larder_mhd_bound_port(daemon)
+        let sweeper = Thread { [self] in sweepSlowHeaders() }
+        sweeper.name = "larder-http-headers"
+        sweeper.start()
+    }
+
+    /// Once a second, cuts connections that have not sent their first
+    /// request's headers within the deadline: a client trickling a byte a
+    /// second keeps libmicrohttpd's idle timeout from ever firing, and a
+    /// thousand of them would hold every connection slot.
+    private func sweepSlowHeaders() {
+        let limit = UInt64(settings.headerTimeoutSeconds) * 1_000_000_000
+        while !isStopping {
+            sleep(1)
+            let now = DispatchTime.now().uptimeNanoseconds
+            live.withLock { l in
+                for record in l.connections.values where !record.sentHeaders && now &- record.started > limit {
+                    // The descriptor stays open (libmicrohttpd closes it); it
+                    // reads end-of-file and the connection is dropped.
+                    shutdown(record.descriptor, Int32(SHUT_RDWR))
+                    record.sentHeaders = true
+                }
+            }
+        }
+    }
+
+    func connectionEvent(_ connection: OpaquePointer, _ slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>, started: Bool) {
+        if started {
+            let record = ConnectionRecord(descriptor: larder_mhd_connection_fd(connection), started: DispatchTime.now().uptimeNanoseconds)
+            slot.pointee = Unmanaged.passRetained(record).toOpaque()
+            live.withLock { $0.connections[ObjectIdentifier(record)] = record }
+        } else if let raw = slot.pointee {
+            let record = Unmanaged<ConnectionRecord>.fromOpaque(raw).takeRetainedValue()
+            slot.pointee = nil
+            live.withLock { _ = $0.connections.removeValue(forKey: ObjectIdentifier(record)) }
+        }
     }
 
     /// Stops gracefully: suspended requests are answered 503, streams are cut,
@@ -103,26 +149,22 @@ public final class Server: @unchecked Sendable {
             // First call: only headers are known.
             let context = RequestContext(connection: connection, server: self)
             contextSlot.pointee = Unmanaged.passRetained(context).toOpaque()
-            if let length = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length").map({ String(cString: $0) }),
-               let bytes = Int(length), bytes > settings.maxBodyBytes {
+            if let record = larder_mhd_socket_context(connection) {
+                let record = Unmanaged<ConnectionRecord>.fromOpaque(record).takeUnretainedValue()
+                live.withLock { _ in record.sentHeaders = true }
+            }
+            let headers = collectValues(connection, .HEADER_KIND, lowercased: true)
+            context.state.withLock { $0.headers = headers }
+            if let refusal = refuseFraming(headers) {
                 context.state.withLock { $0.phase = .answered }
-                return queue(errorBody(413, "payload_too_large", "the body is \(bytes) bytes; the limit is \(settings.maxBodyBytes)"), on: connection)
+                return queue(refusal, on: connection)
             }
             return .YES
         }
         let context = Unmanaged<RequestContext>.fromOpaque(raw).takeUnretainedValue()
         if uploadSize.pointee > 0 {
             let count = uploadSize.pointee
-            context.state.withLock { s in
-                if s.tooLarge || s.body.count + count > settings.maxBodyBytes {
-                    s.tooLarge = true
-                    s.body = []
-                } else if let uploadData {
-                    uploadData.withMemoryRebound(to: UInt8.self, capacity: count) {
-                        s.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: count))
-                    }
-                }
-            }
+            if let uploadData { receive(UnsafeRawBufferPointer(start: uploadData, count: count), into: context) }
             uploadSize.pointee = 0
             return .YES
         }
@@ -130,15 +172,19 @@ public final class Server: @unchecked Sendable {
             live.withLock { _ = $0.suspended.removeValue(forKey: ObjectIdentifier(context)) }
             return queue(response, on: connection)
         }
-        let (phase, tooLarge, body) = context.state.withLock { s -> (RequestContext.Phase, Bool, [UInt8]) in
-            let b = s.body
-            s.body = []
-            return (s.phase, s.tooLarge, b)
+        let (phase, tooLarge, failure, headers, body, spool) = context.state.withLock { s in
+            defer { s.body = []; s.spool = nil }
+            return (s.phase, s.tooLarge, s.spoolFailure, s.headers, s.body, s.spool)
         }
         guard phase == .reading else { return .YES }
         if tooLarge {
             context.state.withLock { $0.phase = .answered }
             return queue(errorBody(413, "payload_too_large", "the body is over the limit of \(settings.maxBodyBytes) bytes"), on: connection)
+        }
+        if let failure {
+            context.state.withLock { $0.phase = .answered }
+            return queue(failure.isOutOfSpace ? errorBody(507, "insufficient_storage", "the file system is full: \(failure)")
+                                              : errorBody(500, "internal", "cannot keep the request body: \(failure)"), on: connection)
         }
         if isStopping {
             context.state.withLock { $0.phase = .answered }
@@ -146,9 +192,8 @@ public final class Server: @unchecked Sendable {
         }
         let request = Request(method: String(cString: method), path: String(cString: url),
                               query: collectValues(connection, .GET_ARGUMENT_KIND, lowercased: false),
-                              headers: Dictionary(collectValues(connection, .HEADER_KIND, lowercased: true),
-                                                  uniquingKeysWith: { a, b in a + ", " + b }),
-                              body: body)
+                              headers: Dictionary(headers, uniquingKeysWith: { a, b in a + ", " + b }),
+                              body: body, bodyFile: spool?.finish())
         switch handler(request) {
         case .now(let response):
             context.state.withLock { $0.phase = .answered }
@@ -161,6 +206,50 @@ public final class Server: @unchecked Sendable {
             self.work.async { work(responder) }
             return .YES
         }
+    }
+
+    /// A body chunk: kept in memory up to the spool threshold, then in a file.
+    private func receive(_ chunk: UnsafeRawBufferPointer, into context: RequestContext) {
+        context.state.withLock { s in
+            guard !s.tooLarge, s.spoolFailure == nil else { return }
+            s.received += chunk.count
+            if s.received > settings.maxBodyBytes {
+                s.tooLarge = true
+                s.body = []
+                s.spool = nil
+                return
+            }
+            do {
+                if s.spool == nil, let directory = settings.spoolDirectory, s.body.count + chunk.count > settings.spoolThreshold {
+                    let spool = try Spool(directory: directory)
+                    try s.body.withUnsafeBytes { try spool.write($0) }
+                    s.body = []
+                    s.spool = spool
+                }
+                if let spool = s.spool { try spool.write(chunk) } else { s.body.append(contentsOf: chunk) }
+            } catch {
+                s.spoolFailure = error as? SpoolError
+                s.spool = nil
+                s.body = []
+            }
+        }
+    }
+
+    /// Requests whose length is ambiguous (two `Content-Length` headers, or
+    /// one beside `Transfer-Encoding`) are refused: a proxy in front might
+    /// read them otherwise (request smuggling).
+    private func refuseFraming(_ headers: [(String, String)]) -> Response? {
+        let lengths = headers.filter { $0.0 == "content-length" }
+        if let declared = lengths.first.flatMap({ Int($0.1) }), declared > settings.maxBodyBytes {
+            return errorBody(413, "payload_too_large", "the body is \(declared) bytes; the limit is \(settings.maxBodyBytes)")
+        }
+        if lengths.count > 1 {
+            return errorBody(400, "bad_request", "more than one Content-Length header")
+        }
+        if !lengths.isEmpty && headers.contains(where: { $0.0 == "transfer-encoding" }) {
+            return errorBody(400, "bad_request", "Content-Length together with Transfer-Encoding")
+        }
+        return nil
     }
 
     func completed(contextSlot: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) {

@@ -29,6 +29,8 @@ struct ServeOptions: ParsableArguments {
     @Option(help: ArgumentHelp(Configuration.Key.threads.help)) var threads: String?
     @Option(name: .customLong("connection-limit"), help: ArgumentHelp(Configuration.Key.connectionLimit.help)) var connectionLimit: String?
     @Option(name: .customLong("connection-timeout-seconds"), help: ArgumentHelp(Configuration.Key.connectionTimeoutSeconds.help)) var connectionTimeoutSeconds: String?
+    @Option(name: .customLong("header-timeout-seconds"), help: ArgumentHelp(Configuration.Key.headerTimeoutSeconds.help)) var headerTimeoutSeconds: String?
+    @Option(name: .customLong("connections-per-address"), help: ArgumentHelp(Configuration.Key.connectionsPerAddress.help)) var connectionsPerAddress: String?
     @Option(name: .customLong("query-timeout-ms"), help: ArgumentHelp(Configuration.Key.queryTimeoutMs.help)) var queryTimeoutMs: String?
     @Option(name: .customLong("query-row-limit"), help: ArgumentHelp(Configuration.Key.queryRowLimit.help)) var queryRowLimit: String?
     @Option(name: .customLong("query-max-bytes"), help: ArgumentHelp(Configuration.Key.queryMaxBytes.help)) var queryMaxBytes: String?
@@ -42,6 +44,7 @@ struct ServeOptions: ParsableArguments {
         [(.host, host), (.port, port), (.root, root), (.fixtures, fixtures), (.token, token), (.publicURL, publicURL),
          (.ttlSeconds, ttlSeconds), (.maxBodyBytes, maxBodyBytes), (.maxStores, maxStores), (.maxDiskBytes, maxDiskBytes),
          (.threads, threads), (.connectionLimit, connectionLimit), (.connectionTimeoutSeconds, connectionTimeoutSeconds),
+         (.headerTimeoutSeconds, headerTimeoutSeconds), (.connectionsPerAddress, connectionsPerAddress),
          (.queryTimeoutMs, queryTimeoutMs), (.queryRowLimit, queryRowLimit),
          (.queryMaxBytes, queryMaxBytes), (.operationTimeoutMs, operationTimeoutMs), (.allowedHosts, allowedHosts), (.waitTimeoutMaxMs, waitTimeoutMaxMs),
          (.reapIntervalSeconds, reapIntervalSeconds), (.cacheMaxBytes, cacheMaxBytes)]

@@ -15,6 +15,11 @@ final class JSONAndConfigurationTests: XCTestCase {
         for text in ["{", "{\"a\": 1,}", "[1 2]", "{\"a\": 1, \"a\": 2}", "01", "\"\u{01}\"", "{} x", "nul"] {
             XCTAssertThrowsError(try JSONValue.parse(text), text)
         }
+        // Invalid UTF-8 inside a string, with and without escapes beside it.
+        for bytes: [UInt8] in [[0x22, 0xFF, 0xFE, 0x22], [0x22, 0x5C, 0x6E, 0xC3, 0x22], [0x7B, 0x22, 0xED, 0xA0, 0x80, 0x22, 0x3A, 0x31, 0x7D]] {
+            XCTAssertThrowsError(try JSONValue.parse(bytes), "\(bytes)")
+        }
+        XCTAssertEqual(try JSONValue.parse(Array("\"é\\n\"".utf8)).stringValue, "é\n")
     }
 
     func testEverySettingHasAFlagAnEnvironmentVariableAndIsInTheREADME() throws {

@@ -79,15 +79,21 @@ final class ProvisionerTests: XCTestCase {
     func testUploadsMustBeDatabases() throws {
         let scratch = Scratch()
         let provisioner = try make(scratch)
-        XCTAssertLarderError(.badRequest, try provisioner.createFromUpload(Array("hello".utf8), template: nil, version: nil, label: nil, ttlSeconds: nil))
+        XCTAssertLarderError(.badRequest, try provisioner.createFromUpload(.bytes(Array("hello".utf8)), template: nil, version: nil, label: nil, ttlSeconds: nil))
         var fake = Array("SQLite format 3\0".utf8)
         fake += [UInt8](repeating: 0xAB, count: 4096)
-        XCTAssertLarderError(.badRequest, try provisioner.createFromUpload(fake, template: nil, version: nil, label: nil, ttlSeconds: nil))
+        XCTAssertLarderError(.badRequest, try provisioner.createFromUpload(.bytes(fake), template: nil, version: nil, label: nil, ttlSeconds: nil))
         XCTAssertEqual(provisioner.registry.count, 0)
         let v1 = try Array(Data(contentsOf: URL(fileURLWithPath: sampleFixtures + "/boardgames/snapshots/v1.sqlite")))
-        let (store, provenance) = try provisioner.createFromUpload(v1, template: "boardgames", version: "latest", label: nil, ttlSeconds: nil)
+        let (store, provenance) = try provisioner.createFromUpload(.bytes(v1), template: "boardgames", version: "latest", label: nil, ttlSeconds: nil)
         XCTAssertEqual(provenance.version, "2")
         XCTAssertEqual(try rows(try store.connect(), "SELECT version, dirty FROM schema_migrations"), [["2", "0"]])
+        // A spooled upload is moved into the store, not copied.
+        let spooled = scratch.path + "/spooled.sqlite"
+        try FileSystem.writeFile(v1, to: spooled)
+        let (moved, _) = try provisioner.createFromUpload(.file(path: spooled, size: v1.count), template: nil, version: nil, label: nil, ttlSeconds: nil)
+        XCTAssertFalse(FileSystem.exists(spooled))
+        XCTAssertEqual(try rows(try moved.connect(), "SELECT version FROM schema_migrations"), [["1"]])
     }
 }
 
