@@ -73,6 +73,18 @@ public final class DatabaseSnapshot: @unchecked Sendable {
         return descriptor
     }
 
+    /// Fills `buffer` from `offset` on (short only at the end); answers the count.
+    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws -> Int {
+        var done = 0
+        while done < buffer.count {
+            let n = pread(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+            if n < 0 { if errno == EINTR { continue }; throw FileSystem.Failure("cannot read snapshot", "") }
+            if n == 0 { break }
+            done += n
+        }
+        return done
+    }
+
     /// A reader over the snapshot from the start, for `ZipWriter.add`.
     public func reader() -> (UnsafeMutableRawBufferPointer) throws -> Int {
         var offset: UInt64 = 0
@@ -85,30 +97,5 @@ public final class DatabaseSnapshot: @unchecked Sendable {
                 return n
             }
         }
-    }
-
-    /// The artifact: `store.sqlite`, then `manifest.json` (made by `manifest`
-    /// from the database's SHA-256), streamed to `sink`. Deflated, the data
-    /// is read once: hashed and compressed in the same pass.
-    public func writeArtifact(method: ZipWriter.Method, manifest: (String) -> JSONValue,
-                              sink: @escaping (UnsafeRawBufferPointer) throws -> Void) throws {
-        let zip = ZipWriter(level: 1, sink: sink)
-        let sha: String
-        if method == .store {
-            let sums = try checksums()
-            try zip.add(name: "store.sqlite", size: size, crc: sums.crc32, method: .store, read: reader())
-            sha = sums.sha256
-        } else {
-            let hash = SHA256()
-            let read = reader()
-            try zip.add(name: "store.sqlite", size: size, crc: nil, method: .deflate) { buffer in
-                let n = try read(buffer)
-                hash.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-                return n
-            }
-            sha = hash.finalize()
-        }
-        try zip.add(name: "manifest.json", bytes: manifest(sha).prettySerialized(), method: method)
-        try zip.finish()
     }
 }

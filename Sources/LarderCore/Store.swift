@@ -22,6 +22,8 @@ public final class Store: Sendable {
         var deleted = false
         /// Connections of the operations under way, interrupted by deletion.
         var active: [ObjectIdentifier: Connection] = [:]
+        /// Row counts as Larder last read them (the test may have written since).
+        var lastCounts: [(String, Int64)]?
     }
     private let state: Mutex<State>
 
@@ -48,6 +50,21 @@ public final class Store: Sendable {
     }
 
     var isDeleted: Bool { state.withLock { $0.deleted } }
+
+    /// Row counts as Larder last read them, for listings that must not open
+    /// every store; nil when it has not read them since starting.
+    public var lastCounts: [(String, Int64)]? { state.withLock { $0.lastCounts } }
+
+    /// Reads the row counts (of every user table) now, and remembers them.
+    public func counts() throws -> [(String, Int64)] {
+        let counts = try withReader { try Inspector.counts($0) }
+        remember(counts: counts)
+        return counts
+    }
+
+    public func remember(counts: [(String, Int64)]) {
+        state.withLock { $0.lastCounts = counts }
+    }
 
     var notFound: LarderError { LarderError(.storeNotFound, "no store with id '\(id)'", details: [("id", .string(id))]) }
 

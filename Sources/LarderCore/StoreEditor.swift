@@ -84,7 +84,9 @@ public struct StoreEditor: Sendable {
                 _ = store.update { $0.fixtures += list }
                 try registry.save(store)
             }
-            return (names, try Inspector.counts(db))
+            let counts = try Inspector.counts(db)
+            store.remember(counts: counts)
+            return (names, counts)
         }
     }
 }

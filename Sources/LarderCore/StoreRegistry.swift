@@ -153,6 +153,7 @@ public final class StoreRegistry: Sendable {
             let directory = storesDirectory + "/" + id
             guard rename(staging, directory) == 0 else { throw FileSystem.Failure("cannot move store into place:", directory) }
             let store = Store(record: record, directory: directory)
+            if let counts = provenance.counts { store.remember(counts: counts) }
             let size = store.sizeBytes
             live.withLock { l in
                 l.stores[id] = store

@@ -71,11 +71,41 @@ public final class ZipWriter {
     /// have it computed as it streams (it goes in the data descriptor).
     public func add(name: String, size: UInt64, crc known: UInt32?, method: Method,
                     read: (UnsafeMutableRawBufferPointer) throws -> Int) throws {
-        let nameBytes = Array(name.utf8)
-        let offset = written
+        try beginEntry(name: name, size: size, crc: known, method: method)
+        var input = [UInt8](repeating: 0, count: ZipWriter.batchSize)
+        while true {
+            let n = try input.withUnsafeMutableBytes { try read($0) }
+            if n == 0 { break }
+            try input.withUnsafeBytes { try writeEntry(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        }
+        try endEntry()
+    }
+
+    /// The entry being written: `beginEntry`, any number of `writeEntry`, `endEntry`.
+    private struct Current {
+        var name: [UInt8]
+        var offset: UInt64
+        var size: UInt64
+        var flags: UInt16
+        var stored: Bool
+        var zip64: Bool
+        var knownCRC: UInt32?
+        var crc: UInt32 = 0
+        var total: UInt64 = 0
+        var compressed: UInt64 = 0
+        /// Deflated piece by piece on every core (sync-flushed pieces, as pigz).
+        var parallel: Bool
+        /// Otherwise one deflate stream.
+        var stream: UnsafeMutableRawPointer?
+    }
+    private var current: Current?
+
+    /// Starts an entry whose data follows in `writeEntry` calls.
+    public func beginEntry(name: String, size: UInt64, crc known: UInt32?, method: Method) throws {
+        precondition(current == nil, "an entry is already open")
         let stored = method == .store
         precondition(!stored || known != nil, "a stored entry needs its CRC before its data")
-        var crc = known ?? 0
+        let nameBytes = Array(name.utf8)
         // Stored: sizes known up front. Deflated: sizes follow in a descriptor.
         let needs64 = size >= ZipWriter.zip64Limit - (1 << 20)
         var flags: UInt16 = 0x0800 // names are UTF-8
@@ -87,7 +117,7 @@ public final class ZipWriter {
         header.u16(stored ? 0 : 8)
         header.u16(dosTime)
         header.u16(dosDate)
-        header.u32(stored ? crc : 0)
+        header.u32(stored ? known! : 0)
         if needs64 {
             header.u32(0xFFFF_FFFF)
             header.u32(0xFFFF_FFFF)
@@ -104,57 +134,75 @@ public final class ZipWriter {
             header.u64(stored ? size : 0)
             header.u64(stored ? size : 0)
         }
-        try emit(header.data)
-
-        var input = [UInt8](repeating: 0, count: 256 * 1024)
-        var compressed: UInt64 = 0
-        var total: UInt64 = 0
-        if stored {
-            while true {
-                let n = try input.withUnsafeMutableBytes { try read($0) }
-                if n == 0 { break }
-                try input.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-                total += UInt64(n)
-            }
-            compressed = total
-        } else if known == nil && size > 4 * ZipWriter.chunkSize {
-            (compressed, total, crc) = try deflateInParallel(read: read)
-            try writeDescriptor(crc: crc, compressed: compressed, total: total, zip64: needs64)
-        } else {
+        var entry = Current(name: nameBytes, offset: written, size: size, flags: flags, stored: stored, zip64: needs64,
+                            knownCRC: known, parallel: !stored && known == nil && size > UInt64(ZipWriter.batchSize))
+        if !stored && !entry.parallel {
             guard let z = larder_deflate_new(level) else { throw LarderError(.internalError, "cannot start deflate") }
-            defer { larder_deflate_free(z) }
-            var output = [UInt8](repeating: 0, count: 256 * 1024)
-            var finished = false
-            while !finished {
-                let n = try input.withUnsafeMutableBytes { try read($0) }
-                total += UInt64(n)
-                if known == nil { crc = input.withUnsafeBytes { LarderCore.crc32(UnsafeRawBufferPointer(rebasing: $0[0..<n]), initial: crc) } }
-                let finish: Int32 = n == 0 ? 1 : 0
-                var offsetIn = 0
-                repeat {
-                    var used = 0, made = 0
-                    let rc = input.withUnsafeBytes { inp in
-                        output.withUnsafeMutableBytes { out in
-                            larder_deflate(z, inp.baseAddress! + offsetIn, n - offsetIn, out.baseAddress, out.count, finish, &used, &made)
-                        }
-                    }
-                    offsetIn += used
-                    if made > 0 {
-                        try output.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<made])) }
-                        compressed += UInt64(made)
-                    }
-                    if rc == Z_STREAM_END { finished = true; break }
-                    if rc != Z_OK && rc != Z_BUF_ERROR { throw LarderError(.internalError, "deflate failed (\(rc))") }
-                    if finish == 0 && offsetIn >= n && made < output.count { break }
-                } while true
+            entry.stream = z
+        }
+        current = entry
+        try emit(header.data)
+    }
+
+    /// Writes the next bytes of the open entry; any amount, compressed as it goes.
+    public func writeEntry(_ input: UnsafeRawBufferPointer) throws {
+        guard var entry = current else { preconditionFailure("no entry is open") }
+        defer { current = entry }
+        guard input.count > 0 else { return }
+        entry.total += UInt64(input.count)
+        if entry.stored {
+            try emit(input)
+            entry.compressed += UInt64(input.count)
+        } else if entry.parallel {
+            try deflateInParallel(input, into: &entry)
+        } else {
+            if entry.knownCRC == nil { entry.crc = LarderCore.crc32(input, initial: entry.crc) }
+            try deflateSerially(input, finish: false, into: &entry)
+        }
+    }
+
+    /// Ends the open entry: the final deflate block and the data descriptor.
+    public func endEntry() throws {
+        guard var entry = current else { preconditionFailure("no entry is open") }
+        current = nil
+        defer { if let z = entry.stream { larder_deflate_free(z) } }
+        if entry.parallel {
+            // Every piece ended in a sync flush: close the stream with an empty final block.
+            let bound = larder_deflate_bound(0)
+            var out = [UInt8](repeating: 0, count: bound)
+            let made = out.withUnsafeMutableBytes { larder_deflate_chunk(level, nil, 0, $0.baseAddress, bound, 1) }
+            guard made >= 0 else { throw LarderError(.internalError, "deflate failed") }
+            try out.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<made])) }
+            entry.compressed += UInt64(made)
+        } else if !entry.stored {
+            try deflateSerially(UnsafeRawBufferPointer(start: nil, count: 0), finish: true, into: &entry)
+        }
+        let crc = entry.knownCRC ?? entry.crc
+        if !entry.stored { try writeDescriptor(crc: crc, compressed: entry.compressed, total: entry.total, zip64: entry.zip64) }
+        guard entry.total == entry.size else {
+            throw LarderError(.internalError, "entry \(String(decoding: entry.name, as: UTF8.self)) changed size while it was written (\(entry.size) → \(entry.total) bytes)")
+        }
+        entries.append(CentralEntry(name: entry.name, method: entry.stored ? 0 : 8, flags: entry.flags, crc: crc,
+                                    compressed: entry.compressed, uncompressed: entry.total, offset: entry.offset))
+    }
+
+    private func deflateSerially(_ input: UnsafeRawBufferPointer, finish: Bool, into entry: inout Current) throws {
+        var output = [UInt8](repeating: 0, count: 256 * 1024)
+        var used = 0
+        while true {
+            var taken = 0, made = 0
+            let rc = output.withUnsafeMutableBytes { out in
+                larder_deflate(entry.stream, input.baseAddress.map { $0 + used }, input.count - used, out.baseAddress, out.count, finish ? 1 : 0, &taken, &made)
             }
-            try writeDescriptor(crc: crc, compressed: compressed, total: total, zip64: needs64)
+            used += taken
+            if made > 0 {
+                try output.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<made])) }
+                entry.compressed += UInt64(made)
+            }
+            if rc == Z_STREAM_END { return }
+            if rc != Z_OK && rc != Z_BUF_ERROR { throw LarderError(.internalError, "deflate failed (\(rc))") }
+            if !finish && used >= input.count && made < output.count { return }
         }
-        guard total == size else {
-            throw LarderError(.internalError, "entry \(name) changed size while it was written (\(size) → \(total) bytes)")
-        }
-        entries.append(CentralEntry(name: nameBytes, method: stored ? 0 : 8, flags: flags, crc: crc,
-                                    compressed: compressed, uncompressed: total, offset: offset))
     }
 
     private func writeDescriptor(crc: UInt32, compressed: UInt64, total: UInt64, zip64: Bool) throws {
@@ -172,58 +220,39 @@ public final class ZipWriter {
     }
 
     static let chunkSize = 1 << 20
-    static let chunksPerBatch = 4
+    /// What `add` reads at a time, and the least a deflated entry must be
+    /// to be compressed in parallel.
+    public static let batchSize = 4 * chunkSize
 
-    /// Deflates on every core: a batch of 1 MiB chunks is read, each chunk
-    /// compressed on its own (ending in a sync flush, as pigz does), then
-    /// written in order. Memory stays at a few batches whatever the size.
-    private func deflateInParallel(read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> (UInt64, UInt64, UInt32) {
-        let bound = larder_deflate_bound(ZipWriter.chunkSize)
-        var inputs = [[UInt8]](repeating: [UInt8](repeating: 0, count: ZipWriter.chunkSize), count: ZipWriter.chunksPerBatch)
-        let outputs = ChunkOutputs(count: ZipWriter.chunksPerBatch, capacity: bound)
-        var compressed: UInt64 = 0, total: UInt64 = 0, crc: UInt32 = 0
-        var finished = false
-        while !finished {
-            var lengths = [Int](repeating: 0, count: ZipWriter.chunksPerBatch)
-            var filled = 0
-            while filled < ZipWriter.chunksPerBatch {
-                var n = 0
-                while n < ZipWriter.chunkSize {
-                    let got = try inputs[filled].withUnsafeMutableBytes { try read(UnsafeMutableRawBufferPointer(rebasing: $0[n...])) }
-                    if got == 0 { finished = true; break }
-                    n += got
-                }
-                lengths[filled] = n
-                if n > 0 { filled += 1 }
-                if finished { break }
-            }
-            let batch = inputs, sizes = lengths, count = filled, last = finished, level = self.level
+    /// Deflates on every core: the input is cut into 1 MiB pieces, each
+    /// compressed on its own and ended with a sync flush (as pigz does), then
+    /// written in order. Memory stays at one batch whatever the entry's size.
+    private func deflateInParallel(_ input: UnsafeRawBufferPointer, into entry: inout Current) throws {
+        var start = 0
+        while start < input.count {
+            let batch = UnsafeRawBufferPointer(rebasing: input[start..<min(start + ZipWriter.batchSize, input.count)])
+            let count = (batch.count + ZipWriter.chunkSize - 1) / ZipWriter.chunkSize
+            let outputs = ChunkOutputs(count: count, capacity: larder_deflate_bound(ZipWriter.chunkSize))
+            let level = self.level
+            let shared = SharedBytes(buffer: batch) // read by every worker, alive for the whole call
             DispatchQueue.concurrentPerform(iterations: count) { i in
-                let isLast = last && i == count - 1
-                batch[i].withUnsafeBytes { input in
-                    outputs.fill(i) { out in
-                        let made = larder_deflate_chunk(level, input.baseAddress, sizes[i], out.baseAddress, out.count, isLast ? 1 : 0)
-                        let chunkCRC = LarderCore.crc32(UnsafeRawBufferPointer(rebasing: input[0..<sizes[i]]))
-                        return (made, chunkCRC)
-                    }
+                let all = shared.buffer
+                let piece = UnsafeRawBufferPointer(rebasing: all[(i * ZipWriter.chunkSize)..<min((i + 1) * ZipWriter.chunkSize, all.count)])
+                outputs.fill(i) { out in
+                    (larder_deflate_chunk(level, piece.baseAddress, piece.count, out.baseAddress, out.count, 0), LarderCore.crc32(piece))
                 }
             }
             for i in 0..<count {
-                let (made, chunkCRC) = outputs.result(i)
+                let (made, pieceCRC) = outputs.result(i)
                 guard made >= 0 else { throw LarderError(.internalError, "deflate failed") }
                 try outputs.withBytes(i, count: made) { try emit($0) }
-                compressed += UInt64(made)
-                crc = total == 0 && i == 0 ? chunkCRC : larder_crc32_combine(crc, chunkCRC, sizes[i])
-                total += UInt64(sizes[i])
+                entry.compressed += UInt64(made)
+                let length = min(ZipWriter.chunkSize, batch.count - i * ZipWriter.chunkSize)
+                let before = entry.total - UInt64(input.count - start) + UInt64(i * ZipWriter.chunkSize)
+                entry.crc = before == 0 ? pieceCRC : larder_crc32_combine(entry.crc, pieceCRC, length)
             }
-            if last && count == 0 {
-                // The data ended on a batch boundary: close the stream with an empty final block.
-                let made = outputs.fill(0) { out in (larder_deflate_chunk(level, nil, 0, out.baseAddress, out.count, 1), 0) }.0
-                try outputs.withBytes(0, count: made) { try emit($0) }
-                compressed += UInt64(made)
-            }
+            start += batch.count
         }
-        return (compressed, total, crc)
     }
 
     /// Writes the central directory (and Zip64 end records when needed).
@@ -301,6 +330,11 @@ struct ByteWriter {
     mutating func u32(_ v: UInt32) { for i in 0..<4 { data.append(UInt8((v >> (8 * UInt32(i))) & 0xff)) } }
     mutating func u64(_ v: UInt64) { for i in 0..<8 { data.append(UInt8((v >> (8 * UInt64(i))) & 0xff)) } }
     mutating func bytes(_ b: [UInt8]) { data.append(contentsOf: b) }
+}
+
+/// Input that parallel workers read while the caller waits for them.
+struct SharedBytes: @unchecked Sendable {
+    let buffer: UnsafeRawBufferPointer
 }
 
 /// Output buffers that parallel workers fill, one each.

@@ -20,10 +20,15 @@ enum ArtifactRoutes {
         case let other: throw LarderError.badRequest("compression must be 'deflate' or 'store', not '\(other)'")
         }
         let store = try s.registry.get(id)
-        return .whenReady { respond in
+        // Artifacts are made on a pool of their own, as many at once as
+        // there are cores: a burst of downloads cannot take the threads that
+        // queries and uploads need.
+        return .whenReady { respond in s.artifacts.addOperation {
             let snapshot: DatabaseSnapshot
+            let stream: BodyStream
             do {
                 snapshot = try DatabaseSnapshot(store: store, temporaryDirectory: s.registry.temporaryDirectory)
+                stream = try BodyStream(spoolDirectory: s.registry.temporaryDirectory)
             } catch {
                 respond(errorResponse(larderError(error, requestID: "artifact-\(id)")))
                 return
@@ -37,19 +42,29 @@ enum ArtifactRoutes {
                 "size_bytes": .int(Int64(snapshot.size)), "created_at": .string(record.createdAt.rfc3339),
                 "snapshot_at": .string(Timestamp.now.rfc3339), "larder_version": .string(LarderVersion.current),
             ] }
-            let stream = BodyStream(capacity: 2 << 20)
+            // Made a few MiB ahead of what the client has read, one round at
+            // a time on the artifact pool: a client that stops reading stops
+            // the work and holds no thread.
+            let writer = ArtifactWriter(snapshot: snapshot, method: method, manifest: manifest) { try stream.write($0) }
+            let round: @Sendable () -> Void = {
+                s.artifacts.addOperation {
+                    do {
+                        repeat {
+                            if try writer.step() { stream.finish(); return }
+                        } while stream.wantsMore()
+                    } catch {
+                        if !(error is BodyStream.Cancelled) { logLine("artifact of \(id) failed: \(error)") }
+                        stream.fail()
+                    }
+                }
+            }
+            stream.pace(readAhead: 2 * ZipWriter.batchSize, round)
             respond(Response(status: 200, headers: [
                 ("Content-Type", "application/zip"),
                 ("Content-Disposition", "attachment; filename=\"\(fileName(record, "zip"))\""),
             ], body: .stream(stream)))
-            do {
-                try snapshot.writeArtifact(method: method, manifest: manifest) { bytes in try stream.write(bytes) }
-                stream.finish()
-            } catch {
-                if !(error is BodyStream.Cancelled) { logLine("artifact of \(id) failed: \(error)") }
-                stream.fail()
-            }
-        }
+            round()
+        } }
     }
 
     static func database(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {

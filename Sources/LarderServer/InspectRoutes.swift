@@ -10,7 +10,7 @@ enum InspectRoutes {
         let tables = request.queryValue("tables").map { $0.split(separator: ",").map { String($0).trimmingSpaces() }.filter { !$0.isEmpty } }
         guard let waitText = request.queryValue("wait") else {
             if request.queryValue("timeout_ms") != nil { throw LarderError.badRequest("'timeout_ms' goes with 'wait'") }
-            return .now(json(200, ["counts": JSONValue(counts: try store.withReader { try Inspector.counts($0, tables: tables) })]))
+            return .now(json(200, ["counts": JSONValue(counts: try tables.map { t in try store.withReader { try Inspector.counts($0, tables: t) } } ?? store.counts())]))
         }
         let conditions = try CountCondition.parseList(waitText)
         let timeout = try request.queryInt("timeout_ms", in: 0...s.configuration.waitTimeoutMaxMs) ?? min(30_000, s.configuration.waitTimeoutMaxMs)

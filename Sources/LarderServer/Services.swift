@@ -1,3 +1,4 @@
+import Foundation
 import LarderCore
 import Synchronization
 
@@ -14,6 +15,13 @@ final class Services: Sendable {
     let metrics = Metrics()
     let baseURL = Mutex<String>("")
     let startedAt = Timestamp.now
+    /// Where artifacts are made: bounded, apart from other request work.
+    let artifacts: OperationQueue = {
+        let queue = OperationQueue()
+        queue.name = "larder.artifacts"
+        queue.maxConcurrentOperationCount = max(ProcessInfo.processInfo.activeProcessorCount, 2)
+        return queue
+    }()
     let lastCheck = Mutex<(at: Timestamp, results: [MigrationCheck.Result])?>(nil)
 
     init(configuration: Configuration) throws {

@@ -56,9 +56,15 @@ enum StoreRoutes {
         let limit = try request.queryInt("limit", in: 1...10_000) ?? 100
         let page = try s.registry.list(label: request.queryValue("label"), template: request.queryValue("template"),
                                        limit: limit, cursor: request.queryValue("cursor"))
-        var members: [(String, JSONValue)] = [("stores", .array(try page.stores.map { try render(s, $0, counts: nil) }))]
-        members.append(("next_cursor", JSONValue(page.nextCursor)))
-        return .now(json(200, .object(members)))
+        // Counts as last read: a list of thousands must not open every store.
+        // Off the pool all the same, since stores never read are read now.
+        return .later {
+            var items: [JSONValue] = []
+            for store in page.stores {
+                do { items.append(try render(s, store, counts: store.lastCounts)) } catch let error as LarderError where error.code == .storeNotFound {}
+            }
+            return json(200, .object([("stores", .array(items)), ("next_cursor", JSONValue(page.nextCursor))]))
+        }
     }
 
     static func show(_ s: Services, _ id: String) throws -> Outcome {
@@ -83,7 +89,7 @@ enum StoreRoutes {
     /// already knows them.
     static func render(_ s: Services, _ store: Store, counts known: [(String, Int64)]?) throws -> JSONValue {
         let record = store.record
-        let counts = try known ?? store.withReader { try Inspector.counts($0) }
+        let counts = try known ?? store.counts()
         let base = s.base + "/stores/" + record.id
         let links: JSONValue = .object(["self", "artifact", "database", "counts", "query", "migrate", "migrations", "fixtures", "schema"].map {
             ($0, .string($0 == "self" ? base : base + "/" + $0))

@@ -1,48 +1,93 @@
 import CMicroHTTPD
 import Foundation
+import Glibc
 
 /// A response body made by a producer on another thread while the server
-/// sends it. The buffer is bounded: `write` blocks while it is full, so a slow
-/// client slows the producer instead of growing memory. When the client goes
-/// away, `write` throws `BodyStream.Cancelled`.
+/// sends it. The producer never waits for the client: what it writes goes
+/// to an unlinked file in the spool directory, and the connection reads it
+/// from there at the client's own pace, suspended while it has caught up.
+/// So the producer's thread is free as soon as the body is made, and a
+/// client that stops reading costs a descriptor and some disk, never a
+/// thread or memory. When the client goes away, `write` throws
+/// `BodyStream.Cancelled` and the file is gone with the descriptor.
 public final class BodyStream: @unchecked Sendable {
     public struct Cancelled: Error {}
 
     private let condition = NSCondition()
-    private var chunks: [[UInt8]] = []
-    private var headOffset = 0
-    private var buffered = 0
-    private let capacity: Int
+    private let descriptor: Int32
+    private var written = 0
+    private var sent = 0
     private var finished = false
     private var failed = false
     private var cancelled = false
     /// The connection suspended while waiting for bytes, if any.
     private var waiting: OpaquePointer?
+    /// Pacing (see `pace`): the producer's next round, and whether one is under way.
+    private var produce: (@Sendable () -> Void)?
+    private var producing = true
+    private var readAhead = Int.max
 
-    public init(capacity: Int = 1 << 20) {
-        self.capacity = capacity
+    public init(spoolDirectory: String) throws {
+        var generator = SystemRandomNumberGenerator()
+        let path = spoolDirectory + "/stream-" + String(generator.next() as UInt64, radix: 16)
+        descriptor = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw SpoolError(errno: errno, what: "cannot create \(path)") }
+        unlink(path)
     }
 
-    /// Appends bytes, blocking while the buffer is full.
+    deinit { close(descriptor) }
+
+    /// Appends bytes; never waits for the client.
     public func write(_ bytes: UnsafeRawBufferPointer) throws {
         guard bytes.count > 0 else { return }
         condition.lock()
-        defer { condition.unlock() }
-        while buffered >= capacity && !cancelled { condition.wait() }
-        if cancelled { throw Cancelled() }
-        chunks.append(Array(bytes))
-        buffered += bytes.count
+        let offset = written
+        let stop = cancelled
+        condition.unlock()
+        if stop { throw Cancelled() }
+        var done = 0
+        while done < bytes.count {
+            let n = pwrite(descriptor, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw SpoolError(errno: errno, what: "cannot write the response") }
+            done += n
+        }
+        condition.lock()
+        written += bytes.count
         wakeConsumer()
+        condition.unlock()
     }
 
     public func write(_ bytes: [UInt8]) throws {
         try bytes.withUnsafeBytes { try write($0) }
     }
 
+    /// Paces a producer that works in rounds by the client's reading: the
+    /// producer runs a round, then asks `wantsMore()` whether to go on; once
+    /// it is `readAhead` bytes ahead of the client it stops, holding nothing,
+    /// and `produce` is called (from the server's thread: it should only
+    /// schedule the round) when the client has read its way closer.
+    public func pace(readAhead: Int, _ produce: @escaping @Sendable () -> Void) {
+        condition.lock()
+        self.readAhead = readAhead
+        self.produce = produce
+        condition.unlock()
+    }
+
+    /// Whether the producer should make more now; false means it stops until called again.
+    public func wantsMore() -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        if !cancelled && !finished && !failed && written - sent < readAhead { return true }
+        producing = false
+        return false
+    }
+
     /// The body is complete.
     public func finish() {
         condition.lock()
         finished = true
+        produce = nil
         wakeConsumer()
         condition.unlock()
     }
@@ -52,6 +97,7 @@ public final class BodyStream: @unchecked Sendable {
     public func fail() {
         condition.lock()
         failed = true
+        produce = nil
         wakeConsumer()
         condition.unlock()
     }
@@ -68,8 +114,8 @@ public final class BodyStream: @unchecked Sendable {
         condition.lock()
         cancelled = true
         failed = failed || !finished
+        produce = nil
         wakeConsumer()
-        condition.broadcast()
         condition.unlock()
     }
 
@@ -84,32 +130,34 @@ public final class BodyStream: @unchecked Sendable {
     /// `connection` and returns 0 when nothing is ready yet, or an end marker.
     func read(into buffer: UnsafeMutablePointer<CChar>, max: Int, connection: OpaquePointer) -> Int {
         condition.lock()
-        defer { condition.unlock() }
-        if buffered == 0 {
-            if failed { return -2 }
-            if finished { return -1 }
+        let available = written - sent
+        if available == 0 {
+            if failed { condition.unlock(); return -2 }
+            if finished { condition.unlock(); return -1 }
             waiting = connection
             MHD_suspend_connection(connection)
+            let next = nextRound()
+            condition.unlock()
+            next?()
             return 0
         }
-        var copied = 0
-        while copied < max, !chunks.isEmpty {
-            let chunk = chunks[0]
-            let n = min(max - copied, chunk.count - headOffset)
-            chunk.withUnsafeBytes { src in
-                (buffer + copied).withMemoryRebound(to: UInt8.self, capacity: n) { dst in
-                    dst.update(from: src.baseAddress!.assumingMemoryBound(to: UInt8.self) + headOffset, count: n)
-                }
-            }
-            copied += n
-            headOffset += n
-            if headOffset == chunk.count {
-                chunks.removeFirst()
-                headOffset = 0
-            }
-        }
-        buffered -= copied
-        condition.broadcast()
-        return copied
+        let offset = sent
+        condition.unlock()
+        let n = pread(descriptor, buffer, min(max, available), off_t(offset))
+        guard n > 0 else { return -2 }
+        condition.lock()
+        sent += n
+        let next = nextRound()
+        condition.unlock()
+        next?()
+        return n
+    }
+
+    /// The producer's next round, when it has stopped and the client has
+    /// read close to the end of what it made. Called with the lock held.
+    private func nextRound() -> (@Sendable () -> Void)? {
+        guard let produce, !producing, written - sent < readAhead / 2 else { return nil }
+        producing = true
+        return produce
     }
 }

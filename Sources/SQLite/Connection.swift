@@ -154,9 +154,11 @@ public final class Connection: @unchecked Sendable {
     }
 
     /// Copies the whole database to a new file at `path` with the online backup
-    /// API: a consistent snapshot even while other connections write.
+    /// API: a consistent snapshot even while other connections write. The
+    /// copy is a scratch file: written without a journal or fsync.
     public func backup(to path: String) throws {
         let target = try Connection(path: path, mode: .readWriteCreate)
+        try target.execute("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF")
         guard let backup = sqlite3_backup_init(target.handle, "main", handle, "main") else {
             throw SQLiteError(connection: target.handle, code: SQLITE_ERROR)
         }

@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""Hostile clients against the real binary: what a web page, a slow or
+stalled socket, a lying header or a full disk does to Larder. Each attack
+must end in the contract's error, and the server must go on serving others.
+
+    python3 Tests/clients/test_hostile.py .build/debug/larder
+"""
+import http.client
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_client import Larder  # noqa: E402  (the same server harness)
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class Peak:
+    """Samples a process's RSS in the background; `.peak_mib` after `stop()`."""
+
+    def __init__(self, pid):
+        self.pid, self.peak, self.running = pid, rss_kib(pid), True
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while self.running:
+            self.peak = max(self.peak, rss_kib(self.pid))
+            time.sleep(0.01)
+
+    def stop(self):
+        self.running = False
+        self.thread.join()
+        return self.peak / 1024
+
+
+class HostileTests(unittest.TestCase):
+    extra = ()
+
+    def setUp(self):
+        self.root = tempfile.mkdtemp(prefix="larder-hostile-")
+        shutil.rmtree(self.root)
+        self.larder = Larder(self.root, *self.extra)
+        self.host, port = self.larder.base[len("http://"):].split(":")
+        self.port = int(port)
+
+    def tearDown(self):
+        if self.larder.process.poll() is None:
+            self.larder.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def raw(self, data, timeout=10):
+        """Sends bytes as they are; answers (status, headers+body bytes)."""
+        s = socket.create_connection((self.host, self.port), timeout=timeout)
+        s.sendall(data)
+        out = b""
+        try:
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                out += chunk
+                head, _, body = out.partition(b"\r\n\r\n")
+                length = [int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")]
+                if _ and (data.startswith(b"HEAD") or (length and len(body) >= length[0])):
+                    break
+        finally:
+            s.close()
+        return int(out.split(b" ")[1]), out
+
+    def request(self, method, path, body=None, headers=None, timeout=30):
+        c = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        c.request(method, path, body=body, headers=headers or {})
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return r.status, (json.loads(data) if data and r.getheader("Content-Type", "").startswith("application/json") else data)
+
+    def store(self, body=None):
+        status, store, _ = self.larder.call("POST", "/stores", body or {"template": "gallery", "fixtures": ["artists", "artworks"]})
+        self.assertEqual(status, 201, store)
+        return store
+
+    # A web page must not drive the server.
+
+    def test_foreign_origin_and_host_are_refused(self):
+        status, body = self.request("POST", "/stores", b"{}", {"Origin": "http://attacker.example", "Content-Type": "application/json"})
+        self.assertEqual((status, body["error"]["code"]), (403, "forbidden"))
+        status, body = self.request("POST", "/stores", b"{}", {"Origin": "null", "Content-Type": "application/json"})
+        self.assertEqual(status, 403)
+        status, body = self.request("GET", "/stores", headers={"Host": "attacker.example:%d" % self.port})
+        self.assertEqual((status, body["error"]["code"]), (403, "forbidden"))
+        # A form POST from a foreign page (no JSON type) is refused before anything is made.
+        status, _ = self.request("POST", "/stores", b"template=gallery", {"Origin": "https://evil.test", "Content-Type": "application/x-www-form-urlencoded"})
+        self.assertEqual(status, 403)
+        self.assertEqual(os.listdir(os.path.join(self.root, "stores")), [])
+        # The server's own names, and clients that send no Origin, work.
+        for host in ["127.0.0.1:%d" % self.port, "localhost:%d" % self.port, "localhost"]:
+            self.assertEqual(self.request("GET", "/health", headers={"Host": host})[0], 200, host)
+        status, _ = self.request("POST", "/stores", b"{}", {"Origin": "http://127.0.0.1:%d" % self.port, "Content-Type": "application/json"})
+        self.assertEqual(status, 201)
+
+    # Lying and odd headers.
+
+    def test_ambiguous_lengths_and_odd_requests(self):
+        status, _ = self.raw(b"POST /stores HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}")
+        self.assertEqual(status, 400)
+        status, _ = self.raw(b"POST /stores HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
+                             b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
+        self.assertEqual(status, 400)
+        status, _ = self.raw(b"POST /stores HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 9223372036854775807\r\n\r\n{}")
+        self.assertEqual(status, 413)
+        self.assertEqual(os.listdir(os.path.join(self.root, "stores")), [], "no store from a refused request")
+        status, out = self.raw(b"HEAD /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        self.assertEqual(status, 200)
+        status, out = self.raw(b"GET /templates/gallery%00 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        self.assertEqual(status, 404, out[:300])
+        bad = b'{"label": "\xff\xfe"}'
+        status, out = self.raw(b"POST /stores HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(bad), bad))
+        self.assertEqual(status, 400, out[:300])
+
+    # Slow and stalled sockets.
+
+    def test_slow_headers_do_not_lock_out_other_clients(self):
+        self.larder.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.larder = Larder(self.root, "--connection-limit", "64", "--header-timeout-seconds", "2")
+        self.port = int(self.larder.base.rsplit(":", 1)[1])
+        slow = []
+        for _ in range(80):  # more than the connection limit
+            try:
+                s = socket.create_connection((self.host, self.port), timeout=5)
+                s.sendall(b"G")
+                slow.append(s)
+            except OSError:
+                pass
+        stop = time.time() + 6
+        def trickle():
+            while time.time() < stop:
+                for s in slow:
+                    try:
+                        s.sendall(b"E")
+                    except OSError:
+                        pass
+                time.sleep(0.5)
+        t = threading.Thread(target=trickle, daemon=True)
+        t.start()
+        time.sleep(3.5)  # past the header deadline, while they still trickle
+        started = time.time()
+        status, _ = self.request("GET", "/health", timeout=5)
+        self.assertEqual(status, 200)
+        self.assertLess(time.time() - started, 2)
+        t.join()
+        for s in slow:
+            s.close()
+
+    def test_stalled_downloads_do_not_starve_other_requests(self):
+        big = self.store({})
+        db = sqlite3.connect(big["path"])
+        db.execute("CREATE TABLE noise (b BLOB)")
+        db.executemany("INSERT INTO noise VALUES (randomblob(100000))", [()] * 300)  # ~30 MB
+        db.commit()
+        db.close()
+        stalled = []
+        for i in range(40):
+            s = socket.create_connection((self.host, self.port), timeout=5)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(b"GET /stores/%s/artifact?compression=%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                      % (big["id"].encode(), b"store" if i % 2 else b"deflate"))
+            stalled.append(s)
+        # Each stalled download starts (its status line arrives), its maker
+        # runs a few MiB ahead of the reader, then stops and holds nothing:
+        # no thread, no CPU.
+        for s in stalled:
+            s.settimeout(30)
+            self.assertEqual(s.recv(12), b"HTTP/1.1 200")
+        pid = self.larder.process.pid
+        def cpu():
+            fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+            return int(fields[11]) + int(fields[12])
+        deadline, last = time.time() + 90, -1
+        while time.time() < deadline and cpu() != last:
+            last = cpu()
+            time.sleep(1)
+        self.assertEqual(cpu(), last, "the server kept working for stalled downloads")
+        self.assertLess(len(os.listdir("/proc/%d/task" % pid)), 40, "threads held by stalled downloads")
+        other = self.store()
+        upload = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures", "boardgames", "snapshots", "v1.sqlite"), "rb").read()
+        checks = [
+            ("POST", "/stores/%s/query" % other["id"], json.dumps({"sql": "SELECT count(*) FROM artworks"}).encode(), {"Content-Type": "application/json"}),
+            ("POST", "/stores?template=boardgames", upload, {"Content-Type": "application/vnd.sqlite3"}),
+            ("GET", "/stores/%s/database" % other["id"], None, {}),
+            ("GET", "/stores/%s/artifact" % other["id"], None, {}),
+            ("POST", "/stores/%s/fixtures" % other["id"], json.dumps({"rows": {"albums": [{"title": "x"}]}}).encode(), {"Content-Type": "application/json"}),
+        ]
+        for method, path, body, headers in checks:
+            started = time.time()
+            status, _ = self.request(method, path, body, headers, timeout=20)
+            self.assertIn(status, (200, 201), path)
+            self.assertLess(time.time() - started, 3, "%s %s waited behind stalled downloads" % (method, path))
+        fds = len(os.listdir("/proc/%d/fd" % self.larder.process.pid))
+        for s in stalled:
+            s.close()
+        self.assertLess(fds, 400)
+
+    # Memory stays bounded whatever a client asks for.
+
+    def test_huge_query_and_upload_keep_memory_bounded(self):
+        store = self.store({})
+        pid = self.larder.process.pid
+        before = rss_kib(pid) / 1024
+        peak = Peak(pid)
+        status, body, _ = self.larder.call("POST", "/stores/%s/query" % store["id"],
+                                           {"sql": "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n LIMIT 60) SELECT zeroblob(20000000) FROM n"})
+        query_peak = peak.stop()
+        self.assertEqual(status, 200)
+        self.assertTrue(body["truncated"])
+        query_growth = query_peak - before
+        self.assertLess(query_growth, 400, "a 1.2 GB query grew the server by %.0f MiB" % query_growth)
+        # A 120 MB upload goes to a file as it arrives.
+        path = os.path.join(self.root, "..", os.path.basename(self.root) + "-upload.sqlite")
+        db = sqlite3.connect(path)
+        db.execute("CREATE TABLE b (x BLOB)")
+        db.executemany("INSERT INTO b VALUES (randomblob(1000000))", [()] * 120)
+        db.commit()
+        db.close()
+        try:
+            before = rss_kib(pid) / 1024
+            peak = Peak(pid)
+            with open(path, "rb") as f:
+                status, made, _ = self.larder.call("POST", "/stores", f.read(), content_type="application/vnd.sqlite3")
+            upload_peak = peak.stop()
+        finally:
+            os.unlink(path)
+        self.assertEqual(status, 201, made)
+        upload_growth = upload_peak - before
+        self.assertLess(upload_growth, 60, "a 120 MB upload grew the server by %.0f MiB" % upload_growth)
+        print("\n  peak RSS growth: 1.2 GB query %.1f MiB, 120 MB upload %.1f MiB" % (query_growth, upload_growth), file=sys.stderr)
+        self.assertEqual([n for n in os.listdir(os.path.join(self.root, "tmp")) if n.startswith("upload-")], [])
+
+
+class TokenTests(unittest.TestCase):
+    def test_routes_cannot_be_probed_without_the_token(self):
+        root = tempfile.mkdtemp(prefix="larder-hostile-")
+        shutil.rmtree(root)
+        larder = Larder(root, "--token", "s3cret")
+        try:
+            for method, path in [("GET", "/no/such/route"), ("DELETE", "/templates"), ("GET", "/stores/st_x")]:
+                status, body, _ = larder.call(method, path)
+                self.assertEqual((status, body["error"]["code"]), (401, "unauthorized"), path)
+            self.assertEqual(larder.call("HEAD", "/health")[0], 200)
+        finally:
+            larder.stop()
+            shutil.rmtree(root, ignore_errors=True)
+
+
+class FullDiskTests(unittest.TestCase):
+    """A small tmpfs as the root: when it fills, 507 and nothing half-made;
+    once space is freed, everything answers again without a restart."""
+
+    def setUp(self):
+        self.mount = tempfile.mkdtemp(prefix="larder-full-")
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", self.mount], capture_output=True)
+        if done.returncode != 0:
+            os.rmdir(self.mount)
+            self.skipTest("cannot mount a tmpfs here: %s" % done.stderr.decode().strip())
+
+    def tearDown(self):
+        subprocess.run(["umount", "-l", self.mount])
+        os.rmdir(self.mount)
+
+    def test_full_disk_is_507_and_heals(self):
+        larder = Larder(os.path.join(self.mount, "root"), "--max-stores", "100000")
+        try:
+            made, statuses = [], {}
+            for i in range(400):
+                status, body, _ = larder.call("POST", "/stores", {"template": "gallery", "fixtures": ["artists", "artworks"]})
+                statuses[status] = statuses.get(status, 0) + 1
+                if status == 201:
+                    made.append(body)
+                    if i % 3 == 0:  # writes into live stores too
+                        larder.call("POST", "/stores/%s/query" % body["id"], {"sql": "CREATE TABLE pad AS SELECT randomblob(20000) FROM artworks"})
+                else:
+                    self.assertEqual((status, body["error"]["code"]), (507, "insufficient_storage"), body)
+            self.assertIn(507, statuses, statuses)
+            self.assertNotIn(500, statuses)
+            root = os.path.join(self.mount, "root")
+            self.assertEqual(os.listdir(os.path.join(root, "building")), [])
+            # Free space, then every store answers again: no restart.
+            for store in made[: len(made) // 2]:
+                self.assertEqual(larder.call("DELETE", "/stores/" + store["id"])[0], 204)
+            status, listing, _ = larder.call("GET", "/stores?limit=10000")
+            self.assertEqual(status, 200, listing)
+            for store in made[len(made) // 2:]:
+                status, counts, _ = larder.call("GET", "/stores/%s/counts" % store["id"])
+                self.assertEqual(status, 200, (store["id"], counts))
+                self.assertEqual(counts["counts"]["artworks"], 12)
+            self.assertEqual(larder.call("POST", "/stores", {"template": "gallery"})[0], 201)
+        finally:
+            larder.stop()
+
+
+if __name__ == "__main__":
+    result = unittest.main(argv=[sys.argv[0], "-v"], exit=False).result
+    failed = len(result.failures) + len(result.errors)
+    print("hostile: %d passed, %d failed" % (result.testsRun - failed, failed))
+    sys.exit(1 if failed else 0)
