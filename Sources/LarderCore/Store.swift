@@ -27,9 +27,13 @@ public final class Store: Sendable {
     }
     private let state: Mutex<State>
 
-    init(record: StoreRecord, directory: String) {
+    /// Time limit of reads (counts, schema, migration state): `--query-timeout-ms`.
+    let readTimeoutMs: Int
+
+    init(record: StoreRecord, directory: String, readTimeoutMs: Int = 5_000) {
         self.id = record.id
         self.directory = directory
+        self.readTimeoutMs = readTimeoutMs
         self.state = Mutex(State(record: record))
     }
 
@@ -113,7 +117,8 @@ public final class Store: Sendable {
         Store.openReaders.subtract(dropped, ordering: .relaxed)
     }
 
-    /// Runs `body` with a read connection from this store's pool.
+    /// Runs `body` with a read connection from this store's pool, within
+    /// `readTimeoutMs` (a store may hold views a client made to be slow).
     public func withReader<T>(_ body: (Connection) throws -> T) throws -> T {
         let pooled = readers.withLock { $0.popLast() }
         if pooled != nil { Store.openReaders.subtract(1, ordering: .relaxed) }
@@ -132,7 +137,7 @@ public final class Store: Sendable {
             if kept { Store.openReaders.add(1, ordering: .relaxed) }
         }
         do {
-            return try body(db)
+            return try db.limited(milliseconds: readTimeoutMs, "reading the store") { try body(db) }
         } catch let error as SQLiteError where error.isIOFailure {
             // A full disk can leave the shared memory or the file in a state
             // that pooled connections keep failing on: start over with fresh ones.

@@ -36,6 +36,7 @@ public final class StoreRegistry: Sendable {
     let maxDiskBytes: Int64
     /// Time limit of an operation on a store (fixtures, migrations, uploads).
     public let operationTimeoutMs: Int
+    let readTimeoutMs: Int
 
     struct Live {
         var stores: [String: Store] = [:]
@@ -58,6 +59,7 @@ public final class StoreRegistry: Sendable {
         maxStores = configuration.maxStores
         maxDiskBytes = configuration.maxDiskBytes
         operationTimeoutMs = configuration.operationTimeoutMs
+        readTimeoutMs = configuration.queryTimeoutMs
         for directory in [storesDirectory, buildingDirectory, temporaryDirectory, cacheDirectory] {
             try FileSystem.makeDirectory(directory)
         }
@@ -96,7 +98,7 @@ public final class StoreRegistry: Sendable {
                 try FileSystem.removeTree(directory, within: root)
                 continue
             }
-            found[name] = Store(record: record, directory: directory)
+            found[name] = Store(record: record, directory: directory, readTimeoutMs: readTimeoutMs)
             maxSequence = max(maxSequence, record.sequence)
         }
         live.withLock { l in
@@ -152,7 +154,7 @@ public final class StoreRegistry: Sendable {
             try FileSystem.writeFile(record.json.serialized(), to: staging + "/store.json")
             let directory = storesDirectory + "/" + id
             guard rename(staging, directory) == 0 else { throw FileSystem.Failure("cannot move store into place:", directory) }
-            let store = Store(record: record, directory: directory)
+            let store = Store(record: record, directory: directory, readTimeoutMs: readTimeoutMs)
             if let counts = provenance.counts { store.remember(counts: counts) }
             let size = store.sizeBytes
             live.withLock { l in

@@ -34,6 +34,23 @@ final class StoreRegistryTests: XCTestCase {
         XCTAssertEqual(FileManager.default.fileExists(atPath: scratch.path + "/root/stores/" + ids[0]), false)
     }
 
+    func testReadsAndOperationsHaveTimeLimits() throws {
+        let scratch = Scratch()
+        var c = configuration(scratch.path + "/root")
+        c.queryTimeoutMs = 100
+        c.operationTimeoutMs = 100
+        let registry = try StoreRegistry(configuration: c)
+        let provisioner = Provisioner(registry: registry, catalog: Catalog(directory: sampleFixtures),
+                                      cache: TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory, maxBytes: 1 << 30))
+        let (store, _) = try provisioner.createEmpty(label: nil, ttlSeconds: nil)
+        let endless = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n"
+        XCTAssertLarderError(.timeout, try store.withReader { try $0.scalar(endless) })
+        XCTAssertLarderError(.timeout, try registry.operate(store, exclusive: "fixtures", timeoutMs: 100) { try $0.scalar(endless) })
+        // Neither left the store busy or its pooled reader stuck.
+        XCTAssertEqual(try store.withReader { try $0.scalar("SELECT 42")?.int64 }, 42)
+        XCTAssertEqual(try registry.operate(store, exclusive: "fixtures", timeoutMs: 100) { try $0.scalar("SELECT 7")?.int64 }, 7)
+    }
+
     func testRestartFindsCompleteStoresAndRemovesHalfBuiltOnes() throws {
         let scratch = Scratch()
         let root = scratch.path + "/root"
