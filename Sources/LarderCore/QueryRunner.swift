@@ -27,6 +27,11 @@ public enum QueryRunner {
     }
 
     public static func run(_ db: Connection, sql: String, parameters: JSONValue?, rowLimit: Int, maxBytes: Int) throws -> Result {
+        let longest = Int(SandboxPolicy().maxSQLLength)
+        guard sql.utf8.count <= longest else {
+            throw LarderError(.badRequest, "the statement is \(sql.utf8.count) bytes; a query may be at most \(longest)",
+                              details: [("limit_bytes", .int(Int64(longest)))])
+        }
         do {
             return try db.untrusted {
                 let statement = try db.prepareSingle(sql)

@@ -108,14 +108,16 @@ extension Connection {
         }
         sqlite3_limit(handle, SQLITE_LIMIT_ATTACHED, 0)
         sqlite3_limit(handle, SQLITE_LIMIT_LENGTH, policy.maxLength)
-        sqlite3_limit(handle, SQLITE_LIMIT_SQL_LENGTH, policy.maxSQLLength)
         guardState.policy = policy
     }
 
     /// Hardens the connection and refuses, for its whole life, everything
-    /// the policy forbids (the `/query` connection).
+    /// the policy forbids, with a short statement length (a one-statement
+    /// connection; scripts are prepared with the rest of their text, so a
+    /// connection that runs fixture scripts keeps the default).
     public func applySandbox(_ policy: SandboxPolicy = SandboxPolicy()) throws {
         try harden(policy)
+        sqlite3_limit(handle, SQLITE_LIMIT_SQL_LENGTH, policy.maxSQLLength)
         guardState.enforcing = true
     }
 

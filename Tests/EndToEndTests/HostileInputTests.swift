@@ -190,5 +190,15 @@ final class HostileInputTests: XCTestCase {
         XCTAssertEqual(answer.status, 422)
         XCTAssertLessThan(answer.data.count, 8 * 1024)
         XCTAssertEqual(answer.code, "sql_error")
+        let fixture = try await server.fixtureSQL(id, "CREATE TABLE t (x); " + statement)
+        XCTAssertEqual(fixture.status, 422)
+        XCTAssertLessThan(fixture.data.count, 8 * 1024)
+        // Over 1 MiB a query is refused unread; a fixture script may be longer.
+        let tooLong = try await server.request("POST", "/stores/\(id)/query", json: JSONValue.object([("sql", .string(statement + statement))]).jsonText)
+        XCTAssertEqual(tooLong.status, 400)
+        let script = String(repeating: "INSERT INTO t VALUES ('\(String(repeating: "y", count: 1000))');\n", count: 3000)
+        let long = try await server.fixtureSQL(id, "CREATE TABLE t (x);\n" + script)
+        XCTAssertEqual(long.status, 200, String(decoding: long.data.prefix(500), as: UTF8.self))
+        XCTAssertEqual(long.json?["counts"]?["t"], 3000)
     }
 }
