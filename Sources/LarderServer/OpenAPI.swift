@@ -2,101 +2,261 @@ import LarderCore
 
 /// The OpenAPI 3.1 description served at `/openapi.json`, built from one
 /// table of operations so it stays in step with the routes (a test checks).
+///
+/// The schemas state the limits the server enforces (ranges, enums, which
+/// fields may be null, which combinations are refused) so that a generator
+/// such as schemathesis sends nothing the document allows and the server
+/// refuses, or the other way round. Limits that come from the configuration
+/// (`--query-row-limit`, `--query-timeout-ms`, `--wait-timeout-max-ms`) are
+/// taken from the `Configuration` the document is built for.
 enum OpenAPI {
+    /// One query parameter: its name and its JSON schema.
+    struct Parameter {
+        let name: String
+        let schema: JSONValue
+        var description: String? = nil
+    }
+
     struct Operation {
         let method: String
         let path: String
         let summary: String
         let success: Int
+        /// Error statuses this operation can answer besides those every
+        /// operation can (see `commonErrors`).
         let errors: [Int]
+        /// The component schema of the JSON request body.
         var body: String? = nil
-        var query: [(String, String)] = []
+        /// Whether a request without a body is refused (400).
+        var bodyRequired = false
+        var query: [Parameter] = []
         var contentType = "application/json"
+        /// The component schema of a JSON success answer.
+        var answer: String? = nil
+        var description: String? = nil
     }
 
-    static let operations: [Operation] = [
-        Operation(method: "get", path: "/health", summary: "Liveness and versions", success: 200, errors: []),
-        Operation(method: "get", path: "/metrics", summary: "Prometheus metrics", success: 200, errors: [401], contentType: "text/plain"),
-        Operation(method: "get", path: "/openapi.json", summary: "This document", success: 200, errors: []),
-        Operation(method: "get", path: "/", summary: "HTML dashboard", success: 200, errors: [401], contentType: "text/html"),
-        Operation(method: "get", path: "/templates", summary: "Every template of the fixtures directory", success: 200, errors: [401]),
-        Operation(method: "get", path: "/templates/{name}", summary: "One template with its migrations", success: 200, errors: [401, 404]),
-        Operation(method: "get", path: "/stores", summary: "Live stores, newest first", success: 200, errors: [400, 401],
-                  query: [("label", "string"), ("template", "string"), ("limit", "integer"), ("cursor", "string")]),
-        Operation(method: "post", path: "/stores", summary: "Create a store (JSON body, or a raw upload as application/vnd.sqlite3)", success: 201,
-                  errors: [400, 401, 404, 413, 415, 422, 429], body: "CreateStore",
-                  query: [("template", "string"), ("version", "string"), ("label", "string"), ("ttl_seconds", "integer")]),
-        Operation(method: "get", path: "/stores/{id}", summary: "One store", success: 200, errors: [401, 404]),
-        Operation(method: "patch", path: "/stores/{id}", summary: "Keep, relabel or extend a store", success: 200, errors: [400, 401, 404], body: "PatchStore"),
-        Operation(method: "delete", path: "/stores/{id}", summary: "Remove a store and its files", success: 204, errors: [401, 404, 409]),
-        Operation(method: "post", path: "/stores/{id}/fixtures", summary: "Load fixtures, SQL or rows, all or nothing", success: 200,
-                  errors: [400, 401, 404, 409, 422], body: "LoadFixtures"),
-        Operation(method: "post", path: "/stores/{id}/migrate", summary: "Migrate to a version", success: 200, errors: [400, 401, 404, 409, 422], body: "Migrate"),
-        Operation(method: "get", path: "/stores/{id}/migrations", summary: "Applied and pending migrations", success: 200, errors: [400, 401, 404]),
-        Operation(method: "get", path: "/stores/{id}/counts", summary: "Row counts; with wait=, a long poll", success: 200, errors: [400, 401, 404, 408],
-                  query: [("tables", "string"), ("wait", "string"), ("timeout_ms", "integer")]),
-        Operation(method: "get", path: "/stores/{id}/schema", summary: "Tables, columns, indexes, foreign keys, views, triggers", success: 200, errors: [401, 404]),
-        Operation(method: "post", path: "/stores/{id}/query", summary: "One sandboxed SQL statement", success: 200, errors: [400, 401, 403, 404, 408, 409, 422], body: "Query"),
-        Operation(method: "get", path: "/stores/{id}/artifact", summary: "The store as a streamed zip with a manifest", success: 200, errors: [400, 401, 404],
-                  query: [("compression", "string")], contentType: "application/zip"),
-        Operation(method: "get", path: "/stores/{id}/database", summary: "A consistent snapshot of the database", success: 200, errors: [401, 404],
-                  contentType: "application/vnd.sqlite3"),
-        Operation(method: "get", path: "/checks/migrations", summary: "Migration fixture health checks", success: 200, errors: [400, 401, 404, 422],
-                  query: [("template", "string"), ("format", "string")]),
-    ]
+    /// Statuses any operation can answer: a foreign `Origin` or `Host` (403
+    /// `forbidden`), a bug (500), shutting down (503); and, on every route but
+    /// `GET /health`, a missing token (401).
+    static func commonErrors(_ op: Operation) -> [Int] {
+        (op.path == "/health" ? [] : [401]) + [403, 500, 503]
+    }
 
-    static func schema(_ properties: [(String, JSONValue)]) -> JSONValue {
-        ["type": "object", "additionalProperties": false, "properties": .object(properties)]
+    static let ttl: JSONValue = ["type": ["integer", "null"], "minimum": 1, "maximum": 31_536_000,
+                                 "description": "Seconds until the store expires (1 s to 365 days); null or absent: the server's default."]
+
+    static func operations(_ c: Configuration) -> [Operation] {
+        [
+            Operation(method: "get", path: "/health", summary: "Liveness and versions", success: 200, errors: [], answer: "Health"),
+            Operation(method: "get", path: "/metrics", summary: "Prometheus metrics", success: 200, errors: [], contentType: "text/plain"),
+            Operation(method: "get", path: "/openapi.json", summary: "This document", success: 200, errors: []),
+            Operation(method: "get", path: "/", summary: "HTML dashboard", success: 200, errors: [], contentType: "text/html"),
+            Operation(method: "get", path: "/templates", summary: "Every template of the fixtures directory", success: 200, errors: [], answer: "TemplateList"),
+            Operation(method: "get", path: "/templates/{name}", summary: "One template with its migrations", success: 200, errors: [404], answer: "Template"),
+            Operation(method: "get", path: "/stores", summary: "Live stores, newest first", success: 200, errors: [400],
+                      query: [
+                          Parameter(name: "label", schema: string, description: "Only stores with this label."),
+                          Parameter(name: "template", schema: string, description: "Only stores made from this template."),
+                          Parameter(name: "limit", schema: ["type": "integer", "minimum": 1, "maximum": 10_000, "default": 100],
+                                    description: "Stores per page."),
+                          Parameter(name: "cursor", schema: ["type": "string", "pattern": "^\\+?0*[1-9][0-9]{0,17}$"],
+                                    description: "The `next_cursor` of the page before."),
+                      ], answer: "StoreList"),
+            Operation(method: "post", path: "/stores", summary: "Create a store (JSON body, or a raw upload as application/vnd.sqlite3)", success: 201,
+                      errors: [400, 404, 408, 413, 415, 422, 429, 507], body: "CreateStore", answer: "Store",
+                      description: "An empty body gives an empty store. A raw upload (`Content-Type: application/vnd.sqlite3`, a SQLite "
+                          + "database file as the body) takes the query parameters `template`, `version`, `label` and `ttl_seconds` "
+                          + "(1 to 31536000), which do what the JSON fields do; a JSON body takes no query parameters. An upload "
+                          + "that is not a SQLite database is a 400."),
+            Operation(method: "get", path: "/stores/{id}", summary: "One store", success: 200, errors: [404], answer: "Store"),
+            Operation(method: "patch", path: "/stores/{id}", summary: "Keep, relabel or extend a store", success: 200, errors: [400, 404, 413, 415],
+                      body: "PatchStore", answer: "Store"),
+            Operation(method: "delete", path: "/stores/{id}", summary: "Remove a store and its files", success: 204, errors: [404, 409]),
+            Operation(method: "post", path: "/stores/{id}/fixtures", summary: "Load fixtures, SQL or rows, all or nothing", success: 200,
+                      errors: [400, 404, 408, 409, 413, 415, 422, 429, 507], body: "LoadFixtures", bodyRequired: true, answer: "Loaded",
+                      description: "Named fixtures need a store made from a template (400 otherwise). SQL that reaches outside the store is a 403 `forbidden_sql`."),
+            Operation(method: "post", path: "/stores/{id}/migrate", summary: "Migrate to a version", success: 200,
+                      errors: [400, 404, 408, 409, 413, 415, 422, 429, 507], body: "Migrate", answer: "Migrated",
+                      description: "Needs a store made from a template (400 otherwise)."),
+            Operation(method: "get", path: "/stores/{id}/migrations", summary: "Applied and pending migrations", success: 200, errors: [400, 404],
+                      answer: "Migrations", description: "Needs a store made from a template (400 otherwise)."),
+            Operation(method: "get", path: "/stores/{id}/counts", summary: "Row counts; with wait=, a long poll", success: 200, errors: [400, 404, 408],
+                      query: [
+                          Parameter(name: "tables", schema: string,
+                                    description: "Comma-separated table names (a table the store does not have is a 400)."),
+                          Parameter(name: "wait", schema: ["type": "string", "pattern": .string("^" + condition + "(," + condition + ")*$"), "examples": ["artworks>=3"]],
+                                    description: "Comma-separated conditions `TABLE OP N`, OP one of >= > = <= <; the answer waits until all hold, or 408."),
+                          Parameter(name: "timeout_ms", schema: ["type": "integer", "minimum": 0, "maximum": .int(Int64(c.waitTimeoutMaxMs))],
+                                    description: "How long `wait` waits (default 30000, capped by --wait-timeout-max-ms); only with `wait` (400 otherwise)."),
+                      ], answer: "Counts"),
+            Operation(method: "get", path: "/stores/{id}/schema", summary: "Tables, columns, indexes, foreign keys, views, triggers", success: 200,
+                      errors: [400, 404], answer: "Schema"),
+            Operation(method: "post", path: "/stores/{id}/query", summary: "One sandboxed SQL statement", success: 200,
+                      errors: [400, 404, 408, 409, 413, 415, 422, 429, 507], body: "Query", bodyRequired: true, answer: "QueryResult",
+                      description: "SQL that reaches outside the store (ATTACH, VACUUM INTO, load_extension, unsafe PRAGMA, transaction control) is a 403 `forbidden_sql`."),
+            Operation(method: "get", path: "/stores/{id}/artifact", summary: "The store as a streamed zip with a manifest", success: 200,
+                      errors: [400, 404, 507],
+                      query: [Parameter(name: "compression", schema: ["type": "string", "enum": ["deflate", "store"], "default": "deflate"])],
+                      contentType: "application/zip"),
+            Operation(method: "get", path: "/stores/{id}/database", summary: "A consistent snapshot of the database", success: 200, errors: [400, 404, 507],
+                      contentType: "application/vnd.sqlite3"),
+            Operation(method: "get", path: "/checks/migrations", summary: "Migration fixture health checks", success: 200, errors: [400, 404, 422],
+                      query: [
+                          Parameter(name: "template", schema: templateName, description: "Check only this template."),
+                          Parameter(name: "format", schema: ["type": "string", "enum": ["json", "junit"], "default": "json"],
+                                    description: "`junit` answers JUnit XML (application/xml)."),
+                      ], answer: "CheckReport",
+                      description: "200 when every check passes, 422 (with the same report) when any fails."),
+        ]
+    }
+
+    /// The table the route test compares with the router (default limits).
+    static let operations = operations(Configuration())
+
+    /// One count condition of `wait`: a table, an operator, a whole number.
+    static let condition = " *[A-Za-z_][A-Za-z0-9_]* *(>=|<=|>|<|==?) *-?[0-9]{1,18} *"
+
+    static func object(_ properties: [(String, JSONValue)], required: [String] = [], extra: [(String, JSONValue)] = []) -> JSONValue {
+        var members: [(String, JSONValue)] = [("type", "object"), ("additionalProperties", false), ("properties", .object(properties))]
+        if !required.isEmpty { members.append(("required", JSONValue(required))) }
+        return .object(members + extra)
+    }
+
+    /// A response object: the listed members are required, more may come.
+    static func answer(_ properties: [(String, JSONValue)]) -> JSONValue {
+        ["type": "object", "required": JSONValue(properties.map(\.0)), "properties": .object(properties)]
     }
 
     static let string: JSONValue = ["type": "string"]
     static let nullableString: JSONValue = ["type": ["string", "null"]]
-    static let integer: JSONValue = ["type": "integer"]
+    static let boolean: JSONValue = ["type": "boolean"]
     static let strings: JSONValue = ["type": "array", "items": ["type": "string"]]
+    static let time: JSONValue = ["type": "string", "format": "date-time"]
+    static let counts: JSONValue = ["type": "object", "additionalProperties": ["type": "integer", "minimum": 0]]
+    /// What the catalog takes as a template name (no path tricks).
+    static let templatePattern: JSONValue = "^[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}$"
+    static let templateName: JSONValue = ["type": "string", "pattern": templatePattern]
+    static let storeID: JSONValue = ["type": "string", "pattern": "^[A-Za-z0-9_-]+$"]
+    static func ref(_ name: String) -> JSONValue { ["$ref": .string("#/components/schemas/\(name)")] }
 
-    static let document: JSONValue = {
+    static func schemas(_ c: Configuration) -> [(String, JSONValue)] {
+        let template: JSONValue = ["type": ["string", "null"], "pattern": templatePattern]
+        let isString: (String) -> JSONValue = { ["required": [.string($0)], "properties": [$0: ["type": "string"]]] }
+        let isNull: (String) -> JSONValue = { ["required": [.string($0)], "properties": [$0: ["type": "null"]]] }
+        return [
+            ("Error", ["type": "object", "required": ["error"], "properties": ["error": ["type": "object", "required": ["code", "message", "details"],
+                       "properties": ["code": ["type": "string", "enum": .array(LarderError.Code.allCases.map { .string($0.rawValue) })],
+                                      "message": string, "details": ["type": "object"]]]]]),
+            ("CreateStore", object([
+                ("template", template), ("version", ["type": ["string", "null"], "description": "\"latest\" (the default) or a version; null keeps a snapshot as it is."]),
+                ("snapshot", nullableString), ("fixtures", ["type": ["array", "null"], "items": ["type": "string"]]),
+                ("label", nullableString), ("ttl_seconds", ttl),
+            ], extra: [("allOf", [
+                // Without a template there is nothing to migrate, snapshot or load.
+                ["if": isString("template"), "else": ["not": ["required": ["version"]],
+                                                       "properties": ["snapshot": ["type": "null"], "fixtures": ["type": "null"]]]],
+                // `"version": null` keeps a snapshot as it is, so it needs one.
+                ["if": isNull("version"), "then": isString("snapshot")],
+            ]), ("examples", [[:], ["template": "gallery", "fixtures": ["artists", "artworks"], "label": "test_album_sync", "ttl_seconds": 600]])])),
+            ("PatchStore", object([("keep", ["type": ["boolean", "null"]]), ("ttl_seconds", ttl), ("label", nullableString)],
+                                 extra: [("examples", [["keep": true, "ttl_seconds": 86400]])])),
+            ("LoadFixtures", object([
+                ("fixtures", strings), ("sql", string),
+                ("rows", ["type": "object", "description": "Table name to rows, each row a non-empty object of columns.",
+                          "additionalProperties": ["type": "array", "items": ["type": "object", "minProperties": 1]]]),
+            ], extra: [("minProperties", 1), ("maxProperties", 1), ("description", "Exactly one of `fixtures`, `sql` and `rows`."),
+                      ("examples", [["sql": "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)"], ["rows": ["notes": [["body": "hello"]]]]])])),
+            ("Migrate", object([("to", ["type": ["string", "null"], "description": "\"latest\" (the default) or a version."])],
+                              extra: [("examples", [["to": "latest"]])])),
+            ("Query", object([
+                ("sql", ["type": "string", "minLength": 1, "description": "One SQL statement (blanks and comments alone are a 400, as are two statements)."]),
+                ("params", ["type": ["array", "object", "null"], "description": "Values for `?` (an array) or for named parameters (an object)."]),
+                ("max_rows", ["type": ["integer", "null"], "minimum": 1, "maximum": .int(Int64(c.queryRowLimit))]),
+                ("timeout_ms", ["type": ["integer", "null"], "minimum": 1, "maximum": .int(Int64(c.queryTimeoutMs))]),
+            ], required: ["sql"], extra: [("examples", [["sql": "SELECT name FROM sqlite_schema WHERE type = ?", "params": ["table"], "max_rows": 100]])])),
+            ("Health", answer([("status", ["type": "string", "enum": ["ok"]]), ("version", string), ("sqlite_version", string),
+                               ("stores", ["type": "integer", "minimum": 0])])),
+            ("Store", answer([
+                ("id", string), ("path", string), ("template", nullableString), ("version", nullableString),
+                ("label", nullableString), ("counts", counts), ("created_at", time), ("expires_at", time),
+                ("keep", boolean), ("size_bytes", ["type": "integer", "minimum": 0]),
+                ("links", ["type": "object", "additionalProperties": ["type": "string"]]),
+            ])),
+            ("StoreList", answer([("stores", ["type": "array", "items": ref("Store")]), ("next_cursor", nullableString)])),
+            ("TemplateList", answer([("templates", ["type": "array", "items": ["type": "object", "required": ["name"], "properties": ["name": string]]])])),
+            ("Template", answer([("name", string), ("format", string), ("versions", strings), ("latest", nullableString),
+                                 ("fixtures", strings), ("snapshots", strings), ("migrations", ["type": "array", "items": answer([
+                                     ("version", string), ("name", string), ("checksum", string)])])])),
+            ("Counts", answer([("counts", counts)])),
+            ("Schema", answer([("tables", ["type": "array", "items": answer([("name", string), ("columns", ["type": "array"])])])])),
+            ("QueryResult", answer([("columns", strings), ("rows", ["type": "array", "items": ["type": "array"]]),
+                                    ("changes", ["type": "integer", "minimum": 0]), ("truncated", boolean)])),
+            ("Loaded", answer([("loaded", strings), ("counts", counts)])),
+            ("Migrated", answer([("from", nullableString), ("to", nullableString), ("applied", ["type": "array", "items": answer([
+                ("version", string), ("name", string), ("ms", ["type": "number", "minimum": 0])])])])),
+            ("Migrations", answer([("version", nullableString), ("migrations", ["type": "array", "items": answer([
+                ("version", string), ("name", string), ("state", ["type": "string", "enum": ["applied", "pending"]])])])])),
+            ("CheckReport", answer([("passed", ["type": "integer", "minimum": 0]), ("failed", ["type": "integer", "minimum": 0]),
+                                    ("results", ["type": "array", "items": answer([("template", string), ("passed", boolean)])])])),
+        ]
+    }
+
+    static func operationID(_ op: Operation) -> String {
+        op.method + op.path.replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "{", with: "")
+            .replacingOccurrences(of: "}", with: "").replacingOccurrences(of: ".", with: "_")
+    }
+
+    static func responses(_ op: Operation) -> [(String, JSONValue)] {
+        let error: JSONValue = ["description": "Error", "content": ["application/json": ["schema": ref("Error")]]]
+        let schema: JSONValue = op.contentType == "application/json" ? (op.answer.map(ref) ?? ["type": "object"])
+            : (op.contentType.hasPrefix("text/") ? ["type": "string"] : ["type": "string", "format": "binary"])
+        var success: [(String, JSONValue)] = [(op.contentType, ["schema": schema])]
+        if op.path == "/checks/migrations" { success.append(("application/xml", ["schema": ["type": "string"]])) }
+        let deleted: JSONValue = ["description": "Deleted"], done: JSONValue = ["description": "Success", "content": .object(success)]
+        var responses: [(String, JSONValue)] = [(String(op.success), op.success == 204 ? deleted : done)]
+        for code in (op.errors + commonErrors(op)).sorted() {
+            // A failed migration check answers the report, not an error.
+            let failedCheck = op.path == "/checks/migrations" && code == 422
+            responses.append((String(code), failedCheck ? ["description": "Some checks failed", "content": .object(success)] : error))
+        }
+        return responses
+    }
+
+    /// The document for a server with this configuration.
+    static func document(for configuration: Configuration) -> JSONValue {
         var paths: [(String, [(String, JSONValue)])] = []
-        for op in operations {
-            let bodyType: JSONValue = .string(op.contentType == "application/json" ? "object" : "string")
-            let media: JSONValue = ["schema": ["type": bodyType]]
-            var responses: [(String, JSONValue)] = [(String(op.success), ["description": "Success", "content": .object([(op.contentType, media)])])]
-            if op.success == 204 { responses = [("204", ["description": "Deleted"])] }
-            for code in op.errors {
-                responses.append((String(code), ["description": "Error", "content": ["application/json": ["schema": ["$ref": "#/components/schemas/Error"]]]]))
-            }
+        for op in operations(configuration) {
             var parameters: [JSONValue] = []
             for segment in op.path.split(separator: "/") where segment.hasPrefix("{") {
-                parameters.append(["name": .string(String(segment.dropFirst().dropLast())), "in": "path", "required": true, "schema": string])
+                let name = String(segment.dropFirst().dropLast())
+                parameters.append(["name": .string(name), "in": "path", "required": true, "schema": name == "id" ? storeID : templateName])
             }
-            for (name, type) in op.query {
-                parameters.append(["name": .string(name), "in": "query", "required": false, "schema": ["type": .string(type)]])
+            for p in op.query {
+                var parameter: [(String, JSONValue)] = [("name", .string(p.name)), ("in", "query"), ("required", false), ("schema", p.schema)]
+                if let d = p.description { parameter.append(("description", .string(d))) }
+                parameters.append(.object(parameter))
             }
-            var operation: [(String, JSONValue)] = [("summary", .string(op.summary)), ("operationId", .string(op.method + op.path.replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "{", with: "").replacingOccurrences(of: "}", with: "").replacingOccurrences(of: ".", with: "_"))), ("responses", .object(responses))]
+            var operation: [(String, JSONValue)] = [("summary", .string(op.summary)), ("operationId", .string(operationID(op)))]
+            if let d = op.description { operation.append(("description", .string(d))) }
+            operation.append(("responses", .object(responses(op))))
             if !parameters.isEmpty { operation.append(("parameters", .array(parameters))) }
             if let body = op.body {
-                let reference: JSONValue = ["$ref": .string("#/components/schemas/\(body)")]
-                var content: [(String, JSONValue)] = [("application/json", ["schema": reference])]
+                var content: [(String, JSONValue)] = [("application/json", ["schema": ref(body)])]
                 if op.path == "/stores" { content.append(("application/vnd.sqlite3", ["schema": ["type": "string", "format": "binary"]])) }
-                operation.append(("requestBody", ["required": false, "content": .object(content)]))
+                operation.append(("requestBody", ["required": .bool(op.bodyRequired), "content": .object(content)]))
             }
             if let i = paths.firstIndex(where: { $0.0 == op.path }) { paths[i].1.append((op.method, .object(operation))) } else { paths.append((op.path, [(op.method, .object(operation))])) }
         }
-        let schemas: JSONValue = [
-            "Error": ["type": "object", "required": ["error"], "properties": ["error": ["type": "object", "required": ["code", "message", "details"],
-                      "properties": ["code": ["type": "string", "enum": .array(LarderError.Code.allCases.map { .string($0.rawValue) })], "message": string, "details": ["type": "object"]]]]],
-            "CreateStore": schema([("template", nullableString), ("version", nullableString), ("snapshot", nullableString), ("fixtures", strings),
-                                   ("label", nullableString), ("ttl_seconds", integer)]),
-            "PatchStore": schema([("keep", ["type": "boolean"]), ("ttl_seconds", integer), ("label", nullableString)]),
-            "LoadFixtures": schema([("fixtures", strings), ("sql", string), ("rows", ["type": "object"])]),
-            "Migrate": schema([("to", string)]),
-            "Query": schema([("sql", string), ("params", ["type": ["array", "object", "null"]]), ("max_rows", integer), ("timeout_ms", integer)]),
-        ]
         return [
             "openapi": "3.1.0",
             "info": ["title": "Larder", "version": .string(LarderVersion.current),
                      "description": "Isolated throwaway SQLite stores for test suites, over HTTP."],
             "paths": .object(paths.map { ($0.0, .object($0.1)) }),
-            "components": ["schemas": schemas, "securitySchemes": ["bearer": ["type": "http", "scheme": "bearer"]]],
+            "components": ["schemas": .object(schemas(configuration)), "securitySchemes": ["bearer": ["type": "http", "scheme": "bearer"]]],
         ]
-    }()
+    }
+
+    /// The document for the default configuration.
+    static let document = document(for: Configuration())
 }
