@@ -40,8 +40,11 @@ public enum FixtureLoader {
         }
     }
 
+    /// A fixture whose shape is wrong: a file's is a 422, inline rows are a malformed request (400).
     static func failed(_ item: Item, _ message: String, _ details: [(String, JSONValue)] = []) -> LarderError {
-        LarderError(.fixtureFailed, "fixture \(item.label) failed: \(message)", details: [("fixture", .string(item.label))] + details)
+        var inline = false
+        if case .rows = item { inline = true }
+        return LarderError(inline ? .badRequest : .fixtureFailed, "fixture \(item.label) failed: \(message)", details: [("fixture", .string(item.label))] + details)
     }
 
     static func apply(_ db: Connection, _ item: Item) throws {

@@ -17,7 +17,7 @@ extension StoreRegistry {
         try store.begin(exclusive, on: db)
         defer { store.end(exclusive, on: db) }
         let sizeBefore = store.sizeBytes
-        defer { noteGrowth(store.sizeBytes - sizeBefore) }
+        defer { if !store.isDeleted { noteGrowth(store.sizeBytes - sizeBefore) } }
         var pageLimit: Int64?
         do {
             pageLimit = try limitGrowth(db)

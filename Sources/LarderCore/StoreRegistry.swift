@@ -243,6 +243,18 @@ public final class StoreRegistry: Sendable {
         }
     }
 
+    /// Deletes every store labelled `label`, or whose label starts with
+    /// `prefix` (kept ones too); answers how many.
+    public func deleteAll(label: String? = nil, prefix: String? = nil) -> Int {
+        let doomed = live.withLock { l in
+            l.stores.values.filter { store in
+                guard let own = store.record.label else { return false }
+                return own == label || prefix.map { own.hasPrefix($0) } == true
+            }
+        }
+        return doomed.filter { (try? delete($0.id)) != nil }.count
+    }
+
     /// Deletes every store past its expiry that is not kept; answers their ids.
     @discardableResult
     public func reapExpired(now: Timestamp = .now) -> [String] {

@@ -69,6 +69,12 @@ enum OpenAPI {
                           + "database file as the body) takes the query parameters `template`, `version`, `label` and `ttl_seconds` "
                           + "(1 to 31536000), which do what the JSON fields do; a JSON body takes no query parameters. An upload "
                           + "that is not a SQLite database is a 400."),
+            Operation(method: "delete", path: "/stores", summary: "Remove every store with a label, or a label prefix (kept ones too)", success: 200,
+                      errors: [400],
+                      query: [
+                          Parameter(name: "label", schema: ["type": "string", "minLength": 1], description: "Stores with exactly this label."),
+                          Parameter(name: "label_prefix", schema: ["type": "string", "minLength": 1], description: "Stores whose label starts with this."),
+                      ], answer: "Deleted", description: "`label`, `label_prefix`, or both (a store matching either goes); neither is a 400."),
             Operation(method: "get", path: "/stores/{id}", summary: "One store", success: 200, errors: [404], answer: "Store"),
             Operation(method: "patch", path: "/stores/{id}", summary: "Keep, relabel or extend a store", success: 200, errors: [400, 404, 413, 415],
                       body: "PatchStore", answer: "Store"),
@@ -129,6 +135,9 @@ enum OpenAPI {
     }
 
     static let string: JSONValue = ["type": "string"]
+    /// SQL: any text but a NUL character (SQLite would stop reading there; a 400).
+    static let noNUL: JSONValue = "^[^\\u0000]*$"
+    static let sql: JSONValue = ["type": "string", "pattern": noNUL]
     static let nullableString: JSONValue = ["type": ["string", "null"]]
     static let boolean: JSONValue = ["type": "boolean"]
     static let strings: JSONValue = ["type": "array", "items": ["type": "string"]]
@@ -162,7 +171,7 @@ enum OpenAPI {
             ("PatchStore", object([("keep", ["type": ["boolean", "null"]]), ("ttl_seconds", ttl), ("label", nullableString)],
                                  extra: [("examples", [["keep": true, "ttl_seconds": 86400]])])),
             ("LoadFixtures", object([
-                ("fixtures", strings), ("sql", string),
+                ("fixtures", strings), ("sql", sql),
                 ("rows", ["type": "object", "description": "Table name to rows, each row a non-empty object of columns.",
                           "additionalProperties": ["type": "array", "items": ["type": "object", "minProperties": 1]]]),
             ], extra: [("minProperties", 1), ("maxProperties", 1), ("description", "Exactly one of `fixtures`, `sql` and `rows`."),
@@ -170,7 +179,8 @@ enum OpenAPI {
             ("Migrate", object([("to", ["type": ["string", "null"], "description": "\"latest\" (the default) or a version."])],
                               extra: [("examples", [["to": "latest"]])])),
             ("Query", object([
-                ("sql", ["type": "string", "minLength": 1, "description": "One SQL statement (blanks and comments alone are a 400, as are two statements)."]),
+                ("sql", ["type": "string", "minLength": 1, "pattern": noNUL,
+                         "description": "One SQL statement (blanks and comments alone are a 400, as are two statements, or a NUL character)."]),
                 ("params", ["type": ["array", "object", "null"], "description": "Values for `?` (an array) or for named parameters (an object)."]),
                 ("max_rows", ["type": ["integer", "null"], "minimum": 1, "maximum": .int(Int64(c.queryRowLimit))]),
                 ("timeout_ms", ["type": ["integer", "null"], "minimum": 1, "maximum": .int(Int64(c.queryTimeoutMs))]),
@@ -192,6 +202,7 @@ enum OpenAPI {
             ("Schema", answer([("tables", ["type": "array", "items": answer([("name", string), ("columns", ["type": "array"])])])])),
             ("QueryResult", answer([("columns", strings), ("rows", ["type": "array", "items": ["type": "array"]]),
                                     ("changes", ["type": "integer", "minimum": 0]), ("truncated", boolean)])),
+            ("Deleted", answer([("deleted", ["type": "integer", "minimum": 0])])),
             ("Loaded", answer([("loaded", strings), ("counts", counts)])),
             ("Migrated", answer([("from", nullableString), ("to", nullableString), ("applied", ["type": "array", "items": answer([
                 ("version", string), ("name", string), ("ms", ["type": "number", "minimum": 0])])])])),

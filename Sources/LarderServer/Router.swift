@@ -40,11 +40,13 @@ final class Router: Sendable {
     func route(_ request: Request) -> Reply {
         let started = monotonicNanos()
         let segments = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
-        let requestID = "r\(requestCounter.wrappingAdd(1, ordering: .relaxed).newValue)"
+        let requestID = Router.requestID(given: request.header("x-request-id")) { "r\(requestCounter.wrappingAdd(1, ordering: .relaxed).newValue)" }
         var name = "unmatched"
         let finish: @Sendable (String, Response) -> Response = { [services] name, response in
             services.metrics.record(route: name, status: response.status, seconds: Double(monotonicNanos() - started) / 1e9)
-            return response
+            var answered = response
+            answered.addHeader("X-Request-Id", requestID)
+            return answered
         }
         do {
             // Who may ask comes before what exists: no probing of routes
@@ -82,6 +84,16 @@ final class Router: Sendable {
         } catch {
             return .now(finish(name, errorResponse(larderError(error, requestID: requestID))))
         }
+    }
+
+    /// The client's own request id when it is a sane one (1 to 128 of
+    /// `A-Z a-z 0-9 . _ : -`), else a new one.
+    static func requestID(given: String?, make: () -> String) -> String {
+        if let given, (1...128).contains(given.utf8.count),
+           given.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A) || $0 == 0x2E || $0 == 0x5F || $0 == 0x3A || $0 == 0x2D }) {
+            return given
+        }
+        return make()
     }
 
     /// Every route's name and methods (for the OpenAPI test).

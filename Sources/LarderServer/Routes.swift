@@ -10,7 +10,7 @@ extension Router {
             routes.append(Route(name: name, pattern: pattern, methods: methods))
         }
         add("/", ["GET": { _, _ in .now(Response(status: 200, contentType: "text/html; charset=utf-8", bytes: Array(Dashboard.page(s).utf8))) }])
-        add("/openapi.json", ["GET": { _, _ in .now(json(200, OpenAPI.document)) }])
+        add("/openapi.json", ["GET": { _, _ in .now(Response(status: 200, contentType: jsonType, bytes: s.openAPI)) }])
         add("/health", ["GET": { _, _ in .now(json(200, ServiceRoutes.health(s))) }])
         add("/metrics", ["GET": { _, _ in .now(ServiceRoutes.metrics(s)) }])
         add("/templates", ["GET": { _, _ in try TemplateRoutes.list(s) }])
@@ -24,7 +24,11 @@ extension Router {
         add("/stores/{id}/artifact", ["GET": { r, p in try ArtifactRoutes.artifact(s, r, p[0]) }])
         add("/stores/{id}/database", ["GET": { r, p in try ArtifactRoutes.database(s, r, p[0]) }])
         add("/checks/migrations", ["GET": { r, _ in try CheckRoutes.migrations(s, r) }])
-        add("/stores", ["GET": { r, _ in try StoreRoutes.list(s, r) }, "POST": { r, _ in try StoreRoutes.create(s, r) }])
+        add("/stores", [
+            "GET": { r, _ in try StoreRoutes.list(s, r) },
+            "POST": { r, _ in try StoreRoutes.create(s, r) },
+            "DELETE": { r, _ in try StoreRoutes.deleteAll(s, r) },
+        ])
         add("/stores/{id}", [
             "GET": { _, p in try StoreRoutes.show(s, p[0]) },
             "PATCH": { r, p in try StoreRoutes.patch(s, r, p[0]) },

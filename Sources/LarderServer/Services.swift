@@ -12,6 +12,8 @@ final class Services: Sendable {
     let editor: StoreEditor
     let waiter = CountWaiter()
     let origins: Origins
+    /// `/openapi.json` with this server's limits, made once.
+    let openAPI: [UInt8]
     let metrics = Metrics()
     let baseURL = Mutex<String>("")
     let startedAt = Timestamp.now
@@ -27,6 +29,7 @@ final class Services: Sendable {
     init(configuration: Configuration) throws {
         self.configuration = configuration
         origins = Origins(configuration: configuration)
+        openAPI = OpenAPI.document(for: configuration).serialized()
         registry = try StoreRegistry(configuration: configuration)
         catalog = Catalog(directory: configuration.fixtures)
         cache = TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory,

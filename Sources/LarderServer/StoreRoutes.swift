@@ -67,6 +67,16 @@ enum StoreRoutes {
         }
     }
 
+    /// `DELETE /stores?label=L` or `?label_prefix=P` (both: either matches): a whole suite's stores at once.
+    static func deleteAll(_ s: Services, _ request: Request) throws -> Outcome {
+        try request.checkQuery(allowed: ["label", "label_prefix"])
+        let label = request.queryValue("label"), prefix = request.queryValue("label_prefix")
+        guard label != nil || prefix != nil, label?.isEmpty != true, prefix?.isEmpty != true else {
+            throw LarderError(.badRequest, "say which stores to delete: 'label' or 'label_prefix' (both: stores matching either), not empty")
+        }
+        return .later { json(200, ["deleted": .int(Int64(s.registry.deleteAll(label: label, prefix: prefix)))]) }
+    }
+
     static func show(_ s: Services, _ id: String) throws -> Outcome {
         .now(json(200, try render(s, try s.registry.get(id), counts: nil)))
     }

@@ -74,6 +74,7 @@ public final class Connection: @unchecked Sendable {
     /// Each statement knows whether it is transaction control, as SQLite's
     /// authorizer saw it while preparing.
     public func forEachStatement(in sql: String, _ body: (Statement) throws -> Void) throws {
+        try Connection.refuseNUL(sql)
         var bytes = Array(sql.utf8)
         bytes.append(0)
         try bytes.withUnsafeBufferPointer { buffer in
@@ -183,6 +184,11 @@ public final class Connection: @unchecked Sendable {
         }
     }
 
+    /// SQLite stops reading SQL at a NUL: the rest would be dropped unseen.
+    static func refuseNUL(_ sql: String) throws {
+        if sql.utf8.contains(0) { throw SQLiteError(code: SQLITE_MISUSE, message: "the SQL holds a NUL character", statement: sql) }
+    }
+
     static func firstStatementText(_ sql: String) -> String {
         let trimmed = sql.trimmingCharacters(in: .whitespacesAndNewlines)
         if let end = trimmed.firstIndex(of: ";") { return String(trimmed[...end]) }
@@ -195,6 +201,7 @@ extension Connection {
     /// Prepares `sql`, which must hold exactly one statement (comments and
     /// whitespace around it are fine).
     public func prepareSingle(_ sql: String) throws -> Statement {
+        try Connection.refuseNUL(sql)
         var bytes = Array(sql.utf8)
         bytes.append(0)
         return try bytes.withUnsafeBufferPointer { buffer in

@@ -130,6 +130,52 @@ final class HostileInputTests: XCTestCase {
         }
     }
 
+    func testNULInSQLAndMisshapenRowsAreMalformedRequests() async throws {
+        let server = try TestServer()
+        let id = try await server.create()
+        let query = try await server.request("POST", "/stores/\(id)/query", json: #"{"sql": "SELECT 1\u0000; DROP TABLE artworks; SELECT 2"}"#)
+        XCTAssertEqual(query.status, 400, String(decoding: query.data, as: UTF8.self))
+        let fixture = try await server.request("POST", "/stores/\(id)/fixtures", json: #"{"sql": "CREATE TABLE t (a)\u0000 this is not SQL"}"#)
+        XCTAssertEqual(fixture.status, 400, String(decoding: fixture.data, as: UTF8.self))
+        for rows in [#"{"rows": {"albums": {}}}"#, #"{"rows": {"albums": [5]}}"#, #"{"rows": {"albums": [{}]}}"#] {
+            let answer = try await server.request("POST", "/stores/\(id)/fixtures", json: rows)
+            XCTAssertEqual(answer.status, 400, rows + " → " + String(decoding: answer.data, as: UTF8.self))
+        }
+        let schema = try await server.request("GET", "/stores/\(id)/schema")
+        XCTAssertTrue(schema.json?["tables"]?.arrayValue?.contains { $0["name"] == "artworks" } == true)
+    }
+
+    func testEveryAnswerCarriesARequestID() async throws {
+        let server = try TestServer()
+        let own = try await server.request("GET", "/health", headers: ["X-Request-Id": "ci-job-42.step:7"])
+        XCTAssertEqual(own.headers["x-request-id"], "ci-job-42.step:7")
+        let made = try await server.request("GET", "/stores/st_nope")
+        XCTAssertEqual(made.status, 404)
+        XCTAssertFalse((made.headers["x-request-id"] ?? "").isEmpty)
+        let odd = try await server.request("GET", "/health", headers: ["X-Request-Id": "not <sane>"])
+        XCTAssertNotEqual(odd.headers["x-request-id"], "not <sane>")
+    }
+
+    func testDeleteByLabelOrPrefix() async throws {
+        let server = try TestServer()
+        for label in ["suite-a-1", "suite-a-2", "suite-b", "other"] {
+            _ = try await server.create(#"{"label": "\#(label)"}"#)
+        }
+        _ = try await server.create("{}")
+        let missing = try await server.request("DELETE", "/stores")
+        XCTAssertEqual(missing.status, 400)
+        let empty = try await server.request("DELETE", "/stores?label=")
+        XCTAssertEqual(empty.status, 400)
+        let exact = try await server.request("DELETE", "/stores?label=other")
+        XCTAssertEqual(exact.json?["deleted"], 1)
+        let prefix = try await server.request("DELETE", "/stores?label_prefix=suite-a-")
+        XCTAssertEqual(prefix.json?["deleted"], 2)
+        let left = try await server.request("GET", "/stores")
+        XCTAssertEqual(left.json?["stores"]?.arrayValue?.count, 2)
+        let either = try await server.request("DELETE", "/stores?label=suite-b&label_prefix=nothing-")
+        XCTAssertEqual(either.json?["deleted"], 1)
+    }
+
     func testUploadWithATriggerBombIsStoppedAndLeavesNothing() async throws {
         let server = try TestServer { $0.operationTimeoutMs = 300 }
         let scratch = NSTemporaryDirectory() + "larder-upload-\(UUID().uuidString).sqlite"
