@@ -2,28 +2,17 @@ import Foundation
 import SQLite
 
 /// Runs one untrusted statement on a store's connection with the sandbox
-/// enforced. The rows go straight into their JSON text, bounded in count and
-/// in bytes, so a query of huge values costs at most the bound in memory.
+/// enforced. The rows go straight into the answer's JSON text, bounded in
+/// count and in bytes, so a query of huge values costs about the bound in memory.
 public enum QueryRunner {
     public struct Result: Sendable {
         public var columns: [String]
-        /// The rows as a JSON array of arrays (BLOBs as `{"base64": ...}`).
-        public var rowsJSON: [UInt8]
+        /// The whole answer of `POST /query` as JSON text, written as the rows
+        /// came (BLOBs as `{"base64": ...}`): `columns`, `rows`, `changes`, `truncated`.
+        public var answer: [UInt8]
         public var rowCount: Int
         public var changes: Int
         public var truncated: Bool
-
-        /// The whole answer of `POST /query`.
-        public var answer: [UInt8] {
-            var out: [UInt8] = []
-            out.reserveCapacity(rowsJSON.count + 128)
-            out += Array(#"{"columns":"#.utf8)
-            JSONValue(columns).write(to: &out, indent: nil, level: 0)
-            out += Array(#","rows":"#.utf8)
-            out += rowsJSON
-            out += Array(#","changes":\#(changes),"truncated":\#(truncated)}"#.utf8)
-            return out
-        }
     }
 
     public static func run(_ db: Connection, sql: String, parameters: JSONValue?, rowLimit: Int, maxBytes: Int) throws -> Result {
@@ -38,14 +27,17 @@ public enum QueryRunner {
                 let statement = try db.prepareSingle(sql)
                 try bind(statement, parameters)
                 let columns = statement.columnNames
-                var out: [UInt8] = [UInt8(ascii: "[")]
+                var out = Array(#"{"columns":"#.utf8)
+                JSONValue(columns).write(to: &out, indent: nil, level: 0)
+                out += Array(#","rows":["#.utf8)
+                let firstRow = out.count
                 var rowCount = 0
                 var truncated = false
                 while try statement.step() {
                     // Sizes are known before any value is copied out of SQLite.
                     let size = (0..<columns.count).reduce(2) { $0 + encodedSize(statement, $1) + 1 }
-                    if rowCount >= rowLimit || out.count + size + 1 > maxBytes { truncated = true; break }
-                    if rowCount > 0 { out.append(UInt8(ascii: ",")) }
+                    if rowCount >= rowLimit || out.count + size + 64 > maxBytes { truncated = true; break }
+                    if out.count > firstRow { out.append(UInt8(ascii: ",")) }
                     out.append(UInt8(ascii: "["))
                     for i in 0..<columns.count {
                         if i > 0 { out.append(UInt8(ascii: ",")) }
@@ -54,9 +46,9 @@ public enum QueryRunner {
                     out.append(UInt8(ascii: "]"))
                     rowCount += 1
                 }
-                out.append(UInt8(ascii: "]"))
-                return Result(columns: columns, rowsJSON: out, rowCount: rowCount,
-                              changes: statement.isReadOnly ? 0 : db.changes, truncated: truncated)
+                let changes = statement.isReadOnly ? 0 : db.changes
+                out += Array(#"],"changes":\#(changes),"truncated":\#(truncated)}"#.utf8)
+                return Result(columns: columns, answer: out, rowCount: rowCount, changes: changes, truncated: truncated)
             }
         } catch let error as SQLiteError {
             // Denied functions fail as plain errors; the authorizer noted them.
