@@ -28,6 +28,8 @@ public enum QueryRunner {
                 try bind(statement, parameters)
                 let columns = statement.columnNames
                 var out = Array(#"{"columns":"#.utf8)
+                // Pages are touched only as they are written: no copies as it grows.
+                out.reserveCapacity(maxBytes)
                 JSONValue(columns).write(to: &out, indent: nil, level: 0)
                 out += Array(#","rows":["#.utf8)
                 let firstRow = out.count
@@ -41,7 +43,14 @@ public enum QueryRunner {
                     out.append(UInt8(ascii: "["))
                     for i in 0..<columns.count {
                         if i > 0 { out.append(UInt8(ascii: ",")) }
-                        json(statement.column(i)).write(to: &out, indent: nil, level: 0)
+                        if statement.columnType(i) == .blob {
+                            // Straight from SQLite's buffer into the answer.
+                            out += Array(#"{"base64":""#.utf8)
+                            statement.withBlob(i) { Base64.append($0, to: &out) }
+                            out += Array(#""}"#.utf8)
+                        } else {
+                            json(statement.column(i)).write(to: &out, indent: nil, level: 0)
+                        }
                     }
                     out.append(UInt8(ascii: "]"))
                     rowCount += 1

@@ -103,6 +103,14 @@ public final class Statement {
         }
     }
 
+    /// The bytes of a BLOB column of the current row, without copying them
+    /// (valid only inside `body`).
+    public func withBlob<T>(_ index: Int, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+        let i = Int32(index)
+        let p = sqlite3_column_blob(handle, i)
+        return try body(UnsafeRawBufferPointer(start: p, count: p == nil ? 0 : Int(sqlite3_column_bytes(handle, i))))
+    }
+
     /// The size in bytes of a TEXT or BLOB column of the current row, without copying it.
     public func columnByteCount(_ index: Int) -> Int { Int(sqlite3_column_bytes(handle, Int32(index))) }
 

@@ -211,6 +211,15 @@ final class HostileInputTests: XCTestCase {
         XCTAssertEqual(rows.first?.arrayValue?[1]["base64"]?.stringValue.flatMap { Data(base64Encoded: $0)?.count }, 2_000_000)
     }
 
+    func testBlobsComeBackAsStandardBase64() async throws {
+        let server = try TestServer()
+        let id = try await server.create("{}")
+        let answer = try await server.request("POST", "/stores/\(id)/query", json: #"{"sql": "SELECT x'', x'00', x'0102', x'010203', x'01020304', x'FFFEFDFC7F'"}"#)
+        let row = answer.json?["rows"]?.arrayValue?.first?.arrayValue ?? []
+        let decoded = row.map { $0["base64"]?.stringValue.flatMap { Data(base64Encoded: $0) }.map { Array($0) } }
+        XCTAssertEqual(decoded, [[], [0], [1, 2], [1, 2, 3], [1, 2, 3, 4], [0xFF, 0xFE, 0xFD, 0xFC, 0x7F]])
+    }
+
     func testWritesIntoAStoreCountAgainstTheDiskQuota() async throws {
         let server = try TestServer { $0.maxDiskBytes = 2 << 20 }
         let id = try await server.create("{}")
