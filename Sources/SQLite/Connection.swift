@@ -93,6 +93,7 @@ public final class Connection: @unchecked Sendable {
                 guard let stmt else { break } // only whitespace or comments left
                 let statement = Statement(handle: stmt, connection: self)
                 statement.isTransactionControl = guardState.sawTransactionControl
+                try refuseVacuumInto(statement)
                 try body(statement)
                 guard let tail, tail > cursor else { break }
                 cursor = tail
@@ -212,6 +213,7 @@ extension Connection {
             guard rc == SQLITE_OK else { throw SQLiteError(connection: handle, code: rc, statement: sql) }
             guard let stmt else { throw SQLiteError(code: SQLITE_MISUSE, message: "no statement in the SQL", statement: sql) }
             let statement = Statement(handle: stmt, connection: self)
+            try refuseVacuumInto(statement)
             if let tail, tail.pointee != 0 {
                 var next: OpaquePointer?
                 let rc2 = sqlite3_prepare_v2(handle, tail, -1, &next, nil)
@@ -221,6 +223,24 @@ extension Connection {
                 }
             }
             return statement
+        }
+    }
+}
+
+extension Connection {
+    /// `VACUUM INTO` writes a file, but SQLite's authorizer sees that only
+    /// when it runs (as an ATTACH), and inside a transaction it fails before
+    /// that. While untrusted SQL is prepared, its compiled program says:
+    /// an `OP_Vacuum` with an INTO register is refused like an ATTACH.
+    func refuseVacuumInto(_ statement: Statement) throws {
+        guard guardState.enforcing, !statement.isReadOnly, statement.columnCount == 0 else { return }
+        var explain: OpaquePointer?
+        guard sqlite3_prepare_v2(handle, "EXPLAIN " + statement.sql, -1, &explain, nil) == SQLITE_OK, let explain else { return }
+        defer { sqlite3_finalize(explain) }
+        while sqlite3_step(explain) == SQLITE_ROW {
+            guard let opcode = sqlite3_column_text(explain, 1), String(cString: opcode) == "Vacuum", sqlite3_column_int(explain, 3) != 0 else { continue }
+            guardState.refusal = "VACUUM INTO (it writes a file outside the store)"
+            throw SQLiteError(code: SQLITE_AUTH, message: "not authorized: VACUUM INTO", statement: statement.sql)
         }
     }
 }

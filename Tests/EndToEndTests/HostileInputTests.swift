@@ -63,6 +63,30 @@ final class HostileInputTests: XCTestCase {
         XCTAssertEqual(ok.json?["counts"]?["albums"], 1)
     }
 
+    /// One list of escapes for every path that takes a client's SQL.
+    func testEveryPathThatTakesSQLRefusesTheSameEscapes() async throws {
+        let server = try TestServer()
+        let id = try await server.create()
+        let outside = NSTemporaryDirectory() + "larder-escape-\(UUID().uuidString).sqlite"
+        let escapes = [
+            "ATTACH \(sqlLiteral(outside)) AS x", "VACUUM INTO \(sqlLiteral(outside))", "DETACH DATABASE main",
+            "BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT s", "RELEASE s", "END",
+            "SELECT load_extension('libc.so.6')", "SELECT fts3_tokenizer('simple')",
+            "PRAGMA writable_schema = 1", "PRAGMA journal_mode = DELETE", "PRAGMA user_version = 7", "PRAGMA query_only = 0",
+        ]
+        for sql in escapes {
+            let query = try await server.request("POST", "/stores/\(id)/query", json: JSONValue.object([("sql", .string(sql))]).jsonText)
+            XCTAssertEqual(query.status, 403, "query: " + sql + " → " + String(decoding: query.data, as: UTF8.self))
+            let fixture = try await server.fixtureSQL(id, "INSERT INTO albums (title) VALUES ('x'); " + sql + ";")
+            XCTAssertEqual(fixture.status, 403, "fixture: " + sql + " → " + String(decoding: fixture.data, as: UTF8.self))
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: outside))
+        let counts = try await server.request("GET", "/stores/\(id)/counts?tables=albums")
+        XCTAssertEqual(counts.json?["counts"]?["albums"], 0)
+        let version = try await server.request("POST", "/stores/\(id)/query", json: #"{"sql": "PRAGMA user_version"}"#)
+        XCTAssertEqual(version.json?["rows"]?.arrayValue?.first?.arrayValue?.first, 6)
+    }
+
     func testEndlessSQLIsStoppedAndTheStoreStaysUsable() async throws {
         let server = try TestServer { $0.operationTimeoutMs = 300; $0.queryTimeoutMs = 300 }
         let id = try await server.create()
