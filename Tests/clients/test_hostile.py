@@ -149,7 +149,7 @@ class HostileTests(unittest.TestCase):
                 slow.append(s)
             except OSError:
                 pass
-        stop = time.time() + 6
+        stop = time.time() + 7
         def trickle():
             while time.time() < stop:
                 for s in slow:
@@ -160,7 +160,7 @@ class HostileTests(unittest.TestCase):
                 time.sleep(0.5)
         t = threading.Thread(target=trickle, daemon=True)
         t.start()
-        time.sleep(3.5)  # past the header deadline, while they still trickle
+        time.sleep(4.5)  # past the header deadline (2 s, swept every second), while they still trickle
         started = time.time()
         status, _ = self.request("GET", "/health", timeout=5)
         self.assertEqual(status, 200)
