@@ -51,11 +51,12 @@ public final class DatabaseSnapshot: @unchecked Sendable {
     public func checksums() throws -> (sha256: String, crc32: UInt32) {
         let hash = SHA256()
         var crc: UInt32 = 0
-        let read = reader()
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var offset: UInt64 = 0
         while true {
-            let n = try buffer.withUnsafeMutableBytes { try read($0) }
+            let n = try buffer.withUnsafeMutableBytes { try read(into: $0, at: offset) }
             if n == 0 { break }
+            offset += UInt64(n)
             buffer.withUnsafeBytes { raw in
                 let slice = UnsafeRawBufferPointer(rebasing: raw[0..<n])
                 hash.update(slice)
@@ -83,19 +84,5 @@ public final class DatabaseSnapshot: @unchecked Sendable {
             done += n
         }
         return done
-    }
-
-    /// A reader over the snapshot from the start, for `ZipWriter.add`.
-    public func reader() -> (UnsafeMutableRawBufferPointer) throws -> Int {
-        var offset: UInt64 = 0
-        let fd = descriptor
-        return { buffer in
-            while true {
-                let n = pread(fd, buffer.baseAddress, buffer.count, off_t(offset))
-                if n < 0 { if errno == EINTR { continue }; throw FileSystem.Failure("cannot read snapshot", "") }
-                offset += UInt64(n)
-                return n
-            }
-        }
     }
 }
