@@ -8,8 +8,11 @@ let package = Package(
         .executable(name: "larder", targets: ["larder"]),
     ],
     dependencies: [
-        // The only Swift dependency: the command line (`larder serve`, `larder check`).
+        // The command line (`larder serve`, `larder check`).
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        // Logging: the ecosystem's API (levels, metadata, pluggable handlers), so
+        // an embedding app or a test can route Larder's logs where it wants.
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3",
@@ -20,14 +23,15 @@ let package = Package(
         .target(name: "SQLite", dependencies: ["CSQLite"]),
         .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD"]),
         .target(name: "LarderCore", dependencies: ["SQLite", "CSystem"]),
-        .target(name: "LarderServer", dependencies: ["LarderCore", "MicroHTTP", "SQLite"]),
+        .target(name: "LarderServer", dependencies: ["LarderCore", "MicroHTTP", "SQLite", .product(name: "Logging", package: "swift-log")]),
         .executableTarget(name: "larder", dependencies: [
             "LarderServer", "LarderCore",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite"]),
         .testTarget(name: "LarderCoreTests", dependencies: ["LarderCore", "SQLite"]),
-        .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "MicroHTTP", "LarderCore"]),
+        .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "MicroHTTP", "LarderCore", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "EndToEndTests", dependencies: ["LarderServer", "LarderCore", "SQLite"]),
     ],
     swiftLanguageModes: [.v6]

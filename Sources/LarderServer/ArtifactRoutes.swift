@@ -11,7 +11,8 @@ enum ArtifactRoutes {
         return String(label.prefix(80)) + "-" + record.id + "." + ext
     }
 
-    static func artifact(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
+    static func artifact(_ s: Services, _ request: Request, _ context: RouteContext) throws -> Outcome {
+        let id = context["id"]
         try request.checkQuery(allowed: ["compression"])
         let method: ZipWriter.Method
         switch request.queryValue("compression") ?? "deflate" {
@@ -30,7 +31,7 @@ enum ArtifactRoutes {
                 snapshot = try DatabaseSnapshot(store: store, temporaryDirectory: s.registry.temporaryDirectory)
                 stream = try BodyStream(spoolDirectory: s.registry.temporaryDirectory)
             } catch {
-                respond(errorResponse(larderError(error, requestID: "artifact-\(id)")))
+                respond(errorResponse(larderError(error, requestID: context.requestID, logger: context.logger)))
                 return
             }
             let record = store.record
@@ -53,7 +54,7 @@ enum ArtifactRoutes {
                             if try writer.step() { stream.finish(); return }
                         } while stream.wantsMore()
                     } catch {
-                        if !(error is BodyStream.Cancelled) { logLine("artifact of \(id) failed: \(error)") }
+                        if !(error is BodyStream.Cancelled) { context.logger.error("artifact failed", metadata: ["store": .string(id), "error": .string("\(error)")]) }
                         stream.fail()
                     }
                 }

@@ -1,5 +1,6 @@
 import Foundation
 import LarderCore
+import Logging
 import MicroHTTP
 import SQLite
 import Synchronization
@@ -13,11 +14,15 @@ public final class LarderApp: Sendable {
     private let reaper: Reaper
 
     public var registry: StoreRegistry { services.registry }
+    /// Where the server logs (for the command line's own lines).
+    public var logger: Logger { services.logger }
 
-    public init(configuration: Configuration) throws {
+    /// `logger`: where the server logs; by default standard error in the
+    /// configured format and level.
+    public init(configuration: Configuration, logger: Logger? = nil) throws {
         try configuration.validate()
         self.configuration = configuration
-        services = try Services(configuration: configuration)
+        services = try Services(configuration: configuration, logger: logger)
         var settings = Server.Settings()
         settings.host = configuration.host
         settings.port = UInt16(configuration.port)
@@ -30,10 +35,8 @@ public final class LarderApp: Sendable {
         // On loopback every client has the same address.
         settings.connectionsPerAddress = configuration.listensOnLoopbackOnly ? 0 : configuration.connectionsPerAddress
         let router = Router(services: services)
-        server = Server(settings: settings, handler: { request in router.route(request) }, errorBody: { status, code, message in
-            errorResponse(LarderError(LarderError.Code(rawValue: code) ?? .internalError, message))
-        })
-        reaper = Reaper(registry: services.registry, intervalSeconds: configuration.reapIntervalSeconds)
+        server = Server(settings: settings, handler: { request in router.route(request) }, refuse: { errorResponse(LarderError(refusal: $0)) })
+        reaper = Reaper(registry: services.registry, intervalSeconds: configuration.reapIntervalSeconds, logger: services.logger)
     }
 
     /// Starts listening; `port` and `baseURL` are known afterwards.
@@ -63,12 +66,14 @@ public final class LarderApp: Sendable {
 final class Reaper: Sendable {
     let registry: StoreRegistry
     let intervalSeconds: Int
+    let logger: Logger
     private let condition = NSCondition()
     private let stopped = Mutex(false)
 
-    init(registry: StoreRegistry, intervalSeconds: Int) {
+    init(registry: StoreRegistry, intervalSeconds: Int, logger: Logger) {
         self.registry = registry
         self.intervalSeconds = intervalSeconds
+        self.logger = logger
     }
 
     func start() {
@@ -79,7 +84,7 @@ final class Reaper: Sendable {
                 condition.unlock()
                 if stopped.withLock({ $0 }) { return }
                 let removed = registry.reapExpired()
-                if !removed.isEmpty { logLine("reaped \(removed.count) expired store(s)") }
+                if !removed.isEmpty { logger.info("reaped expired stores", metadata: ["stores": "\(removed.count)"]) }
                 registry.refreshDiskUsage()
             }
         }

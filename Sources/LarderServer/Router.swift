@@ -1,5 +1,6 @@
 import Foundation
 import LarderCore
+import Logging
 import MicroHTTP
 import SQLite
 import Synchronization
@@ -14,8 +15,19 @@ enum Outcome {
     case whenReady(@Sendable (@escaping @Sendable (Response) -> Void) -> Void)
 }
 
-/// One route's handler: the request, the path's parameters.
-typealias RouteHandler = @Sendable (Request, [String]) throws -> Outcome
+/// What a handler knows of its request besides the request itself: the
+/// path's named parameters, the request id, and a logger that carries it.
+struct RouteContext: Sendable {
+    let parameters: [String: String]
+    let requestID: String
+    let logger: Logger
+
+    /// A path parameter by the name the route gives it (`{id}` → "id").
+    subscript(_ name: String) -> String { parameters[name] ?? "" }
+}
+
+/// One route's handler.
+typealias RouteHandler = @Sendable (Request, RouteContext) throws -> Outcome
 
 /// Matches method and path to a handler; translates errors into the
 /// contract's error body; counts requests for /metrics.
@@ -23,6 +35,7 @@ final class Router: Sendable {
     struct Route {
         let name: String
         let pattern: [String] // "*" matches one segment
+        let parameterNames: [String] // of the "*" segments, in order
         let methods: [String: RouteHandler]
     }
 
@@ -42,8 +55,12 @@ final class Router: Sendable {
         let segments = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         let requestID = Router.requestID(given: request.header("x-request-id")) { "r\(requestCounter.wrappingAdd(1, ordering: .relaxed).newValue)" }
         var name = "unmatched"
-        let finish: @Sendable (String, Response) -> Response = { [services] name, response in
-            services.metrics.record(route: name, status: response.status, seconds: Double(monotonicNanos() - started) / 1e9)
+        let logger = services.logger.with(requestID: requestID)
+        let finish: @Sendable (String, Response) -> Response = { [services, logger] name, response in
+            let seconds = Double(monotonicNanos() - started) / 1e9
+            services.metrics.record(route: name, status: response.status, seconds: seconds)
+            logger.info("request", metadata: ["method": .string(request.method), "path": .string(request.path),
+                                              "status": .stringConvertible(response.status), "ms": .stringConvertible((seconds * 1e6).rounded() / 1e3)])
             var answered = response
             answered.addHeader("X-Request-Id", requestID)
             return answered
@@ -65,14 +82,16 @@ final class Router: Sendable {
                 response.addHeader("Allow", route.methods.keys.sorted().joined(separator: ", "))
                 return .now(finish(name, response))
             }
-            switch try handler(request, parameters) {
+            let context = RouteContext(parameters: Dictionary(zip(route.parameterNames, parameters), uniquingKeysWith: { a, _ in a }),
+                                       requestID: requestID, logger: logger)
+            switch try handler(request, context) {
             case .now(let response):
                 return .now(finish(name, response))
             case .later(let work):
                 let routeName = name
                 return .later { responder in
                     let response: Response
-                    do { response = try work() } catch { response = errorResponse(larderError(error, requestID: requestID)) }
+                    do { response = try work() } catch { response = errorResponse(larderError(error, requestID: requestID, logger: logger)) }
                     responder.send(finish(routeName, response))
                 }
             case .whenReady(let register):
@@ -82,7 +101,7 @@ final class Router: Sendable {
                 }
             }
         } catch {
-            return .now(finish(name, errorResponse(larderError(error, requestID: requestID))))
+            return .now(finish(name, errorResponse(larderError(error, requestID: requestID, logger: logger))))
         }
     }
 

@@ -6,23 +6,25 @@ extension Router {
     /// The route table: every path of the contract, with its methods.
     static func addRoutes(into routes: inout [Route], services s: Services) {
         func add(_ name: String, _ methods: [String: RouteHandler]) {
-            let pattern = name.split(separator: "/").map { $0.hasPrefix("{") ? "*" : String($0) }
-            routes.append(Route(name: name, pattern: pattern, methods: methods))
+            let segments = name.split(separator: "/")
+            let pattern = segments.map { $0.hasPrefix("{") ? "*" : String($0) }
+            let names = segments.filter { $0.hasPrefix("{") }.map { String($0.dropFirst().dropLast()) }
+            routes.append(Route(name: name, pattern: pattern, parameterNames: names, methods: methods))
         }
         add("/", ["GET": { _, _ in .now(Response(status: 200, contentType: "text/html; charset=utf-8", bytes: Array(Dashboard.page(s).utf8))) }])
         add("/openapi.json", ["GET": { _, _ in .now(Response(status: 200, contentType: jsonType, bytes: s.openAPI)) }])
         add("/health", ["GET": { _, _ in .now(json(200, ServiceRoutes.health(s))) }])
         add("/metrics", ["GET": { _, _ in .now(ServiceRoutes.metrics(s)) }])
         add("/templates", ["GET": { _, _ in try TemplateRoutes.list(s) }])
-        add("/templates/{name}", ["GET": { _, p in try TemplateRoutes.show(s, p[0]) }])
-        add("/stores/{id}/migrate", ["POST": { r, p in try TemplateRoutes.migrate(s, r, p[0]) }])
-        add("/stores/{id}/migrations", ["GET": { _, p in try TemplateRoutes.migrations(s, p[0]) }])
-        add("/stores/{id}/fixtures", ["POST": { r, p in try TemplateRoutes.fixtures(s, r, p[0]) }])
-        add("/stores/{id}/counts", ["GET": { r, p in try InspectRoutes.counts(s, r, p[0]) }])
-        add("/stores/{id}/schema", ["GET": { r, p in try InspectRoutes.schema(s, r, p[0]) }])
-        add("/stores/{id}/query", ["POST": { r, p in try InspectRoutes.query(s, r, p[0]) }])
-        add("/stores/{id}/artifact", ["GET": { r, p in try ArtifactRoutes.artifact(s, r, p[0]) }])
-        add("/stores/{id}/database", ["GET": { r, p in try ArtifactRoutes.database(s, r, p[0]) }])
+        add("/templates/{name}", ["GET": { _, c in try TemplateRoutes.show(s, c["name"]) }])
+        add("/stores/{id}/migrate", ["POST": { r, c in try MigrationRoutes.migrate(s, r, c["id"]) }])
+        add("/stores/{id}/migrations", ["GET": { _, c in try MigrationRoutes.migrations(s, c["id"]) }])
+        add("/stores/{id}/fixtures", ["POST": { r, c in try FixtureRoutes.fixtures(s, r, c["id"]) }])
+        add("/stores/{id}/counts", ["GET": { r, c in try InspectRoutes.counts(s, r, c["id"]) }])
+        add("/stores/{id}/schema", ["GET": { r, c in try InspectRoutes.schema(s, r, c["id"]) }])
+        add("/stores/{id}/query", ["POST": { r, c in try InspectRoutes.query(s, r, c["id"]) }])
+        add("/stores/{id}/artifact", ["GET": { r, c in try ArtifactRoutes.artifact(s, r, c) }])
+        add("/stores/{id}/database", ["GET": { r, c in try ArtifactRoutes.database(s, r, c["id"]) }])
         add("/checks/migrations", ["GET": { r, _ in try CheckRoutes.migrations(s, r) }])
         add("/stores", [
             "GET": { r, _ in try StoreRoutes.list(s, r) },
@@ -30,9 +32,9 @@ extension Router {
             "DELETE": { r, _ in try StoreRoutes.deleteAll(s, r) },
         ])
         add("/stores/{id}", [
-            "GET": { _, p in try StoreRoutes.show(s, p[0]) },
-            "PATCH": { r, p in try StoreRoutes.patch(s, r, p[0]) },
-            "DELETE": { _, p in try StoreRoutes.delete(s, p[0]) },
+            "GET": { _, c in try StoreRoutes.show(s, c["id"]) },
+            "PATCH": { r, c in try StoreRoutes.patch(s, r, c["id"]) },
+            "DELETE": { _, c in try StoreRoutes.delete(s, c["id"]) },
         ])
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import LarderCore
+import Logging
 import Synchronization
 
 /// What the routes work with: the core objects and the server's own counters.
@@ -26,8 +27,11 @@ final class Services: Sendable {
     }()
     let lastCheck = Mutex<(at: Timestamp, results: [MigrationCheck.Result])?>(nil)
 
-    init(configuration: Configuration) throws {
+    let logger: Logger
+
+    init(configuration: Configuration, logger: Logger? = nil) throws {
         self.configuration = configuration
+        self.logger = logger ?? .larder(configuration)
         origins = Origins(configuration: configuration)
         openAPI = OpenAPI.document(for: configuration).serialized()
         registry = try StoreRegistry(configuration: configuration)

@@ -1,7 +1,7 @@
 import LarderCore
 import MicroHTTP
 
-/// `/templates`, and the per-store migration and fixture routes.
+/// `/templates` and `/templates/{name}`.
 enum TemplateRoutes {
     static func summary(_ t: Template) -> [(String, JSONValue)] {
         [
@@ -39,46 +39,5 @@ enum TemplateRoutes {
             return ["name": .string(n), "sha256": .string(snap.sha256), "expect": snap.expect ?? .null]
         })))
         return .now(json(200, .object(members)))
-    }
-
-    static func migrate(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
-        let body = try JSONBody(request, allowed: ["to"])
-        let target = try body.string("to") ?? "latest"
-        return .later {
-            let outcome = try s.editor.migrate(id, to: target)
-            return json(200, [
-                "from": JSONValue(outcome.from), "to": JSONValue(outcome.to),
-                "applied": .array(outcome.applied.map { ["version": .string($0.version), "name": .string($0.name), "ms": JSONValue($0.milliseconds), "direction": .string($0.direction)] }),
-            ])
-        }
-    }
-
-    static func migrations(_ s: Services, _ id: String) throws -> Outcome {
-        let status = try s.editor.migrations(id)
-        return .now(json(200, [
-            "version": JSONValue(status.version), "dirty": .bool(status.dirty),
-            "migrations": .array(status.migrations.map { ["version": .string($0.version), "name": .string($0.name), "state": .string($0.applied ? "applied" : "pending")] }),
-        ]))
-    }
-
-    static func fixtures(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
-        let body = try JSONBody(request, allowed: ["fixtures", "sql", "rows"])
-        let given = ["fixtures", "sql", "rows"].filter { body.has($0) }
-        guard given.count == 1 else {
-            throw LarderError.badRequest("send exactly one of 'fixtures', 'sql' or 'rows'" + (given.isEmpty ? "" : " (got \(given.joined(separator: ", ")))"))
-        }
-        let what: StoreEditor.FixtureRequest
-        if let names = try body.stringArray("fixtures") {
-            what = .names(names)
-        } else if let sql = try body.string("sql") {
-            what = .sql(sql)
-        } else {
-            guard let rows = body.value("rows"), rows.objectMembers != nil else { throw LarderError.badRequest("field 'rows' must be an object of tables") }
-            what = .rows(rows)
-        }
-        return .later {
-            let (loaded, counts) = try s.editor.loadFixtures(id, what)
-            return json(200, ["loaded": JSONValue(loaded), "counts": JSONValue(counts: counts)])
-        }
     }
 }

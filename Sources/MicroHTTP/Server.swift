@@ -28,12 +28,12 @@ public final class Server: @unchecked Sendable {
     }
 
     public typealias Handler = @Sendable (Request) -> Reply
-    /// Builds an error answer: status, code, message.
-    public typealias ErrorBody = @Sendable (Int, String, String) -> Response
+    /// Builds the answer to a request the server refuses on its own.
+    public typealias Refuse = @Sendable (Refusal) -> Response
 
     public let settings: Settings
     let handler: Handler
-    let errorBody: ErrorBody
+    let refuse: Refuse
     private var daemon: OpaquePointer?
     public private(set) var port: UInt16 = 0
     private let work = DispatchQueue(label: "larder.http.work", attributes: .concurrent)
@@ -46,10 +46,10 @@ public final class Server: @unchecked Sendable {
     }
     let live = Mutex(Live())
 
-    public init(settings: Settings, handler: @escaping Handler, errorBody: @escaping ErrorBody) {
+    public init(settings: Settings, handler: @escaping Handler, refuse: @escaping Refuse) {
         self.settings = settings
         self.handler = handler
-        self.errorBody = errorBody
+        self.refuse = refuse
     }
 
     public enum StartError: Error, CustomStringConvertible {
@@ -126,7 +126,7 @@ public final class Server: @unchecked Sendable {
             return (Array(l.suspended.values), Array(l.streams.values))
         }
         for context in contexts {
-            context.complete(with: errorBody(503, "unavailable", "the server is shutting down"))
+            context.complete(with: refuse(.shuttingDown))
         }
         for stream in streams { stream.cancel() }
         // Resumed connections must be processed before the daemon stops.
@@ -179,16 +179,15 @@ public final class Server: @unchecked Sendable {
         guard phase == .reading else { return .YES }
         if tooLarge {
             context.state.withLock { $0.phase = .answered }
-            return queue(errorBody(413, "payload_too_large", "the body is over the limit of \(settings.maxBodyBytes) bytes"), on: connection)
+            return queue(refuse(.payloadTooLarge(declared: nil, limit: settings.maxBodyBytes)), on: connection)
         }
         if let failure {
             context.state.withLock { $0.phase = .answered }
-            return queue(failure.isOutOfSpace ? errorBody(507, "insufficient_storage", "the file system is full: \(failure)")
-                                              : errorBody(500, "internal", "cannot keep the request body: \(failure)"), on: connection)
+            return queue(refuse(.bodyNotKept(failure)), on: connection)
         }
         if isStopping {
             context.state.withLock { $0.phase = .answered }
-            return queue(errorBody(503, "unavailable", "the server is shutting down"), on: connection)
+            return queue(refuse(.shuttingDown), on: connection)
         }
         let request = Request(method: String(cString: method), path: String(cString: url),
                               query: collectValues(connection, .GET_ARGUMENT_KIND, lowercased: false),
@@ -241,13 +240,13 @@ public final class Server: @unchecked Sendable {
     private func refuseFraming(_ headers: [(String, String)]) -> Response? {
         let lengths = headers.filter { $0.0 == "content-length" }
         if let declared = lengths.first.flatMap({ Int($0.1) }), declared > settings.maxBodyBytes {
-            return errorBody(413, "payload_too_large", "the body is \(declared) bytes; the limit is \(settings.maxBodyBytes)")
+            return refuse(.payloadTooLarge(declared: declared, limit: settings.maxBodyBytes))
         }
         if lengths.count > 1 {
-            return errorBody(400, "bad_request", "more than one Content-Length header")
+            return refuse(.ambiguousLength("more than one Content-Length header"))
         }
         if !lengths.isEmpty && headers.contains(where: { $0.0 == "transfer-encoding" }) {
-            return errorBody(400, "bad_request", "Content-Length together with Transfer-Encoding")
+            return refuse(.ambiguousLength("Content-Length together with Transfer-Encoding"))
         }
         return nil
     }

@@ -38,6 +38,8 @@ struct ServeOptions: ParsableArguments {
     @Option(name: .customLong("allowed-hosts"), help: ArgumentHelp(Configuration.Key.allowedHosts.help)) var allowedHosts: String?
     @Option(name: .customLong("wait-timeout-max-ms"), help: ArgumentHelp(Configuration.Key.waitTimeoutMaxMs.help)) var waitTimeoutMaxMs: String?
     @Option(name: .customLong("reap-interval-seconds"), help: ArgumentHelp(Configuration.Key.reapIntervalSeconds.help)) var reapIntervalSeconds: String?
+    @Option(name: .customLong("log-format"), help: ArgumentHelp(Configuration.Key.logFormat.help)) var logFormat: String?
+    @Option(name: .customLong("log-level"), help: ArgumentHelp(Configuration.Key.logLevel.help)) var logLevel: String?
     @Option(name: .customLong("cache-max-bytes"), help: ArgumentHelp(Configuration.Key.cacheMaxBytes.help)) var cacheMaxBytes: String?
 
     var flags: [(Configuration.Key, String?)] {
@@ -47,7 +49,7 @@ struct ServeOptions: ParsableArguments {
          (.headerTimeoutSeconds, headerTimeoutSeconds), (.connectionsPerAddress, connectionsPerAddress),
          (.queryTimeoutMs, queryTimeoutMs), (.queryRowLimit, queryRowLimit),
          (.queryMaxBytes, queryMaxBytes), (.operationTimeoutMs, operationTimeoutMs), (.allowedHosts, allowedHosts), (.waitTimeoutMaxMs, waitTimeoutMaxMs),
-         (.reapIntervalSeconds, reapIntervalSeconds), (.cacheMaxBytes, cacheMaxBytes)]
+         (.reapIntervalSeconds, reapIntervalSeconds), (.logFormat, logFormat), (.logLevel, logLevel), (.cacheMaxBytes, cacheMaxBytes)]
     }
 
     /// Environment first, then flags.
@@ -89,9 +91,11 @@ struct Serve: ParsableCommand {
             throw ExitCode(2)
         }
         FileHandle.standardOutput.write(Data("larder listening on \(app.listenURL)\n".utf8))
+        app.logger.notice("listening", metadata: ["url": .string(app.listenURL), "root": .string(app.registry.root),
+                                                  "fixtures": .string(configuration.fixtures)])
         var received: Int32 = 0
         sigwait(&signals, &received)
-        FileHandle.standardError.write(Data("larder: stopping (signal \(received))\n".utf8))
+        app.logger.notice("stopping", metadata: ["signal": .stringConvertible(Int(received))])
         app.stop()
     }
 }

@@ -26,6 +26,7 @@ final class TestServer: @unchecked Sendable {
         c.port = 0
         c.fixtures = repositoryRoot + "/fixtures"
         c.reapIntervalSeconds = 1
+        c.logLevel = "critical" // tests read answers, not access lines
         configure(&c)
         app = try LarderApp(configuration: c)
         try app.start()

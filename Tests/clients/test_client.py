@@ -31,13 +31,19 @@ class Larder:
 
     def __init__(self, root, *extra):
         self.root = root
+        # The log goes to a file: a pipe nobody reads would fill and stall the server.
+        self.log = tempfile.NamedTemporaryFile(prefix="larder-log-", suffix=".txt", delete=False)
         self.process = subprocess.Popen(
             [BINARY, "serve", "--port", "0", "--root", root, "--fixtures", FIXTURES, *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE, stderr=self.log, text=True)
         line = self.process.stdout.readline()
         if not line.startswith("larder listening on "):
-            raise RuntimeError("no listening line: %r %s" % (line, self.process.stderr.read()))
+            raise RuntimeError("no listening line: %r %s" % (line, self.log_text()))
         self.base = line.split(" on ", 1)[1].strip()
+
+    def log_text(self):
+        with open(self.log.name) as f:
+            return f.read()
 
     def call(self, method, path, body=None, content_type="application/json", raw=False):
         data = None
@@ -58,7 +64,8 @@ class Larder:
         self.process.send_signal(sig)
         code = self.process.wait(timeout=30)
         self.process.stdout.close()
-        self.process.stderr.close()
+        self.log.close()
+        os.unlink(self.log.name)
         return code
 
 
@@ -264,6 +271,26 @@ while time.time() < end:
             manifest = json.loads(z.read("manifest.json"))
             self.assertEqual(manifest["sha256"], hashlib.sha256(z.read("store.sqlite")).hexdigest())
             self.assertEqual(manifest["counts"]["words"], 20000)
+
+    def test_json_log_has_a_line_per_request_with_its_id(self):
+        self.larder.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.larder = Larder(self.root, "--log-format", "json")
+        request = urllib.request.Request(self.larder.base + "/health", headers={"X-Request-Id": "ci-42"})
+        with urllib.request.urlopen(request) as response:
+            self.assertEqual(response.headers["X-Request-Id"], "ci-42")
+        status, _, headers = self.larder.call("GET", "/stores/st_missing")
+        self.assertEqual(status, 404)
+        made = headers["X-Request-Id"]
+        time.sleep(0.2)
+        lines = [json.loads(line) for line in self.larder.log_text().splitlines() if line.strip()]
+        requests = {line["request_id"]: line for line in lines if line.get("msg") == "request"}
+        self.assertEqual(set(requests), {"ci-42", made})
+        health = requests["ci-42"]
+        self.assertEqual((health["level"], health["method"], health["path"], health["status"]), ("info", "GET", "/health", 200))
+        self.assertIsInstance(health["ms"], (int, float))
+        self.assertTrue(health["ts"].endswith("Z"))
+        self.assertEqual(requests[made]["status"], 404)
 
     def test_sigterm_exits_cleanly(self):
         self.assertEqual(self.larder.stop(signal.SIGTERM), 0)

@@ -26,26 +26,6 @@ public struct LarderError: Error, CustomStringConvertible, Sendable {
         case insufficientStorage = "insufficient_storage"
         case internalError = "internal"
         case unavailable
-
-        /// The HTTP status the contract gives this code.
-        public var status: Int {
-            switch self {
-            case .badRequest: return 400
-            case .unauthorized: return 401
-            case .forbiddenSQL, .forbidden: return 403
-            case .notFound, .storeNotFound, .unknownTemplate, .unknownFixture, .unknownSnapshot, .unknownVersion: return 404
-            case .methodNotAllowed: return 405
-            case .timeout: return 408
-            case .conflict: return 409
-            case .payloadTooLarge: return 413
-            case .unsupportedMediaType: return 415
-            case .migrationFailed, .fixtureFailed, .sqlError: return 422
-            case .quotaExceeded: return 429
-            case .insufficientStorage: return 507
-            case .internalError: return 500
-            case .unavailable: return 503
-            }
-        }
     }
 
     public var code: Code

@@ -28,6 +28,9 @@ public struct Configuration: Sendable {
     public var operationTimeoutMs = 60_000
     public var waitTimeoutMaxMs = 300_000
     public var reapIntervalSeconds = 5
+    /// `text` or `json`; nil: text on a terminal, JSON otherwise.
+    public var logFormat: String?
+    public var logLevel = "info"
     public var cacheMaxBytes: Int64 = 1 << 30
 
     public init() {}
@@ -52,6 +55,8 @@ public struct Configuration: Sendable {
         case operationTimeoutMs = "operation-timeout-ms"
         case waitTimeoutMaxMs = "wait-timeout-max-ms"
         case reapIntervalSeconds = "reap-interval-seconds"
+        case logFormat = "log-format"
+        case logLevel = "log-level"
         case cacheMaxBytes = "cache-max-bytes"
 
         public var flag: String { "--" + rawValue }
@@ -81,6 +86,8 @@ public struct Configuration: Sendable {
             case .operationTimeoutMs: return "Time limit of fixture loads, migrations and uploads on a store (408 past it)."
             case .waitTimeoutMaxMs: return "Longest timeout_ms a count wait may ask for."
             case .reapIntervalSeconds: return "How often expired stores are removed."
+            case .logFormat: return "`text` (the default on a terminal) or `json` (one object per line on standard error, the default otherwise)."
+            case .logLevel: return "trace, debug, info, notice, warning, error or critical; each request is an info line."
             case .cacheMaxBytes: return "Disk budget of the template cache; least recently used entries go first."
             }
         }
@@ -110,6 +117,8 @@ public struct Configuration: Sendable {
         case .operationTimeoutMs: return String(operationTimeoutMs)
         case .waitTimeoutMaxMs: return String(waitTimeoutMaxMs)
         case .reapIntervalSeconds: return String(reapIntervalSeconds)
+        case .logFormat: return logFormat ?? ""
+        case .logLevel: return logLevel
         case .cacheMaxBytes: return String(cacheMaxBytes)
         }
     }
@@ -149,6 +158,13 @@ public struct Configuration: Sendable {
         case .operationTimeoutMs: operationTimeoutMs = try int(1...86_400_000)
         case .waitTimeoutMaxMs: waitTimeoutMaxMs = try int(1...3_600_000)
         case .reapIntervalSeconds: reapIntervalSeconds = try int(1...86_400)
+        case .logFormat:
+            guard ["", "text", "json"].contains(text) else { throw InvalidSetting(description: "\(key.flag) must be text or json, not '\(text)'") }
+            logFormat = text.isEmpty ? nil : text
+        case .logLevel:
+            let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+            guard levels.contains(text) else { throw InvalidSetting(description: "\(key.flag) must be one of \(levels.joined(separator: ", ")), not '\(text)'") }
+            logLevel = text
         case .cacheMaxBytes: cacheMaxBytes = Int64(try int(0...Int.max))
         }
     }
