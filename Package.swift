@@ -22,8 +22,10 @@ let package = Package(
         .systemLibrary(name: "CSystem"),
         .target(name: "SQLite", dependencies: ["CSQLite"]),
         .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD"]),
-        .target(name: "LarderCore", dependencies: ["SQLite", "CSystem"]),
-        .target(name: "LarderServer", dependencies: ["LarderCore", "MicroHTTP", "SQLite", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "Digest", dependencies: ["CSystem"]),
+        .target(name: "Zip", dependencies: ["CSystem", "Digest"]),
+        .target(name: "LarderCore", dependencies: ["SQLite", "CSystem", "Digest", "Zip"]),
+        .target(name: "LarderServer", dependencies: ["LarderCore", "MicroHTTP", "SQLite", "Zip", .product(name: "Logging", package: "swift-log")]),
         .executableTarget(name: "larder", dependencies: [
             "LarderServer", "LarderCore",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -31,8 +33,9 @@ let package = Package(
         ]),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite"]),
         .testTarget(name: "LarderCoreTests", dependencies: ["LarderCore", "SQLite"]),
+        .testTarget(name: "ZipTests", dependencies: ["Zip"]),
         .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "MicroHTTP", "LarderCore", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "EndToEndTests", dependencies: ["LarderServer", "LarderCore", "SQLite"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["LarderServer", "LarderCore", "SQLite", "Digest"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -2,6 +2,7 @@ import Foundation
 import LarderCore
 import MicroHTTP
 import SQLite
+import Zip
 
 /// `/artifact` (a streamed zip) and `/database` (the raw snapshot). The
 /// snapshot and the compression run on a worker, never on a pool thread.

@@ -1,3 +1,4 @@
+import Digest
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking

@@ -1,4 +1,6 @@
+import Digest
 import SQLite
+import Zip
 
 /// The artifact of a snapshot — `store.sqlite`, then `manifest.json` — made
 /// a bounded piece at a time (at most `ZipWriter.batchSize` of the database
@@ -44,7 +46,7 @@ public final class ArtifactWriter: @unchecked Sendable {
                 try zip.beginEntry(name: "store.sqlite", size: snapshot.size, crc: crc, method: .store)
                 phase = .data(0)
             } else {
-                buffer.withUnsafeBytes { crc = LarderCore.crc32(UnsafeRawBufferPointer(rebasing: $0[0..<n]), initial: crc) }
+                buffer.withUnsafeBytes { crc = Digest.crc32(UnsafeRawBufferPointer(rebasing: $0[0..<n]), initial: crc) }
                 phase = .checksum(offset + UInt64(n))
             }
         case .data(let offset):

@@ -1,3 +1,4 @@
+import Digest
 import Foundation
 import Glibc
 import SQLite
@@ -60,7 +61,7 @@ public final class DatabaseSnapshot: @unchecked Sendable {
             buffer.withUnsafeBytes { raw in
                 let slice = UnsafeRawBufferPointer(rebasing: raw[0..<n])
                 hash.update(slice)
-                crc = LarderCore.crc32(slice, initial: crc)
+                crc = Digest.crc32(slice, initial: crc)
             }
         }
         return (hash.finalize(), crc)

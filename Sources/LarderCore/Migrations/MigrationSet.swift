@@ -1,3 +1,4 @@
+import Digest
 import Foundation
 
 /// A template's migrations, read from its `migrations/` directory in the

@@ -1,3 +1,4 @@
+import Digest
 import Foundation
 import Glibc
 import Synchronization
@@ -130,7 +131,7 @@ public final class Catalog: @unchecked Sendable {
             }
             let path = folder + "/data/" + file
             fixtures[fixtureName] = DataFixture(name: fixtureName, file: file, path: path, kind: kind)
-            hashes[fixtureName] = try SHA256.hexOfFile(path)
+            hashes[fixtureName] = SHA256.hex(try FileSystem.readFile(path))
         }
         var snapshots: [String: Template.Snapshot] = [:]
         for file in FileSystem.entries(folder + "/snapshots") where file.hasSuffix(".sqlite") {
@@ -143,7 +144,7 @@ public final class Catalog: @unchecked Sendable {
                     throw LarderError(.badRequest, "template '\(name)': \(snapshotName).expect.json is not valid JSON: \(error)")
                 }
             }
-            snapshots[snapshotName] = Template.Snapshot(name: snapshotName, path: path, sha256: try SHA256.hexOfFile(path), expect: expect)
+            snapshots[snapshotName] = Template.Snapshot(name: snapshotName, path: path, sha256: SHA256.hex(try FileSystem.readFile(path)), expect: expect)
         }
         let defaults = settings["fixtures"]?.arrayValue?.compactMap(\.stringValue) ?? []
         return Template(name: name, directory: folder, migrations: migrations, fixtures: fixtures, fixtureHashes: hashes,

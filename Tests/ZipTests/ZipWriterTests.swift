@@ -1,6 +1,13 @@
 import Foundation
-import LarderCore
 import XCTest
+import Zip
+
+/// A temporary directory removed after the test.
+private final class Scratch {
+    let path = NSTemporaryDirectory() + "larder-zip-tests-\(UUID().uuidString)"
+    init() { try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
 
 final class ZipWriterTests: XCTestCase {
     /// An entry over 4 GiB needs Zip64 records; zeros deflate to a few MB, so
@@ -12,7 +19,7 @@ final class ZipWriterTests: XCTestCase {
         try XCTSkipUnless(ProcessInfo.processInfo.environment["LARDER_ZIP64_TEST"] == "1", "set LARDER_ZIP64_TEST=1 to write a 4 GiB entry")
         let scratch = Scratch()
         let path = scratch.path + "/big.zip"
-        FileManager.default.createFile(atPath: path, contents: nil)
+        _ = FileManager.default.createFile(atPath: path, contents: nil)
         let out = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
         let zip = ZipWriter(level: 1) { bytes in out.write(Data(bytes)) }
         let size: UInt64 = (1 << 32) + 5 * (1 << 20)

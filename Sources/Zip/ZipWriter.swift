@@ -1,6 +1,13 @@
 import CSystem
+import Digest
 import Foundation
 import Glibc
+
+/// What went wrong while writing an archive.
+public struct ZipError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
 
 /// A streaming zip writer (APPNOTE 6.3): entries go out as they are made,
 /// never whole in memory, with Zip64 records where sizes or offsets pass
@@ -137,7 +144,7 @@ public final class ZipWriter {
         var entry = Current(name: nameBytes, offset: written, size: size, flags: flags, stored: stored, zip64: needs64,
                             knownCRC: known, parallel: !stored && known == nil && size > UInt64(ZipWriter.batchSize))
         if !stored && !entry.parallel {
-            guard let z = larder_deflate_new(level) else { throw LarderError(.internalError, "cannot start deflate") }
+            guard let z = larder_deflate_new(level) else { throw ZipError("cannot start deflate") }
             entry.stream = z
         }
         current = entry
@@ -156,7 +163,7 @@ public final class ZipWriter {
         } else if entry.parallel {
             try deflateInParallel(input, into: &entry)
         } else {
-            if entry.knownCRC == nil { entry.crc = LarderCore.crc32(input, initial: entry.crc) }
+            if entry.knownCRC == nil { entry.crc = Digest.crc32(input, initial: entry.crc) }
             try deflateSerially(input, finish: false, into: &entry)
         }
     }
@@ -171,7 +178,7 @@ public final class ZipWriter {
             let bound = larder_deflate_bound(0)
             var out = [UInt8](repeating: 0, count: bound)
             let made = out.withUnsafeMutableBytes { larder_deflate_chunk(level, nil, 0, $0.baseAddress, bound, 1) }
-            guard made >= 0 else { throw LarderError(.internalError, "deflate failed") }
+            guard made >= 0 else { throw ZipError("deflate failed") }
             try out.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<made])) }
             entry.compressed += UInt64(made)
         } else if !entry.stored {
@@ -180,7 +187,7 @@ public final class ZipWriter {
         let crc = entry.knownCRC ?? entry.crc
         if !entry.stored { try writeDescriptor(crc: crc, compressed: entry.compressed, total: entry.total, zip64: entry.zip64) }
         guard entry.total == entry.size else {
-            throw LarderError(.internalError, "entry \(String(decoding: entry.name, as: UTF8.self)) changed size while it was written (\(entry.size) → \(entry.total) bytes)")
+            throw ZipError("entry \(String(decoding: entry.name, as: UTF8.self)) changed size while it was written (\(entry.size) → \(entry.total) bytes)")
         }
         entries.append(CentralEntry(name: entry.name, method: entry.stored ? 0 : 8, flags: entry.flags, crc: crc,
                                     compressed: entry.compressed, uncompressed: entry.total, offset: entry.offset))
@@ -200,7 +207,7 @@ public final class ZipWriter {
                 entry.compressed += UInt64(made)
             }
             if rc == Z_STREAM_END { return }
-            if rc != Z_OK && rc != Z_BUF_ERROR { throw LarderError(.internalError, "deflate failed (\(rc))") }
+            if rc != Z_OK && rc != Z_BUF_ERROR { throw ZipError("deflate failed (\(rc))") }
             if !finish && used >= input.count && made < output.count { return }
         }
     }
@@ -239,12 +246,12 @@ public final class ZipWriter {
                 let all = shared.buffer
                 let piece = UnsafeRawBufferPointer(rebasing: all[(i * ZipWriter.chunkSize)..<min((i + 1) * ZipWriter.chunkSize, all.count)])
                 outputs.fill(i) { out in
-                    (larder_deflate_chunk(level, piece.baseAddress, piece.count, out.baseAddress, out.count, 0), LarderCore.crc32(piece))
+                    (larder_deflate_chunk(level, piece.baseAddress, piece.count, out.baseAddress, out.count, 0), Digest.crc32(piece))
                 }
             }
             for i in 0..<count {
                 let (made, pieceCRC) = outputs.result(i)
-                guard made >= 0 else { throw LarderError(.internalError, "deflate failed") }
+                guard made >= 0 else { throw ZipError("deflate failed") }
                 try outputs.withBytes(i, count: made) { try emit($0) }
                 entry.compressed += UInt64(made)
                 let length = min(ZipWriter.chunkSize, batch.count - i * ZipWriter.chunkSize)

@@ -1,5 +1,8 @@
 import CSystem
 
+// Checksums from the C libraries Larder links anyway: SHA-256 from
+// libcrypto, CRC-32 from zlib.
+
 /// SHA-256 (OpenSSL's libcrypto), fed in pieces.
 public final class SHA256 {
     private var context: UnsafeMutableRawPointer?
@@ -30,11 +33,6 @@ public final class SHA256 {
         return h.finalize()
     }
 
-    public static func hexOfFile(_ path: String) throws -> String {
-        let h = SHA256()
-        h.update(try FileSystem.readFile(path))
-        return h.finalize()
-    }
 }
 
 /// CRC-32 (zlib).
@@ -44,7 +42,8 @@ public func crc32(_ bytes: UnsafeRawBufferPointer, initial: UInt32 = 0) -> UInt3
 }
 
 extension Array where Element == UInt8 {
-    var hex: String {
+    /// Lower-case hex of the bytes.
+    public var hex: String {
         let digits = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
         out.reserveCapacity(count * 2)
