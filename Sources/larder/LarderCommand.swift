@@ -14,49 +14,23 @@ struct LarderCommand: ParsableCommand {
     )
 }
 
-/// Flags shared by the commands that read the fixtures directory.
+/// The server's settings, every one of `Configuration.settings`, as
+/// `--name value` (or `--name=value`) after the subcommand; `LARDER_*`
+/// variables first, flags win.
 struct ServeOptions: ParsableArguments {
-    @Option(help: ArgumentHelp(Configuration.Key.host.help)) var host: String?
-    @Option(help: ArgumentHelp(Configuration.Key.port.help)) var port: String?
-    @Option(help: ArgumentHelp(Configuration.Key.root.help)) var root: String?
-    @Option(help: ArgumentHelp(Configuration.Key.fixtures.help)) var fixtures: String?
-    @Option(help: ArgumentHelp(Configuration.Key.token.help)) var token: String?
-    @Option(name: .customLong("public-url"), help: ArgumentHelp(Configuration.Key.publicURL.help)) var publicURL: String?
-    @Option(name: .customLong("ttl-seconds"), help: ArgumentHelp(Configuration.Key.ttlSeconds.help)) var ttlSeconds: String?
-    @Option(name: .customLong("max-body-bytes"), help: ArgumentHelp(Configuration.Key.maxBodyBytes.help)) var maxBodyBytes: String?
-    @Option(name: .customLong("max-stores"), help: ArgumentHelp(Configuration.Key.maxStores.help)) var maxStores: String?
-    @Option(name: .customLong("max-disk-bytes"), help: ArgumentHelp(Configuration.Key.maxDiskBytes.help)) var maxDiskBytes: String?
-    @Option(help: ArgumentHelp(Configuration.Key.threads.help)) var threads: String?
-    @Option(name: .customLong("connection-limit"), help: ArgumentHelp(Configuration.Key.connectionLimit.help)) var connectionLimit: String?
-    @Option(name: .customLong("connection-timeout-seconds"), help: ArgumentHelp(Configuration.Key.connectionTimeoutSeconds.help)) var connectionTimeoutSeconds: String?
-    @Option(name: .customLong("header-timeout-seconds"), help: ArgumentHelp(Configuration.Key.headerTimeoutSeconds.help)) var headerTimeoutSeconds: String?
-    @Option(name: .customLong("connections-per-address"), help: ArgumentHelp(Configuration.Key.connectionsPerAddress.help)) var connectionsPerAddress: String?
-    @Option(name: .customLong("query-timeout-ms"), help: ArgumentHelp(Configuration.Key.queryTimeoutMs.help)) var queryTimeoutMs: String?
-    @Option(name: .customLong("query-row-limit"), help: ArgumentHelp(Configuration.Key.queryRowLimit.help)) var queryRowLimit: String?
-    @Option(name: .customLong("query-max-bytes"), help: ArgumentHelp(Configuration.Key.queryMaxBytes.help)) var queryMaxBytes: String?
-    @Option(name: .customLong("operation-timeout-ms"), help: ArgumentHelp(Configuration.Key.operationTimeoutMs.help)) var operationTimeoutMs: String?
-    @Option(name: .customLong("allowed-hosts"), help: ArgumentHelp(Configuration.Key.allowedHosts.help)) var allowedHosts: String?
-    @Option(name: .customLong("wait-timeout-max-ms"), help: ArgumentHelp(Configuration.Key.waitTimeoutMaxMs.help)) var waitTimeoutMaxMs: String?
-    @Option(name: .customLong("reap-interval-seconds"), help: ArgumentHelp(Configuration.Key.reapIntervalSeconds.help)) var reapIntervalSeconds: String?
-    @Option(name: .customLong("log-format"), help: ArgumentHelp(Configuration.Key.logFormat.help)) var logFormat: String?
-    @Option(name: .customLong("log-level"), help: ArgumentHelp(Configuration.Key.logLevel.help)) var logLevel: String?
-    @Option(name: .customLong("cache-max-bytes"), help: ArgumentHelp(Configuration.Key.cacheMaxBytes.help)) var cacheMaxBytes: String?
+    @Argument(parsing: .allUnrecognized, help: ArgumentHelp("Settings, `--name value`: see below.", valueName: "settings"))
+    var settings: [String] = []
 
-    var flags: [(Configuration.Key, String?)] {
-        [(.host, host), (.port, port), (.root, root), (.fixtures, fixtures), (.token, token), (.publicURL, publicURL),
-         (.ttlSeconds, ttlSeconds), (.maxBodyBytes, maxBodyBytes), (.maxStores, maxStores), (.maxDiskBytes, maxDiskBytes),
-         (.threads, threads), (.connectionLimit, connectionLimit), (.connectionTimeoutSeconds, connectionTimeoutSeconds),
-         (.headerTimeoutSeconds, headerTimeoutSeconds), (.connectionsPerAddress, connectionsPerAddress),
-         (.queryTimeoutMs, queryTimeoutMs), (.queryRowLimit, queryRowLimit),
-         (.queryMaxBytes, queryMaxBytes), (.operationTimeoutMs, operationTimeoutMs), (.allowedHosts, allowedHosts), (.waitTimeoutMaxMs, waitTimeoutMaxMs),
-         (.reapIntervalSeconds, reapIntervalSeconds), (.logFormat, logFormat), (.logLevel, logLevel), (.cacheMaxBytes, cacheMaxBytes)]
+    static var settingsHelp: String {
+        Configuration.settings.map { s in
+            "  \(s.flag) (\(s.environmentVariable), default '\(s.value(in: Configuration()))')\n      \(s.help)"
+        }.joined(separator: "\n")
     }
 
-    /// Environment first, then flags.
     func configuration() throws -> Configuration {
         do {
             var configuration = try Configuration.fromEnvironment()
-            for case let (key, value?) in flags { try configuration.set(key, value) }
+            try configuration.apply(arguments: settings)
             try configuration.validate()
             return configuration
         } catch let error as Configuration.InvalidSetting {
@@ -66,7 +40,8 @@ struct ServeOptions: ParsableArguments {
 }
 
 struct Serve: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Serve the fixtures directory over HTTP (the default command).")
+    static let configuration = CommandConfiguration(abstract: "Serve the fixtures directory over HTTP (the default command).",
+                                                    discussion: "Settings:\n" + ServeOptions.settingsHelp)
 
     @OptionGroup var options: ServeOptions
 
@@ -105,7 +80,7 @@ struct Check: ParsableCommand {
         abstract: "Check that every snapshot migrates to the latest schema, keeps its data and matches a fresh build.",
         discussion: "Exits 0 when every check passes, 1 when any fails.")
 
-    @Option(help: ArgumentHelp(Configuration.Key.fixtures.help)) var fixtures: String?
+    @Option(help: "The fixtures directory: one sub-folder per template.") var fixtures: String?
     @Option(help: "Check only this template.") var template: String?
     @Option(help: "Also write the results as JUnit XML to this file.") var junit: String?
 

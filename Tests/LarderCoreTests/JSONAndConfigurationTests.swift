@@ -24,9 +24,13 @@ final class JSONAndConfigurationTests: XCTestCase {
 
     func testEverySettingHasAFlagAnEnvironmentVariableAndIsInTheREADME() throws {
         let readme = try String(contentsOfFile: repositoryRoot + "/README.md", encoding: .utf8)
-        for key in Configuration.Key.allCases {
-            XCTAssertTrue(readme.contains("`\(key.flag)`"), "README lacks \(key.flag)")
-            XCTAssertTrue(readme.contains("`\(key.environmentVariable)`"), "README lacks \(key.environmentVariable)")
+        XCTAssertEqual(Set(Configuration.settings.map(\.name)).count, Configuration.settings.count, "a setting is listed twice")
+        for setting in Configuration.settings {
+            XCTAssertTrue(readme.contains("`\(setting.flag)`"), "README lacks \(setting.flag)")
+            XCTAssertTrue(readme.contains("`\(setting.environmentVariable)`"), "README lacks \(setting.environmentVariable)")
+            // Every setting reads back what it shows.
+            var c = Configuration()
+            XCTAssertNoThrow(try c.set(setting.name, setting.value(in: Configuration())), setting.name)
         }
         let c = try Configuration.fromEnvironment(["LARDER_PORT": "0", "LARDER_TTL_SECONDS": "5", "LARDER_HOST": "0.0.0.0", "LARDER_TOKEN": "t"])
         XCTAssertEqual(c.port, 0)
@@ -34,5 +38,16 @@ final class JSONAndConfigurationTests: XCTestCase {
         XCTAssertNoThrow(try c.validate())
         XCTAssertThrowsError(try Configuration.fromEnvironment(["LARDER_PORT": "x"]))
         XCTAssertThrowsError(try Configuration.fromEnvironment(["LARDER_HOST": "0.0.0.0"]).validate(), "any address but loopback needs a token")
+        // Flags after the environment, both spellings; unknown ones and bad values refused.
+        var flags = try Configuration.fromEnvironment(["LARDER_PORT": "9"])
+        try flags.apply(arguments: ["--port", "0", "--log-format=json", "--public-url", "http://x:1/", "--allowed-hosts", "A.example, b"])
+        XCTAssertEqual(flags.port, 0)
+        XCTAssertEqual(flags.logFormat, "json")
+        XCTAssertEqual(flags.publicURL, "http://x:1")
+        XCTAssertEqual(flags.allowedHosts, ["a.example", "b"])
+        XCTAssertThrowsError(try flags.apply(arguments: ["--no-such-setting", "1"]))
+        XCTAssertThrowsError(try flags.apply(arguments: ["--log-format", "xml"]))
+        XCTAssertThrowsError(try flags.apply(arguments: ["--log-level", "loud"]))
+        XCTAssertThrowsError(try flags.apply(arguments: ["--port"]))
     }
 }

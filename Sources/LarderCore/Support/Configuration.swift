@@ -35,147 +35,132 @@ public struct Configuration: Sendable {
 
     public init() {}
 
-    /// One documented setting: its flag, its environment variable and its default.
-    public enum Key: String, CaseIterable, Sendable {
-        case host, port, root, fixtures, token
-        case publicURL = "public-url"
-        case allowedHosts = "allowed-hosts"
-        case ttlSeconds = "ttl-seconds"
-        case maxBodyBytes = "max-body-bytes"
-        case maxStores = "max-stores"
-        case maxDiskBytes = "max-disk-bytes"
-        case threads
-        case connectionLimit = "connection-limit"
-        case connectionTimeoutSeconds = "connection-timeout-seconds"
-        case headerTimeoutSeconds = "header-timeout-seconds"
-        case connectionsPerAddress = "connections-per-address"
-        case queryTimeoutMs = "query-timeout-ms"
-        case queryRowLimit = "query-row-limit"
-        case queryMaxBytes = "query-max-bytes"
-        case operationTimeoutMs = "operation-timeout-ms"
-        case waitTimeoutMaxMs = "wait-timeout-max-ms"
-        case reapIntervalSeconds = "reap-interval-seconds"
-        case logFormat = "log-format"
-        case logLevel = "log-level"
-        case cacheMaxBytes = "cache-max-bytes"
+    /// One setting: its name (the flag without `--`), what it does, and how
+    /// it is read from text and shown. The table below is the one list of
+    /// settings: the command line, the environment and the README test read it.
+    public struct Setting: Sendable {
+        public let name: String
+        public let help: String
+        let show: @Sendable (Configuration) -> String
+        let set: @Sendable (inout Configuration, String) throws -> Void
 
-        public var flag: String { "--" + rawValue }
-        public var environmentVariable: String { "LARDER_" + rawValue.uppercased().replacingOccurrences(of: "-", with: "_") }
+        public var flag: String { "--" + name }
+        public var environmentVariable: String { "LARDER_" + name.uppercased().replacingOccurrences(of: "-", with: "_") }
+        public func value(in configuration: Configuration) -> String { show(configuration) }
 
-        public var help: String {
-            switch self {
-            case .host: return "Address to listen on; any address but loopback requires a token."
-            case .port: return "Port to listen on; 0 takes a free port."
-            case .root: return "Directory the stores, the template cache and temporary files live in."
-            case .fixtures: return "The fixtures directory: one sub-folder per template."
-            case .token: return "Bearer token required on every request but GET /health."
-            case .publicURL: return "Base URL used in `links` (default: http://HOST:PORT)."
-            case .allowedHosts: return "More host names that Host and Origin headers may name, comma-separated (`*`: any); loopback names and the public URL's host always may."
-            case .ttlSeconds: return "Default lifetime of a store that is not kept."
-            case .maxBodyBytes: return "Largest request body (uploads included), in bytes."
-            case .maxStores: return "Most live stores at once; past it POST /stores answers 429."
-            case .maxDiskBytes: return "Most bytes the stores may take on disk (0: no limit); past it 429."
-            case .threads: return "libmicrohttpd's pool threads."
-            case .connectionLimit: return "Most open connections."
-            case .connectionTimeoutSeconds: return "Idle connections are closed after this many seconds."
-            case .headerTimeoutSeconds: return "A new connection must send its first request's headers within this many seconds, however slowly."
-            case .connectionsPerAddress: return "Most connections from one client address when listening off loopback (0: no limit)."
-            case .queryTimeoutMs: return "Time limit of one POST /stores/{id}/query."
-            case .queryRowLimit: return "Most rows one query answers (the answer says when rows were cut)."
-            case .queryMaxBytes: return "Most bytes of rows one query answers (the answer says when rows were cut)."
-            case .operationTimeoutMs: return "Time limit of fixture loads, migrations and uploads on a store (408 past it)."
-            case .waitTimeoutMaxMs: return "Longest timeout_ms a count wait may ask for."
-            case .reapIntervalSeconds: return "How often expired stores are removed."
-            case .logFormat: return "`text` (the default on a terminal) or `json` (one object per line on standard error, the default otherwise)."
-            case .logLevel: return "trace, debug, info, notice, warning, error or critical; each request is an info line."
-            case .cacheMaxBytes: return "Disk budget of the template cache; least recently used entries go first."
-            }
+        static func text(_ name: String, _ path: WritableKeyPath<Configuration, String> & Sendable, _ help: String) -> Setting {
+            Setting(name: name, help: help, show: { $0[keyPath: path] }, set: { c, text in c[keyPath: path] = text })
+        }
+
+        /// Empty text means unset.
+        static func optional(_ name: String, _ path: WritableKeyPath<Configuration, String?> & Sendable, _ help: String,
+                             shown: @escaping @Sendable (String) -> String = { $0 },
+                             check: @escaping @Sendable (String) throws -> String = { $0 }) -> Setting {
+            Setting(name: name, help: help, show: { $0[keyPath: path].map(shown) ?? "" }, set: { c, text in
+                c[keyPath: path] = text.isEmpty ? nil : try check(text)
+            })
+        }
+
+        static func int(_ name: String, _ path: WritableKeyPath<Configuration, Int> & Sendable, _ range: ClosedRange<Int>, _ help: String) -> Setting {
+            Setting(name: name, help: help, show: { String($0[keyPath: path]) }, set: { c, text in
+                guard let v = Int(text), range.contains(v) else {
+                    throw InvalidSetting(description: "--\(name) must be a whole number in \(range.lowerBound)...\(range.upperBound), not '\(text)'")
+                }
+                c[keyPath: path] = v
+            })
+        }
+
+        static func bytes(_ name: String, _ path: WritableKeyPath<Configuration, Int64> & Sendable, _ help: String) -> Setting {
+            Setting(name: name, help: help, show: { String($0[keyPath: path]) }, set: { c, text in
+                guard let v = Int64(text), v >= 0 else { throw InvalidSetting(description: "--\(name) must be a whole number of bytes, not '\(text)'") }
+                c[keyPath: path] = v
+            })
+        }
+
+        static func choice(_ name: String, _ path: WritableKeyPath<Configuration, String> & Sendable, _ choices: [String], _ help: String) -> Setting {
+            Setting(name: name, help: help, show: { $0[keyPath: path] }, set: { c, text in
+                guard choices.contains(text) else { throw InvalidSetting(description: "--\(name) must be one of \(choices.joined(separator: ", ")), not '\(text)'") }
+                c[keyPath: path] = text
+            })
         }
     }
 
-    public func value(of key: Key) -> String {
-        switch key {
-        case .host: return host
-        case .port: return String(port)
-        case .root: return root
-        case .fixtures: return fixtures
-        case .token: return token == nil ? "" : "(set)"
-        case .publicURL: return publicURL ?? ""
-        case .allowedHosts: return allowedHosts.joined(separator: ",")
-        case .ttlSeconds: return String(ttlSeconds)
-        case .maxBodyBytes: return String(maxBodyBytes)
-        case .maxStores: return String(maxStores)
-        case .maxDiskBytes: return String(maxDiskBytes)
-        case .threads: return String(threads)
-        case .connectionLimit: return String(connectionLimit)
-        case .connectionTimeoutSeconds: return String(connectionTimeoutSeconds)
-        case .headerTimeoutSeconds: return String(headerTimeoutSeconds)
-        case .connectionsPerAddress: return String(connectionsPerAddress)
-        case .queryTimeoutMs: return String(queryTimeoutMs)
-        case .queryRowLimit: return String(queryRowLimit)
-        case .queryMaxBytes: return String(queryMaxBytes)
-        case .operationTimeoutMs: return String(operationTimeoutMs)
-        case .waitTimeoutMaxMs: return String(waitTimeoutMaxMs)
-        case .reapIntervalSeconds: return String(reapIntervalSeconds)
-        case .logFormat: return logFormat ?? ""
-        case .logLevel: return logLevel
-        case .cacheMaxBytes: return String(cacheMaxBytes)
-        }
-    }
+    public static let settings: [Setting] = [
+        .text("host", \.host, "Address to listen on; any address but loopback requires a token."),
+        .int("port", \.port, 0...65535, "Port to listen on; 0 takes a free port."),
+        .text("root", \.root, "Directory the stores, the template cache and temporary files live in."),
+        .text("fixtures", \.fixtures, "The fixtures directory: one sub-folder per template."),
+        .optional("token", \.token, "Bearer token required on every request but GET /health.", shown: { _ in "(set)" }),
+        .optional("public-url", \.publicURL, "Base URL used in `links` (default: http://HOST:PORT).",
+                  check: { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }),
+        Setting(name: "allowed-hosts",
+                help: "More host names that Host and Origin headers may name, comma-separated (`*`: any); loopback names and the public URL's host always may.",
+                show: { $0.allowedHosts.joined(separator: ",") },
+                set: { c, text in
+                    c.allowedHosts = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
+                }),
+        .int("ttl-seconds", \.ttlSeconds, 1...31_536_000, "Default lifetime of a store that is not kept."),
+        .int("max-body-bytes", \.maxBodyBytes, 1...Int(Int32.max) * 4, "Largest request body (uploads included), in bytes."),
+        .int("max-stores", \.maxStores, 1...10_000_000, "Most live stores at once; past it POST /stores answers 429."),
+        .bytes("max-disk-bytes", \.maxDiskBytes, "Most bytes the stores may take on disk (0: no limit); past it 429."),
+        .int("threads", \.threads, 1...256, "libmicrohttpd's pool threads."),
+        .int("connection-limit", \.connectionLimit, 1...1_000_000, "Most open connections."),
+        .int("connection-timeout-seconds", \.connectionTimeoutSeconds, 1...86_400, "Idle connections are closed after this many seconds."),
+        .int("header-timeout-seconds", \.headerTimeoutSeconds, 1...3_600,
+             "A new connection must send its first request's headers within this many seconds, however slowly."),
+        .int("connections-per-address", \.connectionsPerAddress, 0...1_000_000,
+             "Most connections from one client address when listening off loopback (0: no limit)."),
+        .int("query-timeout-ms", \.queryTimeoutMs, 1...3_600_000, "Time limit of one POST /stores/{id}/query, and of reads of a store."),
+        .int("query-row-limit", \.queryRowLimit, 1...10_000_000, "Most rows one query answers (the answer says when rows were cut)."),
+        .int("query-max-bytes", \.queryMaxBytes, 1024...Int(Int32.max), "Most bytes of rows one query answers (the answer says when rows were cut)."),
+        .int("operation-timeout-ms", \.operationTimeoutMs, 1...86_400_000,
+             "Time limit of fixture loads, migrations, uploads and template builds on a store (408 past it)."),
+        .int("wait-timeout-max-ms", \.waitTimeoutMaxMs, 1...3_600_000, "Longest timeout_ms a count wait may ask for."),
+        .int("reap-interval-seconds", \.reapIntervalSeconds, 1...86_400, "How often expired stores are removed."),
+        .optional("log-format", \.logFormat, "`text` (the default on a terminal) or `json` (one object per line on standard error, the default otherwise).",
+                  check: { text in
+                      guard text == "text" || text == "json" else { throw InvalidSetting(description: "--log-format must be text or json, not '\(text)'") }
+                      return text
+                  }),
+        .choice("log-level", \.logLevel, ["trace", "debug", "info", "notice", "warning", "error", "critical"],
+                "trace, debug, info, notice, warning, error or critical; each request is an info line."),
+        .bytes("cache-max-bytes", \.cacheMaxBytes, "Disk budget of the template cache; least recently used entries go first."),
+    ]
 
     public struct InvalidSetting: Error, CustomStringConvertible {
         public let description: String
     }
 
-    /// Sets one key from text, checking its type and range.
-    public mutating func set(_ key: Key, _ text: String) throws {
-        func int(_ range: ClosedRange<Int>) throws -> Int {
-            guard let v = Int(text), range.contains(v) else {
-                throw InvalidSetting(description: "\(key.flag) must be a whole number in \(range.lowerBound)...\(range.upperBound), not '\(text)'")
-            }
-            return v
+    /// Sets one setting by name from text, checking its type and range.
+    public mutating func set(_ name: String, _ text: String) throws {
+        guard let setting = Configuration.settings.first(where: { $0.name == name }) else {
+            throw InvalidSetting(description: "unknown setting --\(name)")
         }
-        switch key {
-        case .host: host = text
-        case .port: port = try int(0...65535)
-        case .root: root = text
-        case .fixtures: fixtures = text
-        case .token: token = text.isEmpty ? nil : text
-        case .publicURL: publicURL = text.isEmpty ? nil : (text.hasSuffix("/") ? String(text.dropLast()) : text)
-        case .allowedHosts: allowedHosts = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
-        case .ttlSeconds: ttlSeconds = try int(1...31_536_000)
-        case .maxBodyBytes: maxBodyBytes = try int(1...Int(Int32.max) * 4)
-        case .maxStores: maxStores = try int(1...10_000_000)
-        case .maxDiskBytes: maxDiskBytes = Int64(try int(0...Int.max))
-        case .threads: threads = try int(1...256)
-        case .connectionLimit: connectionLimit = try int(1...1_000_000)
-        case .connectionTimeoutSeconds: connectionTimeoutSeconds = try int(1...86_400)
-        case .headerTimeoutSeconds: headerTimeoutSeconds = try int(1...3_600)
-        case .connectionsPerAddress: connectionsPerAddress = try int(0...1_000_000)
-        case .queryTimeoutMs: queryTimeoutMs = try int(1...3_600_000)
-        case .queryRowLimit: queryRowLimit = try int(1...10_000_000)
-        case .queryMaxBytes: queryMaxBytes = try int(1024...Int(Int32.max))
-        case .operationTimeoutMs: operationTimeoutMs = try int(1...86_400_000)
-        case .waitTimeoutMaxMs: waitTimeoutMaxMs = try int(1...3_600_000)
-        case .reapIntervalSeconds: reapIntervalSeconds = try int(1...86_400)
-        case .logFormat:
-            guard ["", "text", "json"].contains(text) else { throw InvalidSetting(description: "\(key.flag) must be text or json, not '\(text)'") }
-            logFormat = text.isEmpty ? nil : text
-        case .logLevel:
-            let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
-            guard levels.contains(text) else { throw InvalidSetting(description: "\(key.flag) must be one of \(levels.joined(separator: ", ")), not '\(text)'") }
-            logLevel = text
-        case .cacheMaxBytes: cacheMaxBytes = Int64(try int(0...Int.max))
-        }
+        try setting.set(&self, text)
     }
 
     /// Defaults, then every `LARDER_*` variable that is set.
     public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Configuration {
         var configuration = Configuration()
-        for key in Key.allCases {
-            if let value = environment[key.environmentVariable] { try configuration.set(key, value) }
+        for setting in settings {
+            if let value = environment[setting.environmentVariable] { try configuration.set(setting.name, value) }
         }
         return configuration
+    }
+
+    /// Applies `--name value` and `--name=value` arguments, in order.
+    public mutating func apply(arguments: [String]) throws {
+        var rest = arguments[...]
+        while let argument = rest.popFirst() {
+            guard argument.hasPrefix("--") else { throw InvalidSetting(description: "unexpected argument '\(argument)'") }
+            let body = argument.dropFirst(2)
+            if let equals = body.firstIndex(of: "=") {
+                try set(String(body[..<equals]), String(body[body.index(after: equals)...]))
+            } else {
+                guard let value = rest.popFirst() else { throw InvalidSetting(description: "\(argument) needs a value") }
+                try set(String(body), value)
+            }
+        }
     }
 
     /// Whether `host` is a loopback address (anything else requires a token).
