@@ -1,8 +1,21 @@
-import LarderCore
+@testable import LarderCore
 import SQLite
 import XCTest
 
 final class MigrationFormatTests: XCTestCase {
+    /// Every tool is one entry of the registry: named once, found by its
+    /// name, and its table never counted as data.
+    func testTheToolRegistry() {
+        let names = MigrationFormat.allCases.map(\.rawValue)
+        XCTAssertEqual(names.sorted(), ["dbmate", "flyway", "golang-migrate", "goose", "plain"])
+        for format in MigrationFormat.allCases {
+            XCTAssertEqual(MigrationFormat(rawValue: format.rawValue), format)
+            XCTAssertTrue(Inspector.bookkeepingTables.contains(format.tool.bookkeepingTable), format.rawValue)
+        }
+        XCTAssertNil(MigrationFormat(rawValue: "liquibase"))
+        XCTAssertTrue(Inspector.bookkeepingTables.isSuperset(of: ["alembic_version", "django_migrations", "grdb_migrations", "ar_internal_metadata"]))
+    }
+
     func testPlainNumberedSQLRecordsLarderMigrationsAndUserVersion() throws {
         let scratch = Scratch()
         let dir = scratch.write(["0001_a.sql": "CREATE TABLE a (x);", "0002_b.sql": "CREATE TABLE b (y);", "notes.txt": "ignored"], under: "m")
@@ -97,7 +110,7 @@ final class MigrationFormatTests: XCTestCase {
             ["5", "NULL", "view", "SQL", "R__view.sql", "1"],
         ])
         XCTAssertEqual(try db.scalar("SELECT checksum FROM flyway_schema_history WHERE version = '1'")?.int64,
-                       Int64(MigrationSet.flywayChecksum("CREATE TABLE log (step TEXT);")))
+                       Int64(Flyway.checksum("CREATE TABLE log (step TEXT);")))
         // Unchanged repeatable: not run again. Changed: run again.
         XCTAssertEqual(try Migrator(set: set).migrate(db, to: nil).applied.count, 0)
         scratch.write(["R__view.sql": "DROP VIEW IF EXISTS steps; CREATE VIEW steps AS SELECT step, 1 AS v FROM log;"], under: "m")
@@ -107,7 +120,7 @@ final class MigrationFormatTests: XCTestCase {
 
     func testFlywayChecksumMatchesFlywaysLineBasedCRC() {
         // CRC-32 of "a" then "b" (lines without endings) equals CRC-32 of "ab".
-        XCTAssertEqual(MigrationSet.flywayChecksum("a\r\nb\n"), Int32(bitPattern: 0x9E83486D))
+        XCTAssertEqual(Flyway.checksum("a\r\nb\n"), Int32(bitPattern: 0x9E83486D))
     }
 
     func testMalformedDirectoriesSayWhy() throws {

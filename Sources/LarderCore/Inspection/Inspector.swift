@@ -5,10 +5,7 @@ import SQLite
 /// connection; never writes.
 public enum Inspector {
     /// Tables that migration tools keep for their own bookkeeping; never counted.
-    public static let bookkeepingTables: Set<String> = [
-        "schema_migrations", "goose_db_version", "flyway_schema_history", "larder_migrations",
-        "ar_internal_metadata", "django_migrations", "alembic_version", "grdb_migrations",
-    ]
+    public static var bookkeepingTables: Set<String> { Bookkeeping.tables }
 
     /// User tables, in name order: no `sqlite_*`, no bookkeeping, no virtual-table shadows.
     public static func userTables(_ db: Connection) throws -> [String] {

@@ -47,13 +47,7 @@ public struct MigrationSet: Sendable {
         }
         let format = try override ?? detect(files: files, contents: contents, directory: directory)
         var set = MigrationSet(format: format, migrations: [], repeatables: [])
-        switch format {
-        case .plain: try set.readPlain(files, contents, directory)
-        case .golangMigrate: try set.readGolangMigrate(files, contents, directory)
-        case .dbmate: try set.readMarked(files, contents, directory, up: "-- migrate:up", down: "-- migrate:down")
-        case .goose: try set.readMarked(files, contents, directory, up: "-- +goose Up", down: "-- +goose Down")
-        case .flyway: try set.readFlyway(files, contents, directory)
-        }
+        try format.tool.read(files, contents, directory, into: &set)
         set.migrations.sort { VersionOrder.less($0.version, $1.version) }
         set.repeatables.sort { $0.file < $1.file }
         var seen: [String: String] = [:]
@@ -66,15 +60,13 @@ public struct MigrationSet: Sendable {
         return set
     }
 
+    /// The format of a directory: each file belongs to the first tool that
+    /// claims it (plain SQL when none does); they must all agree.
     static func detect(files: [String], contents: [String: String], directory: String) throws -> MigrationFormat {
         var found = Set<MigrationFormat>()
         for file in files {
-            let text = contents[file] ?? ""
-            if flywayParts(file) != nil { found.insert(.flyway) }
-            else if file.hasSuffix(".up.sql") || file.hasSuffix(".down.sql") { found.insert(.golangMigrate) }
-            else if text.contains("-- +goose Up") || text.contains("-- +goose Down") { found.insert(.goose) }
-            else if text.contains("-- migrate:up") { found.insert(.dbmate) }
-            else { found.insert(.plain) }
+            let tool = MigrationFormat.all.first { $0.claims(file: file, text: contents[file] ?? "") } ?? Plain.self
+            found.insert(MigrationFormat(tool: tool))
         }
         if found.count > 1 {
             throw malformed(directory, "the files mix formats (\(found.map(\.rawValue).sorted().joined(separator: ", "))); set \"format\" in template.json or keep one format", files: files)
@@ -97,90 +89,26 @@ public struct MigrationSet: Sendable {
         return (String(digits), String(rest))
     }
 
-    /// `V1_2__name.sql` → ("V", "1.2", "name"); `R__name.sql` → ("R", "", "name").
-    static func flywayParts(_ file: String) -> (kind: Character, version: String, name: String)? {
-        guard file.hasSuffix(".sql"), let kind = file.first, "VRU".contains(kind),
-              let separator = file.range(of: "__") else { return nil }
-        let version = String(file[file.index(after: file.startIndex)..<separator.lowerBound])
-        let name = String(file[separator.upperBound...].dropLast(4))
-        if kind == "R" { return version.isEmpty ? (kind, "", name) : nil }
-        guard !version.isEmpty, version.allSatisfy({ $0.isNumber || $0 == "." || $0 == "_" }) else { return nil }
-        return (kind, VersionOrder.canonical(version), name)
-    }
-
-    static func make(version: String, name: String, file: String, up: String, down: String? = nil, downFile: String? = nil,
-                     noTransaction: Bool = false, raw: [String]) -> Migration {
+    /// A migration read from its file(s); `raw` are the files' texts, hashed
+    /// into the checksum.
+    static func make(version: String, fileVersion: String, name: String, file: String, up: String, down: String? = nil, downFile: String? = nil,
+                     noTransaction: Bool = false, toolChecksum: Int32? = nil, raw: [String]) -> Migration {
         let hash = SHA256()
         for text in raw { hash.update(text) }
-        var written = version
-        if flywayParts(file) != nil, let range = file.range(of: "__") {
-            written = String(file[file.index(after: file.startIndex)..<range.lowerBound]).replacingOccurrences(of: "_", with: ".")
-        } else if let raw = numberedRaw(file, suffix: ".sql") ?? numberedRaw(file, suffix: ".up.sql") {
-            written = raw.version
-        }
-        return Migration(version: version, fileVersion: written, name: name, file: file, up: up, down: down, downFile: downFile,
-                         noTransaction: noTransaction, checksum: hash.finalize(), flywayChecksum: flywayChecksum(raw.first ?? ""))
+        return Migration(version: version, fileVersion: fileVersion, name: name, file: file, up: up, down: down, downFile: downFile,
+                         noTransaction: noTransaction, checksum: hash.finalize(), toolChecksum: toolChecksum)
     }
 
-    /// Flyway's checksum: CRC-32 over the UTF-8 bytes of each line, line
-    /// endings left out, a leading byte-order mark dropped.
-    public static func flywayChecksum(_ text: String) -> Int32 {
-        // Bytes, not Characters: Swift reads "\r\n" as one Character.
-        var bytes = Array(text.utf8)
-        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }
-        var lines = bytes.split(separator: 0x0A, omittingEmptySubsequences: false)
-        if bytes.last == 0x0A { lines.removeLast() }
-        var crc: UInt32 = 0
-        for var line in lines {
-            if line.last == 0x0D { line = line.dropLast() }
-            crc = Array(line).withUnsafeBytes { crc32($0, initial: crc) }
-        }
-        return Int32(bitPattern: crc)
-    }
-
-    mutating func readPlain(_ files: [String], _ contents: [String: String], _ directory: String) throws {
+    /// Tools that keep up and down in one file per version, in sections
+    /// started by marker lines (dbmate, goose). A migration runs outside a
+    /// transaction when its up line carries `upFlag`, or a line says `noTransactionLine`.
+    mutating func readMarked(_ files: [String], _ contents: [String: String], _ directory: String, up upMarker: String, down downMarker: String,
+                             upFlag: String?, noTransactionLine: String?) throws {
         for file in files {
-            guard let (version, name) = MigrationSet.numbered(file, suffix: ".sql") else {
-                throw MigrationSet.malformed(directory, "'\(file)' is not named like 0001_name.sql", files: [file])
-            }
-            let text = contents[file]!
-            migrations.append(MigrationSet.make(version: version, name: name, file: file, up: text, raw: [text]))
-        }
-    }
-
-    mutating func readGolangMigrate(_ files: [String], _ contents: [String: String], _ directory: String) throws {
-        var ups: [String: (String, String)] = [:], downs: [String: (String, String)] = [:]
-        for file in files {
-            if let (version, name) = MigrationSet.numbered(file, suffix: ".up.sql") {
-                if let other = ups[version] { throw MigrationSet.malformed(directory, "duplicate version \(version) (\(other.1) and \(file))", files: [other.1, file]) }
-                ups[version] = (name, file)
-            } else if let (version, name) = MigrationSet.numbered(file, suffix: ".down.sql") {
-                if let other = downs[version] { throw MigrationSet.malformed(directory, "duplicate version \(version) (\(other.1) and \(file))", files: [other.1, file]) }
-                downs[version] = (name, file)
-            } else {
-                throw MigrationSet.malformed(directory, "'\(file)' is not named like 1_name.up.sql or 1_name.down.sql", files: [file])
-            }
-        }
-        for (version, down) in downs where ups[version] == nil {
-            throw MigrationSet.malformed(directory, "'\(down.1)' has no matching up migration", files: [down.1])
-        }
-        for (version, (name, file)) in ups {
-            guard let down = downs[version] else {
-                throw MigrationSet.malformed(directory, "'\(file)' has no matching down migration (\(version)_\(name).down.sql)", files: [file])
-            }
-            let up = contents[file]!, downText = contents[down.1]!
-            migrations.append(MigrationSet.make(version: version, name: name, file: file, up: up, down: downText,
-                                                downFile: down.1, raw: [up, downText]))
-        }
-    }
-
-    /// dbmate and goose: one file per version, sections started by marker lines.
-    mutating func readMarked(_ files: [String], _ contents: [String: String], _ directory: String, up upMarker: String, down downMarker: String) throws {
-        let isGoose = upMarker.contains("goose")
-        for file in files {
-            guard let (version, name) = MigrationSet.numbered(file, suffix: ".sql") else {
+            guard let (written, name) = MigrationSet.numberedRaw(file, suffix: ".sql") else {
                 throw MigrationSet.malformed(directory, "'\(file)' is not named like 20240613061102_name.sql", files: [file])
             }
+            let version = VersionOrder.normalized(written)
             let text = contents[file]!
             var upLines: [Substring] = [], downLines: [Substring] = []
             var section = 0 // 0 before any marker, 1 up, 2 down
@@ -191,14 +119,14 @@ public struct MigrationSet: Sendable {
                 if trimmed.hasPrefix(upMarker) {
                     if sawUp { throw MigrationSet.malformed(directory, "'\(file)' has two '\(upMarker)' lines", files: [file]) }
                     sawUp = true; section = 1
-                    if !isGoose && trimmed.contains("transaction:false") { noTransaction = true }
+                    if let upFlag, trimmed.contains(upFlag) { noTransaction = true }
                     continue
                 }
                 if trimmed.hasPrefix(downMarker) {
                     sawDown = true; section = 2
                     continue
                 }
-                if isGoose && trimmed.hasPrefix("-- +goose NO TRANSACTION") { noTransaction = true; continue }
+                if let noTransactionLine, trimmed.hasPrefix(noTransactionLine) { noTransaction = true; continue }
                 switch section {
                 case 1: upLines.append(line)
                 case 2: downLines.append(line)
@@ -209,33 +137,9 @@ public struct MigrationSet: Sendable {
                 }
             }
             guard sawUp else { throw MigrationSet.malformed(directory, "'\(file)' has no '\(upMarker)' line", files: [file]) }
-            migrations.append(MigrationSet.make(version: version, name: name, file: file, up: upLines.joined(separator: "\n"),
+            migrations.append(MigrationSet.make(version: version, fileVersion: written, name: name, file: file, up: upLines.joined(separator: "\n"),
                                                 down: sawDown ? downLines.joined(separator: "\n") : nil, downFile: sawDown ? file : nil,
                                                 noTransaction: noTransaction, raw: [text]))
-        }
-    }
-
-    mutating func readFlyway(_ files: [String], _ contents: [String: String], _ directory: String) throws {
-        var undo: [String: (String, String)] = [:]
-        for file in files {
-            guard let (kind, version, name) = MigrationSet.flywayParts(file) else {
-                throw MigrationSet.malformed(directory, "'\(file)' is not named like V1__name.sql or R__name.sql", files: [file])
-            }
-            let text = contents[file]!
-            switch kind {
-            case "V": migrations.append(MigrationSet.make(version: version, name: name, file: file, up: text, raw: [text]))
-            case "R": repeatables.append(MigrationSet.make(version: "", name: name, file: file, up: text, raw: [text]))
-            default: undo[version] = (file, text)
-            }
-        }
-        for i in migrations.indices {
-            if let (file, text) = undo.removeValue(forKey: migrations[i].version) {
-                migrations[i].down = text
-                migrations[i].downFile = file
-            }
-        }
-        if let orphan = undo.values.first {
-            throw MigrationSet.malformed(directory, "'\(orphan.0)' undoes a version that has no V migration", files: [orphan.0])
         }
     }
 }

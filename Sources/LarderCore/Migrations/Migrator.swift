@@ -53,11 +53,11 @@ public struct Migrator {
         let from = set.versions.last(where: { applied.contains($0) }) ?? state.current
         // A database whose version came from elsewhere gets the format's own
         // bookkeeping for what it already has, so the tool accepts it.
-        let ownTable = try Bookkeeping.read(db, format: set.format) != nil
+        let ownTable = try set.format.tool.readState(db) != nil
         if !ownTable, !applied.isEmpty {
             try db.transaction {
                 for m in set.migrations where applied.contains(m.version) {
-                    try Bookkeeping.recordUp(db, set.format, m, milliseconds: 0)
+                    try set.format.tool.recordUp(db, m, milliseconds: 0)
                 }
             }
         }
@@ -76,7 +76,7 @@ public struct Migrator {
             for m in rollback {
                 let previous = set.migrations.last { applied.contains($0.version) && VersionOrder.less($0.version, m.version) }?.version
                 let ms = try run(db, m, sql: m.down!, file: m.downFile ?? m.file, storeVersion: current, noTransaction: m.noTransaction, violations: &violations) {
-                    try Bookkeeping.recordDown(db, set.format, m, previous: previous, milliseconds: $0)
+                    try set.format.tool.recordDown(db, m, previous: previous, milliseconds: $0)
                 }
                 applied.remove(m.version)
                 current = previous
@@ -85,19 +85,17 @@ public struct Migrator {
         }
         for m in pending {
             let ms = try run(db, m, sql: m.up, file: m.file, storeVersion: current, noTransaction: m.noTransaction, violations: &violations) {
-                try Bookkeeping.recordUp(db, set.format, m, milliseconds: $0)
+                try set.format.tool.recordUp(db, m, milliseconds: $0)
             }
             applied.insert(m.version)
             current = m.version
             steps.append(Step(version: m.version, name: m.name, milliseconds: ms, direction: "up"))
         }
-        if set.format == .flyway {
-            for r in set.repeatables where try Bookkeeping.flywayRepeatableChecksum(db, script: r.file) != Int64(r.flywayChecksum) {
-                let ms = try run(db, r, sql: r.up, file: r.file, storeVersion: current, noTransaction: false, violations: &violations) {
-                    try Bookkeeping.recordUp(db, set.format, r, milliseconds: $0)
-                }
-                steps.append(Step(version: "", name: r.name, milliseconds: ms, direction: "repeatable"))
+        for r in try set.format.tool.repeatablesDue(db, in: set) {
+            let ms = try run(db, r, sql: r.up, file: r.file, storeVersion: current, noTransaction: false, violations: &violations) {
+                try set.format.tool.recordUp(db, r, milliseconds: $0)
             }
+            steps.append(Step(version: "", name: r.name, milliseconds: ms, direction: "repeatable"))
         }
         return Outcome(from: from, to: current, applied: steps)
     }
@@ -139,7 +137,7 @@ public struct Migrator {
         }
         do {
             if outsideTransaction {
-                try db.transaction { try Bookkeeping.markDirty(db, set.format, m) }
+                try db.transaction { try set.format.tool.markDirty(db, m) }
                 try db.forEachStatement(in: sql) { statement in
                     while try statement.step() {}
                 }

@@ -1,0 +1,84 @@
+import SQLite
+
+/// One migration tool Larder reads and writes as the tool itself does: how
+/// its files are named and split, and the bookkeeping table it keeps. A new
+/// tool is one file with a type conforming to this, and one line in
+/// `MigrationFormat.all`.
+protocol MigrationTool: Sendable {
+    /// The name in `template.json` and in answers (`"golang-migrate"`).
+    static var name: String { get }
+    /// The table the tool keeps its bookkeeping in (never counted as data).
+    static var bookkeepingTable: String { get }
+    /// Whether a file of a migrations directory is unmistakably this tool's
+    /// (detection; `Plain` claims nothing and is the fallback).
+    static func claims(file: String, text: String) -> Bool
+    /// Reads a directory's `.sql` files into `set` (versioned migrations and
+    /// any repeatables); a file that does not fit is an error naming it.
+    static func read(_ files: [String], _ contents: [String: String], _ directory: String, into set: inout MigrationSet) throws
+    /// The state a database is in, from this tool's table; nil when it has none.
+    static func readState(_ db: Connection) throws -> AppliedState?
+    /// Records `migration` as applied, as the tool would (its table is made when missing).
+    static func recordUp(_ db: Connection, _ migration: Migration, milliseconds: Int) throws
+    /// Records `migration` as rolled back; `previous` is the version below it.
+    static func recordDown(_ db: Connection, _ migration: Migration, previous: String?, milliseconds: Int) throws
+    /// Before a migration that runs outside a transaction, so a run cut short shows.
+    static func markDirty(_ db: Connection, _ migration: Migration) throws
+    /// Repeatable scripts due again (Flyway's `R__` whose checksum changed).
+    static func repeatablesDue(_ db: Connection, in set: MigrationSet) throws -> [Migration]
+}
+
+extension MigrationTool {
+    static func markDirty(_ db: Connection, _ migration: Migration) throws {}
+    static func repeatablesDue(_ db: Connection, in set: MigrationSet) throws -> [Migration] { [] }
+}
+
+/// The migration format of a template: which tool's files and bookkeeping.
+public struct MigrationFormat: Sendable, Hashable, CustomStringConvertible {
+    let tool: any MigrationTool.Type
+
+    /// Every tool Larder reads, in the order files are recognized (`Plain` last).
+    static let all: [any MigrationTool.Type] = [Flyway.self, GolangMigrate.self, Goose.self, Dbmate.self, Plain.self]
+
+    public static let plain = MigrationFormat(tool: Plain.self)
+    public static let golangMigrate = MigrationFormat(tool: GolangMigrate.self)
+    public static let dbmate = MigrationFormat(tool: Dbmate.self)
+    public static let goose = MigrationFormat(tool: Goose.self)
+    public static let flyway = MigrationFormat(tool: Flyway.self)
+
+    /// Every format, as `template.json` names them.
+    public static var allCases: [MigrationFormat] { all.map(MigrationFormat.init(tool:)) }
+
+    public init?(rawValue: String) {
+        guard let tool = MigrationFormat.all.first(where: { $0.name == rawValue }) else { return nil }
+        self.tool = tool
+    }
+
+    init(tool: any MigrationTool.Type) { self.tool = tool }
+
+    public var rawValue: String { tool.name }
+    public var description: String { rawValue }
+
+    public static func == (a: MigrationFormat, b: MigrationFormat) -> Bool { a.rawValue == b.rawValue }
+    public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
+}
+
+/// One versioned (or repeatable) migration.
+public struct Migration: Sendable {
+    public var version: String          // canonical; "" for a repeatable
+    /// The version as the file writes it ("0003", "20240613061102"), which
+    /// the owning tool records.
+    public var fileVersion: String
+    public var name: String             // description part of the file name
+    public var file: String             // file name (of the up part)
+    public var up: String
+    public var down: String?
+    public var downFile: String?
+    /// The format says it must run outside a transaction.
+    public var noTransaction: Bool
+    /// SHA-256 of the file(s), hex.
+    public var checksum: String
+    /// The checksum the owning tool records, when it keeps one (Flyway's
+    /// CRC-32 over the lines).
+    public var toolChecksum: Int32?
+    public var isRepeatable: Bool { version.isEmpty }
+}
