@@ -32,6 +32,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite"]),
+        .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP"]),
         .testTarget(name: "LarderCoreTests", dependencies: ["LarderCore", "SQLite"]),
         .testTarget(name: "ZipTests", dependencies: ["Zip"]),
         .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "MicroHTTP", "LarderCore", .product(name: "Logging", package: "swift-log")]),

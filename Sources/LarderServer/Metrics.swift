@@ -28,18 +28,33 @@ final class Metrics: Sendable {
         }
     }
 
+    /// A label value as the text format writes it: backslash, quote and newline escaped.
+    static func label(_ value: String) -> String {
+        var out = ""
+        for c in value {
+            switch c {
+            case "\\": out += "\\\\"
+            case "\"": out += "\\\""
+            case "\n": out += "\\n"
+            default: out.append(c)
+            }
+        }
+        return out
+    }
+
     /// The exposition text; `gauges` are appended as they are.
     func render(gauges: [(name: String, help: String, type: String, value: String)]) -> String {
         let snapshot = state.withLock { $0 }
         var out = "# HELP larder_http_requests_total HTTP requests by route and status.\n# TYPE larder_http_requests_total counter\n"
         for route in snapshot.requests.keys.sorted() {
             for (status, n) in snapshot.requests[route]!.sorted(by: { $0.key < $1.key }) {
-                out += "larder_http_requests_total{route=\"\(route)\",status=\"\(status)\"} \(n)\n"
+                out += "larder_http_requests_total{route=\"\(Metrics.label(route))\",status=\"\(status)\"} \(n)\n"
             }
         }
         out += "# HELP larder_http_request_duration_seconds Time to answer, by route.\n# TYPE larder_http_request_duration_seconds histogram\n"
         for route in snapshot.latency.keys.sorted() {
             let h = snapshot.latency[route]!
+            let route = Metrics.label(route)
             var cumulative = 0
             for (i, bound) in Metrics.buckets.enumerated() {
                 cumulative += h.counts[i]

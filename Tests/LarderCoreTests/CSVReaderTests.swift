@@ -1,0 +1,28 @@
+@testable import LarderCore
+import XCTest
+
+final class CSVReaderTests: XCTestCase {
+    func records(_ text: String) throws -> [[String?]] { try CSVReader.records(Array(text.utf8)) }
+
+    func testQuotedAndUnquotedEmptyFields() throws {
+        // Unquoted empty is NULL (nil), quoted empty is the empty string.
+        XCTAssertEqual(try records("a,b,c\n,\"\",x\n"), [["a", "b", "c"], [nil, "", "x"]])
+        // Line breaks inside quotes are kept as written (RFC 4180).
+        XCTAssertEqual(try records("a\r\n\"multi\r\nline\"\r\n"), [["a"], ["multi\r\nline"]])
+        XCTAssertEqual(try records("a,b\n\"say \"\"hi\"\"\",2"), [["a", "b"], ["say \"hi\"", "2"]])
+    }
+
+    func testBadQuotingIsAnErrorWithItsLine() {
+        XCTAssertThrowsError(try records("a\nab\"c\n")) { XCTAssertTrue("\($0)".contains("line 2"), "\($0)") }
+        XCTAssertThrowsError(try records("a\n\"open\n")) { XCTAssertTrue("\($0)".contains("unterminated"), "\($0)") }
+    }
+}
+
+final class TimestampTests: XCTestCase {
+    func testRFC3339InUTCWithMilliseconds() {
+        XCTAssertEqual(Timestamp(seconds: 0).rfc3339, "1970-01-01T00:00:00.000Z")
+        XCTAssertEqual(Timestamp(seconds: 1_700_000_000.5).rfc3339, "2023-11-14T22:13:20.500Z")
+        XCTAssertEqual(Timestamp(seconds: 951_782_400.042).rfc3339, "2000-02-29T00:00:00.042Z")
+        XCTAssertTrue(Timestamp(seconds: 1) < Timestamp(seconds: 1).adding(seconds: 1))
+    }
+}

@@ -1,0 +1,200 @@
+import Foundation
+import Glibc
+@testable import MicroHTTP
+import XCTest
+
+/// A raw HTTP/1.1 exchange over a socket: what is sent is sent as written.
+struct RawClient {
+    let port: UInt16
+
+    /// Sends `request` and reads until the server closes or `until` holds.
+    func exchange(_ request: [UInt8], readTimeout: Double = 10, until done: ([UInt8]) -> Bool = { _ in false }) throws -> [UInt8] {
+        let fd = try connect()
+        defer { close(fd) }
+        try send(fd, request)
+        return read(fd, timeout: readTimeout, until: done)
+    }
+
+    func connect() throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard rc == 0 else { close(fd); throw POSIXError(.ECONNREFUSED) }
+        return fd
+    }
+
+    func send(_ fd: Int32, _ bytes: [UInt8]) throws {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { throw POSIXError(.EPIPE) }
+            sent += n
+        }
+    }
+
+    func read(_ fd: Int32, timeout: Double, until done: ([UInt8]) -> Bool) -> [UInt8] {
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline && !done(out) {
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 100) > 0 else { continue }
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            out += buffer[0..<n]
+        }
+        return out
+    }
+}
+
+extension Array where Element == UInt8 {
+    var text: String { String(decoding: self, as: UTF8.self) }
+    var status: Int? { text.split(separator: " ", maxSplits: 2).dropFirst().first.flatMap { Int($0) } }
+}
+
+/// The HTTP layer on its own, with handlers written for each test.
+final class MicroHTTPServerTests: XCTestCase {
+    func withServer(_ configure: (inout Server.Settings) -> Void = { _ in }, handler: @escaping Server.Handler,
+                    _ body: (Server, RawClient) throws -> Void) throws {
+        var settings = Server.Settings()
+        settings.port = 0
+        settings.threads = 2
+        let spool = NSTemporaryDirectory() + "microhttp-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: spool) }
+        settings.spoolDirectory = spool
+        configure(&settings)
+        let server = Server(settings: settings, handler: handler) { refusal in
+            let status: Int
+            switch refusal {
+            case .payloadTooLarge: status = 413
+            case .ambiguousLength: status = 400
+            case .bodyNotKept: status = 507
+            case .shuttingDown: status = 503
+            }
+            return Response(status: status, contentType: "text/plain", bytes: Array("refused: \(refusal)".utf8))
+        }
+        try server.start()
+        defer { server.stop() }
+        try body(server, RawClient(port: server.port))
+    }
+
+    static func get(_ path: String, _ extra: String = "") -> [UInt8] {
+        Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\(extra)\r\n".utf8)
+    }
+
+    func testALaterAnswerResumesTheSuspendedConnection() throws {
+        try withServer(handler: { request in
+            .later { responder in
+                DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) {
+                    responder.send(Response(status: 200, contentType: "text/plain", bytes: Array("later \(request.path)".utf8)))
+                }
+            }
+        }) { _, client in
+            let answer = try client.exchange(Self.get("/x"))
+            XCTAssertEqual(answer.status, 200)
+            XCTAssertTrue(answer.text.hasSuffix("later /x"), answer.text)
+        }
+    }
+
+    func testBodiesOverTheLimitAre413WithOrWithoutContentLength() throws {
+        try withServer({ $0.maxBodyBytes = 1000 }, handler: { _ in .now(Response(status: 200)) }) { _, client in
+            let declared = try client.exchange(Array("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n".utf8))
+            XCTAssertEqual(declared.status, 413)
+            var chunked = Array("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n".utf8)
+            for _ in 0..<3 { chunked += Array("400\r\n".utf8) + [UInt8](repeating: 0x61, count: 1024) + Array("\r\n".utf8) }
+            chunked += Array("0\r\n\r\n".utf8)
+            XCTAssertEqual(try client.exchange(chunked).status, 413)
+            let ambiguous = try client.exchange(Array("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nab".utf8))
+            XCTAssertEqual(ambiguous.status, 400)
+        }
+    }
+
+    func testLargeBodiesArriveSpooledToAFile() throws {
+        let seen = Locked<(memory: Int, file: Int, path: String?)>((0, 0, nil))
+        try withServer({ $0.spoolThreshold = 1000 }, handler: { request in
+            seen.set((request.body.count, request.bodyFile?.size ?? 0, request.bodyFile?.path))
+            let bytes = (try? request.bodyBytes()) ?? []
+            return .now(Response(status: 200, contentType: "text/plain", bytes: Array("\(bytes.count) \(bytes.allSatisfy { $0 == 0x62 })".utf8)))
+        }) { _, client in
+            let body = [UInt8](repeating: 0x62, count: 50_000)
+            let answer = try client.exchange(Array("POST / HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: \(body.count)\r\n\r\n".utf8) + body)
+            XCTAssertTrue(answer.text.hasSuffix("50000 true"), answer.text)
+            XCTAssertEqual(seen.get().memory, 0)
+            XCTAssertEqual(seen.get().file, 50_000)
+            // The spool file goes with the request.
+            Thread.sleep(forTimeInterval: 0.2)
+            XCTAssertFalse(FileManager.default.fileExists(atPath: seen.get().path ?? "/"))
+        }
+    }
+
+    func testSuspendedRequestsAre503AtShutdown() throws {
+        var settings = Server.Settings()
+        settings.port = 0
+        let server = Server(settings: settings, handler: { _ in .later { _ in } }) { _ in Response(status: 503) }
+        try server.start()
+        let client = RawClient(port: server.port)
+        let fd = try client.connect()
+        defer { close(fd) }
+        try client.send(fd, Self.get("/never"))
+        Thread.sleep(forTimeInterval: 0.2)
+        let stopper = Thread { server.stop() }
+        stopper.start()
+        XCTAssertEqual(client.read(fd, timeout: 5, until: { $0.status != nil }).status, 503)
+    }
+
+    func testAPacedStreamStopsAheadOfASlowReaderAndSeesItLeave() throws {
+        let stream = Locked<BodyStream?>(nil)
+        let writes = Locked(0)
+        let chunk = [UInt8](repeating: 0x7A, count: 64 * 1024)
+        try withServer(handler: { _ in
+            .later { responder in
+                let body = try! BodyStream(spoolDirectory: NSTemporaryDirectory())
+                stream.set(body)
+                let round: @Sendable () -> Void = {
+                    DispatchQueue.global().async {
+                        repeat {
+                            do { try body.write(chunk) } catch { return }
+                            writes.update { $0 += 1 }
+                        } while body.wantsMore()
+                    }
+                }
+                body.pace(readAhead: 256 * 1024, round)
+                responder.send(Response(status: 200, headers: [("Content-Type", "application/octet-stream")], body: .stream(body)))
+                round()
+            }
+        }) { _, client in
+            let fd = try client.connect()
+            try client.send(fd, Self.get("/stream"))
+            let first = client.read(fd, timeout: 5, until: { $0.count > 100 * 1024 })
+            XCTAssertEqual(first.status, 200)
+            Thread.sleep(forTimeInterval: 0.5)
+            // The maker stopped a bounded way ahead: it is not writing on and on.
+            let before = writes.get()
+            Thread.sleep(forTimeInterval: 0.3)
+            XCTAssertEqual(writes.get(), before, "the maker went on while nobody read")
+            // Reading on makes it go on (past what the kernel's socket buffers held).
+            let more = client.read(fd, timeout: 10, until: { $0.count > 24 << 20 })
+            XCTAssertGreaterThan(more.count, 24 << 20)
+            XCTAssertGreaterThan(writes.get(), before)
+            close(fd)
+            let deadline = Date().addingTimeInterval(5)
+            while Date() < deadline && stream.get()?.isCancelled != true { Thread.sleep(forTimeInterval: 0.05) }
+            XCTAssertEqual(stream.get()?.isCancelled, true, "a client that leaves cancels the stream")
+            XCTAssertThrowsError(try stream.get()?.write(chunk))
+        }
+    }
+}
+
+/// A value shared between a test and its handlers.
+final class Locked<T>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: T
+    init(_ value: T) { self.value = value }
+    func get() -> T { lock.lock(); defer { lock.unlock() }; return value }
+    func set(_ new: T) { lock.lock(); value = new; lock.unlock() }
+    func update(_ change: (inout T) -> Void) { lock.lock(); change(&value); lock.unlock() }
+}
