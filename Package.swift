@@ -31,12 +31,14 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
-        .testTarget(name: "SQLiteTests", dependencies: ["SQLite"]),
+        // What the test targets share: scratch directories, the test server, assertions.
+        .target(name: "TestSupport", dependencies: ["LarderCore", "LarderServer", "SQLite"], path: "Tests/TestSupport"),
+        .testTarget(name: "SQLiteTests", dependencies: ["SQLite", "TestSupport"]),
         .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP"]),
-        .testTarget(name: "LarderCoreTests", dependencies: ["LarderCore", "SQLite"]),
-        .testTarget(name: "ZipTests", dependencies: ["Zip"]),
+        .testTarget(name: "LarderCoreTests", dependencies: ["LarderCore", "SQLite", "TestSupport"]),
+        .testTarget(name: "ZipTests", dependencies: ["Zip", "TestSupport"]),
         .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "MicroHTTP", "LarderCore", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "EndToEndTests", dependencies: ["LarderServer", "LarderCore", "SQLite", "Digest"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["LarderServer", "LarderCore", "SQLite", "Digest", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

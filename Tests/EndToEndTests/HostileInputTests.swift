@@ -2,6 +2,7 @@ import Foundation
 import LarderCore
 import LarderServer
 import SQLite
+import TestSupport
 import XCTest
 
 /// The attacks of a hostile test of Larder 0.1, kept as tests: SQL that
@@ -181,23 +182,24 @@ final class HostileInputTests: XCTestCase {
     }
 
     func testDeleteByLabelOrPrefix() async throws {
-        let server = try TestServer()
-        for label in ["suite-a-1", "suite-a-2", "suite-b", "other"] {
-            _ = try await server.create(#"{"label": "\#(label)"}"#)
+        try await withTestServer { server in
+            for label in ["suite-a-1", "suite-a-2", "suite-b", "other"] {
+                _ = try await server.create(#"{"label": "\#(label)"}"#)
+            }
+            _ = try await server.create("{}")
+            let missing = try await server.request("DELETE", "/stores")
+            XCTAssertEqual(missing.status, 400)
+            let empty = try await server.request("DELETE", "/stores?label=")
+            XCTAssertEqual(empty.status, 400)
+            let exact = try await server.request("DELETE", "/stores?label=other")
+            XCTAssertEqual(exact.json?["deleted"], 1)
+            let prefix = try await server.request("DELETE", "/stores?label_prefix=suite-a-")
+            XCTAssertEqual(prefix.json?["deleted"], 2)
+            let left = try await server.request("GET", "/stores")
+            XCTAssertEqual(left.json?["stores"]?.arrayValue?.count, 2)
+            let either = try await server.request("DELETE", "/stores?label=suite-b&label_prefix=nothing-")
+            XCTAssertEqual(either.json?["deleted"], 1)
         }
-        _ = try await server.create("{}")
-        let missing = try await server.request("DELETE", "/stores")
-        XCTAssertEqual(missing.status, 400)
-        let empty = try await server.request("DELETE", "/stores?label=")
-        XCTAssertEqual(empty.status, 400)
-        let exact = try await server.request("DELETE", "/stores?label=other")
-        XCTAssertEqual(exact.json?["deleted"], 1)
-        let prefix = try await server.request("DELETE", "/stores?label_prefix=suite-a-")
-        XCTAssertEqual(prefix.json?["deleted"], 2)
-        let left = try await server.request("GET", "/stores")
-        XCTAssertEqual(left.json?["stores"]?.arrayValue?.count, 2)
-        let either = try await server.request("DELETE", "/stores?label=suite-b&label_prefix=nothing-")
-        XCTAssertEqual(either.json?["deleted"], 1)
     }
 
     func testUploadWithATriggerBombIsStoppedAndLeavesNothing() async throws {

@@ -6,66 +6,8 @@ import FoundationNetworking
 import LarderCore
 import LarderServer
 import SQLite
+import TestSupport
 import XCTest
-
-let repositoryRoot: String = {
-    var url = URL(fileURLWithPath: #filePath)
-    for _ in 0..<3 { url.deleteLastPathComponent() }
-    return url.path
-}()
-
-/// A real server on port 0 with a temporary root, and a real HTTP client.
-final class TestServer: @unchecked Sendable {
-    let root: String
-    let app: LarderApp
-    var base: String { app.baseURL }
-
-    init(configure: (inout Configuration) -> Void = { _ in }) throws {
-        root = NSTemporaryDirectory() + "larder-e2e-\(UUID().uuidString)"
-        var c = Configuration()
-        c.root = root
-        c.port = 0
-        c.fixtures = repositoryRoot + "/fixtures"
-        c.reapIntervalSeconds = 1
-        c.logLevel = "critical" // tests read answers, not access lines
-        configure(&c)
-        app = try LarderApp(configuration: c)
-        try app.start()
-    }
-
-    deinit {
-        app.stop()
-        try? FileManager.default.removeItem(atPath: root)
-    }
-
-    struct Answer {
-        var status: Int
-        var data: Data
-        var headers: [String: String]
-        var json: JSONValue? { try? JSONValue.parse(Array(data)) }
-        var code: String? { json?["error"]?["code"]?.stringValue }
-    }
-
-    func request(_ method: String, _ path: String, json body: String? = nil, data: Data? = nil, type: String? = nil,
-                 headers: [String: String] = [:]) async throws -> Answer {
-        var request = URLRequest(url: URL(string: base + path)!)
-        request.httpMethod = method
-        request.timeoutInterval = 60
-        if let body {
-            request.httpBody = Data(body.utf8)
-            request.setValue(type ?? "application/json", forHTTPHeaderField: "Content-Type")
-        } else if let data {
-            request.httpBody = data
-            request.setValue(type ?? "application/octet-stream", forHTTPHeaderField: "Content-Type")
-        }
-        for (k, v) in headers { request.setValue(v, forHTTPHeaderField: k) }
-        let (data, response) = try await URLSession.shared.data(for: request)
-        let http = response as! HTTPURLResponse
-        var h: [String: String] = [:]
-        for (k, v) in http.allHeaderFields { h[String(describing: k).lowercased()] = String(describing: v) }
-        return Answer(status: http.statusCode, data: data, headers: h)
-    }
-}
 
 final class ServerTests: XCTestCase {
     func testStoreLifecycleOverRealHTTP() async throws {

@@ -1,4 +1,5 @@
 @testable import LarderCore
+import TestSupport
 import XCTest
 
 final class CSVReaderTests: XCTestCase {

@@ -1,5 +1,6 @@
 import Foundation
 import LarderCore
+import TestSupport
 import XCTest
 
 final class JSONAndConfigurationTests: XCTestCase {

@@ -1,5 +1,6 @@
 @testable import LarderCore
 import SQLite
+import TestSupport
 import XCTest
 
 final class MigrationFormatTests: XCTestCase {

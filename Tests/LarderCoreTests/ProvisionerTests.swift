@@ -1,6 +1,7 @@
 import Foundation
 import LarderCore
 import SQLite
+import TestSupport
 import XCTest
 
 final class ProvisionerTests: XCTestCase {
@@ -95,11 +96,4 @@ final class ProvisionerTests: XCTestCase {
         XCTAssertFalse(FileSystem.exists(spooled))
         XCTAssertEqual(try rows(try moved.connect(), "SELECT version FROM schema_migrations"), [["1"]])
     }
-}
-
-final class Flag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value = false
-    func set() { lock.lock(); value = true; lock.unlock() }
-    var isSet: Bool { lock.lock(); defer { lock.unlock() }; return value }
 }

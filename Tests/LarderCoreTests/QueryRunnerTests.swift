@@ -1,5 +1,6 @@
 import LarderCore
 import SQLite
+import TestSupport
 import XCTest
 
 final class QueryRunnerTests: XCTestCase {

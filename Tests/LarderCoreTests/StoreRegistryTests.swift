@@ -1,6 +1,7 @@
 import Foundation
 import LarderCore
 import SQLite
+import TestSupport
 import XCTest
 
 final class StoreRegistryTests: XCTestCase {

@@ -1,5 +1,6 @@
 import Foundation
 import SQLite
+import TestSupport
 import XCTest
 
 final class ConnectionTests: XCTestCase {
@@ -65,7 +66,7 @@ final class ConnectionTests: XCTestCase {
         let path = directory + "/live.sqlite"
         let writer = try Connection(path: path)
         try writer.execute("PRAGMA journal_mode=WAL; CREATE TABLE t (n INTEGER);")
-        let running = Flag()
+        let running = Flag(true)
         let thread = Thread {
             let w = try! Connection(path: path, mode: .readWrite)
             var i = 0
@@ -90,14 +91,5 @@ final class ConnectionTests: XCTestCase {
         let path = directory + "/not.sqlite"
         try Data("SQLite format 3\0".utf8 + [UInt8](repeating: 7, count: 200)).write(to: URL(fileURLWithPath: path))
         XCTAssertThrowsError(try Connection.validate(path: path))
-    }
-}
-
-final class Flag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var _value = true
-    var value: Bool {
-        get { lock.lock(); defer { lock.unlock() }; return _value }
-        set { lock.lock(); _value = newValue; lock.unlock() }
     }
 }

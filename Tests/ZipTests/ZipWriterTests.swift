@@ -1,13 +1,7 @@
 import Foundation
+import TestSupport
 import XCTest
 import Zip
-
-/// A temporary directory removed after the test.
-private final class Scratch {
-    let path = NSTemporaryDirectory() + "larder-zip-tests-\(UUID().uuidString)"
-    init() { try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
 
 final class ZipWriterTests: XCTestCase {
     /// An entry over 4 GiB needs Zip64 records; zeros deflate to a few MB, so

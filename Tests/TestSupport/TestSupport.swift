@@ -1,0 +1,80 @@
+import Foundation
+import LarderCore
+import SQLite
+import XCTest
+
+/// What every test target shares: where the repository is, scratch
+/// directories, a flag for threads, and the contract's error in assertions.
+
+/// The repository's root, found from this file.
+public let repositoryRoot: String = {
+    var url = URL(fileURLWithPath: #filePath)
+    for _ in 0..<3 { url.deleteLastPathComponent() }
+    return url.path
+}()
+
+public let sampleFixtures = repositoryRoot + "/fixtures"
+public let brokenFixtures = repositoryRoot + "/Tests/fixtures/broken"
+
+/// A temporary directory removed when the value goes.
+public final class Scratch: @unchecked Sendable {
+    public let path: String
+
+    public init() {
+        path = NSTemporaryDirectory() + "larder-tests-\(UUID().uuidString)"
+        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+
+    /// Writes files (relative path → text) and answers the directory.
+    @discardableResult
+    public func write(_ files: [String: String], under folder: String = "") -> String {
+        let base = folder.isEmpty ? path : path + "/" + folder
+        for (name, text) in files {
+            let full = base + "/" + name
+            try! FileManager.default.createDirectory(atPath: (full as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try! text.write(toFile: full, atomically: true, encoding: .utf8)
+        }
+        return base
+    }
+
+    public func database(_ name: String = "db.sqlite") throws -> Connection {
+        try Connection(path: path + "/" + name)
+    }
+}
+
+/// A boolean that threads share.
+public final class Flag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var _value: Bool
+
+    public init(_ value: Bool = false) { _value = value }
+
+    public var value: Bool {
+        get { lock.lock(); defer { lock.unlock() }; return _value }
+        set { lock.lock(); _value = newValue; lock.unlock() }
+    }
+
+    public func set() { value = true }
+    public var isSet: Bool { value }
+}
+
+/// Every row of a query, as text (NULL for null).
+public func rows(_ db: Connection, _ sql: String) throws -> [[String]] {
+    try db.rows(sql).map { $0.map { $0.string ?? "NULL" } }
+}
+
+/// `expression` throws a `LarderError` with `code`; `check` looks further.
+public func XCTAssertLarderError<T>(_ code: LarderError.Code, _ expression: @autoclosure () throws -> T, file: StaticString = #filePath, line: UInt = #line,
+                                    _ check: (LarderError) -> Void = { _ in }) {
+    XCTAssertThrowsError(try expression(), file: file, line: line) { error in
+        guard let e = error as? LarderError else { return XCTFail("not a LarderError: \(error)", file: file, line: line) }
+        XCTAssertEqual(e.code, code, e.message, file: file, line: line)
+        check(e)
+    }
+}
+
+extension LarderError {
+    public func detail(_ key: String) -> JSONValue? { details.first { $0.0 == key }?.1 }
+}
