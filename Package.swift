@@ -23,9 +23,10 @@ let package = Package(
         .target(name: "SQLite", dependencies: ["CSQLite"]),
         .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD"]),
         .target(name: "Digest", dependencies: ["CSystem"]),
+        .target(name: "FileSystem", dependencies: ["CSystem"]),
         .target(name: "Zip", dependencies: ["CSystem", "Digest"]),
-        .target(name: "LarderCore", dependencies: ["SQLite", "CSystem", "Digest", "Zip"]),
-        .target(name: "LarderServer", dependencies: ["LarderCore", "MicroHTTP", "SQLite", "Zip", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "LarderCore", dependencies: ["SQLite", "FileSystem", "Digest", "Zip"]),
+        .target(name: "LarderServer", dependencies: ["LarderCore", "MicroHTTP", "SQLite", "Zip", "FileSystem", .product(name: "Logging", package: "swift-log")]),
         .executableTarget(name: "larder", dependencies: [
             "LarderServer", "LarderCore",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -35,10 +36,10 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["LarderCore", "LarderServer", "SQLite"], path: "Tests/TestSupport"),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite", "TestSupport"]),
         .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP"]),
-        .testTarget(name: "LarderCoreTests", dependencies: ["LarderCore", "SQLite", "TestSupport"]),
+        .testTarget(name: "LarderCoreTests", dependencies: ["LarderCore", "SQLite", "FileSystem", "TestSupport"]),
         .testTarget(name: "ZipTests", dependencies: ["Zip", "TestSupport"]),
         .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "MicroHTTP", "LarderCore", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "EndToEndTests", dependencies: ["LarderServer", "LarderCore", "SQLite", "Digest", "TestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["LarderServer", "LarderCore", "SQLite", "Digest", "FileSystem", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -41,6 +41,10 @@ public func crc32(_ bytes: UnsafeRawBufferPointer, initial: UInt32 = 0) -> UInt3
     return larder_crc32(initial, base, bytes.count)
 }
 
+public func crc32(_ bytes: [UInt8], initial: UInt32 = 0) -> UInt32 {
+    bytes.withUnsafeBytes { crc32($0, initial: initial) }
+}
+
 extension Array where Element == UInt8 {
     /// Lower-case hex of the bytes.
     public var hex: String {

@@ -1,3 +1,4 @@
+import FileSystem
 import Foundation
 import LarderCore
 import Logging
@@ -12,7 +13,7 @@ extension Logger {
     /// Larder's logger for a configuration: `--log-format` (a terminal gets
     /// text unless told; anything else JSON) and `--log-level`.
     static func larder(_ configuration: Configuration) -> Logger {
-        let format = configuration.logFormat.flatMap(LogFormat.init(rawValue:)) ?? (isatty(2) != 0 ? .text : .json)
+        let format = configuration.logFormat.flatMap(LogFormat.init(rawValue:)) ?? (FileSystem.isTerminal(2) ? .text : .json)
         var logger = Logger(label: "larder") { label in
             switch format {
             case .json: return JSONLinesLogHandler(label: label)
@@ -56,7 +57,7 @@ struct JSONLinesLogHandler: LogHandler {
         for key in all.keys.sorted() { members.append((key, JSONLinesLogHandler.json(all[key]!))) }
         var bytes = JSONValue.object(members).serialized()
         bytes.append(0x0A)
-        bytes.withUnsafeBytes { _ = Glibc.write(2, $0.baseAddress, $0.count) }
+        FileHandle.standardError.write(Data(bytes))
     }
 
     static func json(_ value: Logger.Metadata.Value) -> JSONValue {

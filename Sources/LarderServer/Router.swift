@@ -51,13 +51,14 @@ final class Router: Sendable {
     }
 
     func route(_ request: Request) -> Reply {
-        let started = monotonicNanos()
+        let started = ContinuousClock.now
         let segments = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         let requestID = Router.requestID(given: request.header("x-request-id")) { "r\(requestCounter.wrappingAdd(1, ordering: .relaxed).newValue)" }
         var name = "unmatched"
         let logger = services.logger.with(requestID: requestID)
         let finish: @Sendable (String, Response) -> Response = { [services, logger] name, response in
-            let seconds = Double(monotonicNanos() - started) / 1e9
+            let elapsed = (ContinuousClock.now - started).components
+            let seconds = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
             services.metrics.record(route: name, status: response.status, seconds: seconds)
             logger.info("request", metadata: ["method": .string(request.method), "path": .string(request.path),
                                               "status": .stringConvertible(response.status), "ms": .stringConvertible((seconds * 1e6).rounded() / 1e3)])

@@ -103,12 +103,12 @@ public final class Statement {
         }
     }
 
-    /// The bytes of a BLOB column of the current row, without copying them
-    /// (valid only inside `body`).
-    public func withBlob<T>(_ index: Int, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+    /// Appends a BLOB column of the current row to `out` as base64, straight
+    /// from SQLite's buffer (no copy of the value in between).
+    public func appendBase64(ofColumn index: Int, to out: inout [UInt8]) {
         let i = Int32(index)
         let p = sqlite3_column_blob(handle, i)
-        return try body(UnsafeRawBufferPointer(start: p, count: p == nil ? 0 : Int(sqlite3_column_bytes(handle, i))))
+        Base64.append(UnsafeRawBufferPointer(start: p, count: p == nil ? 0 : Int(sqlite3_column_bytes(handle, i))), to: &out)
     }
 
     /// The size in bytes of a TEXT or BLOB column of the current row, without copying it.

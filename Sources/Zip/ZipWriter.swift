@@ -168,6 +168,10 @@ public final class ZipWriter {
         }
     }
 
+    public func writeEntry(_ bytes: [UInt8]) throws {
+        try bytes.withUnsafeBytes { try writeEntry($0) }
+    }
+
     /// Ends the open entry: the final deflate block and the data descriptor.
     public func endEntry() throws {
         guard var entry = current else { preconditionFailure("no entry is open") }

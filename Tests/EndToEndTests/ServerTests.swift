@@ -1,4 +1,5 @@
 import Digest
+import FileSystem
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking

@@ -22,15 +22,14 @@ public final class ArtifactWriter: @unchecked Sendable {
     private var phase: Phase
     private var crc: UInt32 = 0
     private let hash = SHA256()
-    private var buffer = [UInt8](repeating: 0, count: ZipWriter.batchSize)
 
     /// `manifest` makes the manifest from the database's SHA-256; `sink` takes the archive's bytes in order.
     public init(snapshot: DatabaseSnapshot, method: ZipWriter.Method, manifest: @escaping (String) -> JSONValue,
-                sink: @escaping (UnsafeRawBufferPointer) throws -> Void) {
+                sink: @escaping ([UInt8]) throws -> Void) {
         self.snapshot = snapshot
         self.method = method
         self.manifest = manifest
-        zip = ZipWriter(level: 1, sink: sink)
+        zip = ZipWriter(level: 1) { try sink(Array($0)) }
         phase = method == .store ? .checksum(0) : .data(0)
     }
 
@@ -41,32 +40,29 @@ public final class ArtifactWriter: @unchecked Sendable {
     public func step() throws -> Bool {
         switch phase {
         case .checksum(let offset):
-            let n = try read(at: offset)
-            if n == 0 {
+            let bytes = try read(at: offset)
+            if bytes.isEmpty {
                 try zip.beginEntry(name: "store.sqlite", size: snapshot.size, crc: crc, method: .store)
                 phase = .data(0)
             } else {
-                buffer.withUnsafeBytes { crc = Digest.crc32(UnsafeRawBufferPointer(rebasing: $0[0..<n]), initial: crc) }
-                phase = .checksum(offset + UInt64(n))
+                crc = Digest.crc32(bytes, initial: crc)
+                phase = .checksum(offset + UInt64(bytes.count))
             }
         case .data(let offset):
             if offset == 0 && method == .deflate {
                 try zip.beginEntry(name: "store.sqlite", size: snapshot.size, crc: nil, method: .deflate)
             }
-            let n = try read(at: offset)
-            if n == 0 {
+            let bytes = try read(at: offset)
+            if bytes.isEmpty {
                 try zip.endEntry()
                 try zip.add(name: "manifest.json", bytes: manifest(hash.finalize()).prettySerialized(), method: method)
                 try zip.finish()
                 phase = .done
                 return true
             }
-            try buffer.withUnsafeBytes { raw in
-                let piece = UnsafeRawBufferPointer(rebasing: raw[0..<n])
-                hash.update(piece)
-                try zip.writeEntry(piece)
-            }
-            phase = .data(offset + UInt64(n))
+            hash.update(bytes)
+            try zip.writeEntry(bytes)
+            phase = .data(offset + UInt64(bytes.count))
         case .done:
             return true
         }
@@ -78,9 +74,7 @@ public final class ArtifactWriter: @unchecked Sendable {
         while try !step() {}
     }
 
-    private func read(at offset: UInt64) throws -> Int {
-        let wanted = Int(min(UInt64(buffer.count), snapshot.size - min(offset, snapshot.size)))
-        guard wanted > 0 else { return 0 }
-        return try buffer.withUnsafeMutableBytes { try snapshot.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<wanted]), at: offset) }
+    private func read(at offset: UInt64) throws -> [UInt8] {
+        try snapshot.read(count: ZipWriter.batchSize, at: offset)
     }
 }

@@ -1,5 +1,5 @@
+import FileSystem
 import Foundation
-import Glibc
 import SQLite
 import Synchronization
 
@@ -58,7 +58,7 @@ public struct MigrationCheck: Sendable {
     }
 
     func removeDatabase(_ path: String) {
-        for suffix in ["", "-wal", "-shm", "-journal"] { unlink(path + suffix) }
+        FileSystem.removeDatabase(path)
     }
 
     func freshSchema(_ t: Template) throws -> JSONValue {
@@ -71,9 +71,9 @@ public struct MigrationCheck: Sendable {
     }
 
     public func check(_ t: Template, _ snapshot: Template.Snapshot, freshSchema: JSONValue) -> Result {
-        let started = monotonicNanos()
+        let started = ContinuousClock.now
         var result = checkUntimed(t, snapshot, freshSchema: freshSchema)
-        result.milliseconds = Double(monotonicNanos() - started) / 1e6
+        result.milliseconds = (ContinuousClock.now - started).milliseconds
         return result
     }
 

@@ -1,5 +1,5 @@
+import FileSystem
 import Foundation
-import Glibc
 import SQLite
 import Synchronization
 
@@ -58,9 +58,9 @@ public final class CountWaiter: Sendable {
     final class Wait: @unchecked Sendable {
         let conditions: [CountCondition]
         let tables: [String]?
-        let deadline: UInt64
+        let deadline: ContinuousClock.Instant
         let completion: @Sendable (Result) -> Void
-        init(conditions: [CountCondition], tables: [String]?, deadline: UInt64, completion: @escaping @Sendable (Result) -> Void) {
+        init(conditions: [CountCondition], tables: [String]?, deadline: ContinuousClock.Instant, completion: @escaping @Sendable (Result) -> Void) {
             self.conditions = conditions
             self.tables = tables
             self.deadline = deadline
@@ -73,49 +73,29 @@ public final class CountWaiter: Sendable {
         var connection: Connection?
         var dataVersion: Int64 = -1
         var waits: [Wait] = []
-        var descriptor: Int32 = -1   // inotify watch of the store's directory
+        var watchID: Int32?   // the inotify watch of the store's directory
         var dirty = true
         init(store: Store) { self.store = store }
     }
 
     private let watches = Mutex<[String: Watch]>([:])
-    private let notify: Int32
-    private let wakePipe: (read: Int32, write: Int32)
-    private let sweepNanos: UInt64 = 250_000_000
+    /// nil where inotify is refused: the sweep alone then finds changes.
+    private let directories = DirectoryWatch()
+    private let sweep: Duration = .milliseconds(250)
     private let running = Mutex(false)
 
-    public init() {
-        notify = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
-        var fds: [Int32] = [-1, -1]
-        _ = pipe(&fds)
-        for fd in fds {
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        }
-        wakePipe = (fds[0], fds[1])
-    }
-
-    deinit {
-        close(notify)
-        close(wakePipe.read)
-        close(wakePipe.write)
-    }
-
-    private func wakeUp() {
-        var byte: UInt8 = 1
-        _ = write(wakePipe.write, &byte, 1)
-    }
+    public init() {}
 
     public var waiting: Int { watches.withLock { $0.values.reduce(0) { $0 + $1.waits.count } } }
 
     /// Registers a wait; `completion` runs once, on the watcher thread.
     public func wait(on store: Store, for conditions: [CountCondition], tables: [String]?, timeoutMs: Int,
                      completion: @escaping @Sendable (Result) -> Void) {
-        let wait = Wait(conditions: conditions, tables: tables, deadline: monotonicNanos() + UInt64(timeoutMs) * 1_000_000, completion: completion)
+        let wait = Wait(conditions: conditions, tables: tables, deadline: .now + .milliseconds(timeoutMs), completion: completion)
         watches.withLock { w in
             let watch = w[store.id] ?? Watch(store: store)
-            if watch.descriptor < 0 && notify >= 0 {
-                watch.descriptor = inotify_add_watch(notify, store.directory, UInt32(IN_MODIFY | IN_CLOSE_WRITE | IN_CREATE))
+            if watch.watchID == nil, case .watching(let id)? = directories?.watch(store.directory, for: .writes) {
+                watch.watchID = id
             }
             watch.waits.append(wait)
             watch.dirty = true
@@ -123,7 +103,7 @@ public final class CountWaiter: Sendable {
             w[store.id] = watch
         }
         startIfNeeded()
-        wakeUp()
+        directories?.wake()
     }
 
     /// Answers every wait as timed out (shutdown).
@@ -148,43 +128,36 @@ public final class CountWaiter: Sendable {
     }
 
     private func loop() {
-        var lastSweep: UInt64 = 0
-        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        var lastSweep = ContinuousClock.now - sweep
         while true {
-            let now = monotonicNanos()
-            let (current, nearest) = watches.withLock { w -> ([Watch], UInt64) in
+            let now = ContinuousClock.now
+            let (current, nearest) = watches.withLock { w -> ([Watch], ContinuousClock.Instant?) in
                 let all = Array(w.values)
-                return (all, all.flatMap(\.waits).map(\.deadline).min() ?? .max)
+                return (all, all.flatMap(\.waits).map(\.deadline).min())
             }
-            let sweep = now &- lastSweep >= sweepNanos
-            if sweep { lastSweep = now }
-            for watch in current where sweep || watch.dirty || nearest <= now { check(watch) }
+            let sweeping = now - lastSweep >= sweep
+            if sweeping { lastSweep = now }
+            for watch in current where sweeping || watch.dirty || (nearest.map { $0 <= now } ?? false) { check(watch) }
             // Sleep until a file changes, a wait is registered, the nearest
             // deadline, or the next sweep.
-            let until = min(nearest, lastSweep + sweepNanos)
-            let timeout = until <= monotonicNanos() ? 0 : Int32(min((until - monotonicNanos()) / 1_000_000 + 1, 1000))
-            var fds = [pollfd(fd: notify, events: Int16(POLLIN), revents: 0), pollfd(fd: wakePipe.read, events: Int16(POLLIN), revents: 0)]
-            _ = poll(&fds, nfds_t(notify >= 0 ? 2 : 1) , current.isEmpty ? 1000 : timeout)
-            while read(wakePipe.read, &buffer, buffer.count) > 0 {}
-            var changed = Set<Int32>()
-            while true {
-                let n = buffer.withUnsafeMutableBytes { read(notify, $0.baseAddress, $0.count) }
-                if n <= 0 { break }
-                var offset = 0
-                while offset + MemoryLayout<inotify_event>.size <= n {
-                    let event = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: inotify_event.self) }
-                    changed.insert(event.wd)
-                    offset += MemoryLayout<inotify_event>.size + Int(event.len)
-                }
+            let until = min(nearest ?? lastSweep + sweep, lastSweep + sweep)
+            let left = until - ContinuousClock.now
+            let milliseconds = current.isEmpty ? 1000 : Int32(max(0, min(1000, left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)))
+            let changed: Set<Int32>
+            if let directories {
+                changed = directories.wait(milliseconds: milliseconds)
+            } else {
+                Thread.sleep(forTimeInterval: Double(milliseconds) / 1000)
+                changed = []
             }
             if !changed.isEmpty {
-                watches.withLock { w in for watch in w.values where changed.contains(watch.descriptor) { watch.dirty = true } }
+                watches.withLock { w in for watch in w.values where watch.watchID.map(changed.contains) == true { watch.dirty = true } }
             }
         }
     }
 
     private func check(_ watch: Watch) {
-        let now = monotonicNanos()
+        let now = ContinuousClock.now
         do {
             if watch.connection == nil { watch.connection = try watch.store.connect(busyTimeoutMs: 50) }
             let db = watch.connection!
@@ -225,7 +198,7 @@ public final class CountWaiter: Sendable {
             if watch.waits.isEmpty {
                 w[watch.store.id] = nil
                 watch.connection = nil
-                if watch.descriptor >= 0 { inotify_rm_watch(notify, watch.descriptor) }
+                if let id = watch.watchID { directories?.unwatch(id) }
             }
         }
         for (wait, result) in finished { wait.completion(result) }

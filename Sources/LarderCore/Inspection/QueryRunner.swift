@@ -46,7 +46,7 @@ public enum QueryRunner {
                         if statement.columnType(i) == .blob {
                             // Straight from SQLite's buffer into the answer.
                             out += Array(#"{"base64":""#.utf8)
-                            statement.withBlob(i) { Base64.append($0, to: &out) }
+                            statement.appendBase64(ofColumn: i, to: &out)
                             out += Array(#""}"#.utf8)
                         } else {
                             json(statement.column(i)).write(to: &out, indent: nil, level: 0)

@@ -1,4 +1,5 @@
 import Digest
+import FileSystem
 import Foundation
 
 /// A template's migrations, read from its `migrations/` directory in the

@@ -125,7 +125,7 @@ public struct Migrator {
     /// Runs one migration's SQL; answers its time in ms.
     private func run(_ db: Connection, _ m: Migration, sql: String, file: String, storeVersion: String?, noTransaction: Bool,
                      violations: inout [String: Int]?, record: (Int) throws -> Void) throws -> Int {
-        let started = monotonicNanos()
+        let started = ContinuousClock.now
         let outsideTransaction = noTransaction || Migrator.needsNoTransaction(sql)
         let keysWereOn = try db.scalar("PRAGMA foreign_keys")?.isTrue ?? false
         try db.execute("PRAGMA foreign_keys = OFF")
@@ -141,7 +141,7 @@ public struct Migrator {
                 try db.forEachStatement(in: sql) { statement in
                     while try statement.step() {}
                 }
-                try db.transaction { try record(Int((monotonicNanos() - started) / 1_000_000)) }
+                try db.transaction { try record(Int((ContinuousClock.now - started).milliseconds)) }
                 violations = nil
             } else {
                 let before = try violations ?? Migrator.foreignKeyViolations(db)
@@ -158,13 +158,13 @@ public struct Migrator {
                                           details: [("migration", .string(file)), ("version", .string(m.version)),
                                                     ("store_version", JSONValue(storeVersion)), ("foreign_key_violations", JSONValue(Array(new.prefix(20))))])
                     }
-                    try record(Int((monotonicNanos() - started) / 1_000_000))
+                    try record(Int((ContinuousClock.now - started).milliseconds))
                 }
                 violations = after
             }
         } catch let error as SQLiteError {
             throw failure(error, "")
         }
-        return Int((monotonicNanos() - started) / 1_000_000)
+        return Int((ContinuousClock.now - started).milliseconds)
     }
 }

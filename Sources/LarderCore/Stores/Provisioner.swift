@@ -1,6 +1,6 @@
 import Digest
+import FileSystem
 import Foundation
-import Glibc
 import SQLite
 
 /// Builds the database file of a new store: empty, from an upload, or from

@@ -1,5 +1,5 @@
+import FileSystem
 import Foundation
-import Glibc
 import SQLite
 import Synchronization
 
@@ -104,8 +104,8 @@ public final class Store: Sendable {
         }
         for db in running { db.interrupt() }
         dropReaders()
-        let deadline = monotonicNanos() + UInt64(graceMs) * 1_000_000
-        while state.withLock({ !$0.active.isEmpty }) && monotonicNanos() < deadline { usleep(1000) }
+        let deadline = ContinuousClock.now + .milliseconds(graceMs)
+        while state.withLock({ !$0.active.isEmpty }) && ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.001) }
     }
 
     /// Closes the idle read connections (before the files go away).

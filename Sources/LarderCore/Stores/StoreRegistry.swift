@@ -1,5 +1,5 @@
+import FileSystem
 import Foundation
-import Glibc
 import SQLite
 import Synchronization
 
@@ -153,7 +153,7 @@ public final class StoreRegistry: Sendable {
             // The staging directory is invisible until renamed: a plain write is atomic enough.
             try FileSystem.writeFile(record.json.serialized(), to: staging + "/store.json")
             let directory = storesDirectory + "/" + id
-            guard rename(staging, directory) == 0 else { throw FileSystem.Failure("cannot move store into place:", directory) }
+            try FileSystem.rename(staging, to: directory)
             let store = Store(record: record, directory: directory, readTimeoutMs: readTimeoutMs)
             if let counts = provenance.counts { store.remember(counts: counts) }
             let size = store.sizeBytes
@@ -232,12 +232,11 @@ public final class StoreRegistry: Sendable {
         live.withLock { $0.diskBytes = max(0, $0.diskBytes - size) }
         // Rename first so the store disappears at once even if removal is cut short.
         let doomed = temporaryDirectory + "/deleted-" + id
-        if rename(store.directory, doomed) == 0 {
+        if (try? FileSystem.rename(store.directory, to: doomed)) != nil {
             // The files a store has; anything else falls back to a full walk.
-            for name in ["store.sqlite", "store.sqlite-wal", "store.sqlite-shm", "store.sqlite-journal", "store.json"] {
-                unlink(doomed + "/" + name)
-            }
-            if rmdir(doomed) != 0 { try FileSystem.removeTree(doomed, within: root) }
+            FileSystem.removeDatabase(doomed + "/store.sqlite")
+            FileSystem.remove(doomed + "/store.json")
+            if !FileSystem.removeEmptyDirectory(doomed) { try FileSystem.removeTree(doomed, within: root) }
         } else {
             try FileSystem.removeTree(store.directory, within: root)
         }

@@ -13,22 +13,20 @@ extension JSONValue {
     }
 
     public static func parse(_ bytes: [UInt8]) throws -> JSONValue {
-        try bytes.withUnsafeBufferPointer { buffer in
-            var parser = JSONParser(bytes: buffer)
-            parser.skipSpace()
-            let value = try parser.value(depth: 0)
-            parser.skipSpace()
-            guard parser.index == buffer.count else { throw parser.error("unexpected data after the JSON value") }
-            return value
-        }
+        var parser = JSONParser(bytes: bytes)
+        parser.skipSpace()
+        let value = try parser.value(depth: 0)
+        parser.skipSpace()
+        guard parser.index == bytes.count else { throw parser.error("unexpected data after the JSON value") }
+        return value
     }
 }
 
 private struct JSONParser {
-    let bytes: UnsafeBufferPointer<UInt8>
+    let bytes: [UInt8]
     var index = 0
 
-    init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+    init(bytes: [UInt8]) { self.bytes = bytes }
 
     func error(_ message: String) -> JSONValue.ParseError {
         JSONValue.ParseError(message: message, offset: index)
@@ -136,7 +134,7 @@ private struct JSONParser {
         while index < bytes.count {
             let c = bytes[index]
             if c == UInt8(ascii: "\"") {
-                let s = try text(UnsafeBufferPointer(rebasing: bytes[start..<index]))
+                let s = try text(bytes[start..<index])
                 index += 1
                 return s
             }
@@ -209,7 +207,7 @@ private struct JSONParser {
             while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
             guard index > digits else { throw error("bad number") }
         }
-        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        let text = String(decoding: bytes[start..<index], as: UTF8.self)
         if isInteger, let v = Int64(text) { return .int(v) }
         guard let d = Double(text) else { throw error("bad number") }
         return .double(d)

@@ -1,3 +1,4 @@
+import FileSystem
 import SQLite
 
 /// The one error type of Larder: a code from the contract, a message for

@@ -1,6 +1,6 @@
 import Digest
+import FileSystem
 import Foundation
-import Glibc
 import Synchronization
 
 /// The fixtures directory: one template per sub-folder. Read on demand and
@@ -92,10 +92,7 @@ public final class Catalog: @unchecked Sendable {
     static func signature(of folder: String) -> String {
         var parts: [String] = []
         func add(_ path: String) {
-            var info = stat()
-            if stat(path, &info) == 0 {
-                parts.append("\(path):\(info.st_size):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec):\(info.st_ino)")
-            }
+            if let signature = FileSystem.signature(path) { parts.append(path + ":" + signature) }
         }
         add(folder + "/template.json")
         for sub in ["migrations", "data", "snapshots"] {

@@ -1,5 +1,5 @@
+import FileSystem
 import Foundation
-import Glibc
 import SQLite
 import Synchronization
 
@@ -14,7 +14,7 @@ public final class TemplateCache: Sendable {
         public var version: String?
         public var counts: [(String, Int64)]
         public var size: Int64
-        var lastUsed: UInt64
+        var lastUsed: ContinuousClock.Instant
     }
 
     public let directory: String
@@ -39,12 +39,12 @@ public final class TemplateCache: Sendable {
             let key = String(file.dropLast(7))
             let path = directory + "/" + file
             guard let bytes = try? FileSystem.readFile(directory + "/" + key + ".json"), let json = try? JSONValue.parse(bytes) else {
-                unlink(path)
+                FileSystem.remove(path)
                 continue
             }
             let counts = json["counts"]?.objectMembers?.map { ($0.0, $0.1.intValue ?? 0) } ?? []
             found[key] = Entry(key: key, path: path, version: json["version"]?.stringValue, counts: counts,
-                               size: FileSystem.size(path), lastUsed: 0)
+                               size: FileSystem.size(path), lastUsed: .now - .seconds(86_400))
         }
         state.withLock { $0.entries = found }
     }
@@ -70,11 +70,7 @@ public final class TemplateCache: Sendable {
         if let hit = touch(key) { return hit }
         state.withLock { $0.misses += 1 }
         let temporary = temporaryDirectory + "/cache-" + key + "-" + String(UInt64.random(in: 0...UInt64.max), radix: 36) + ".sqlite"
-        defer {
-            unlink(temporary)
-            unlink(temporary + "-wal")
-            unlink(temporary + "-shm")
-        }
+        defer { FileSystem.removeDatabase(temporary) }
         let version = try build(temporary)
         let counts: [(String, Int64)]
         do {
@@ -86,9 +82,9 @@ public final class TemplateCache: Sendable {
         let sidecar: JSONValue = ["version": JSONValue(version), "counts": JSONValue(counts: counts)]
         try FileSystem.writeAtomically(sidecar.serialized(), to: directory + "/" + key + ".json")
         // Read-only on disk: stores are copies; nothing writes a template again.
-        chmod(temporary, 0o444)
-        guard rename(temporary, path) == 0 else { throw FileSystem.Failure("cannot move cache entry into place:", path) }
-        let entry = Entry(key: key, path: path, version: version, counts: counts, size: FileSystem.size(path), lastUsed: monotonicNanos())
+        FileSystem.makeReadOnly(temporary)
+        try FileSystem.rename(temporary, to: path)
+        let entry = Entry(key: key, path: path, version: version, counts: counts, size: FileSystem.size(path), lastUsed: .now)
         state.withLock { s in
             s.entries[key] = entry
             s.building[key] = nil
@@ -100,7 +96,7 @@ public final class TemplateCache: Sendable {
     private func touch(_ key: String) -> Entry? {
         state.withLock { s in
             guard var e = s.entries[key] else { return nil }
-            e.lastUsed = monotonicNanos()
+            e.lastUsed = .now
             s.entries[key] = e
             s.hits += 1
             return e
@@ -119,8 +115,8 @@ public final class TemplateCache: Sendable {
             return out
         }
         for e in doomed {
-            unlink(e.path)
-            unlink(directory + "/" + e.key + ".json")
+            FileSystem.remove(e.path)
+            FileSystem.remove(directory + "/" + e.key + ".json")
         }
     }
 
@@ -131,8 +127,8 @@ public final class TemplateCache: Sendable {
             return Array(s.entries.values)
         }
         for e in all {
-            unlink(e.path)
-            unlink(directory + "/" + e.key + ".json")
+            FileSystem.remove(e.path)
+            FileSystem.remove(directory + "/" + e.key + ".json")
         }
     }
 }

@@ -63,7 +63,7 @@ enum Flyway: MigrationTool {
         var crc: UInt32 = 0
         for var line in lines {
             if line.last == 0x0D { line = line.dropLast() }
-            crc = Array(line).withUnsafeBytes { crc32($0, initial: crc) }
+            crc = crc32(Array(line), initial: crc)
         }
         return Int32(bitPattern: crc)
     }

@@ -86,7 +86,7 @@ public enum FileSystem {
         unlink(temporary) // a leftover of an earlier crash
         do {
             try writeFile(bytes, to: temporary)
-            guard rename(temporary, path) == 0 else { throw Failure("cannot rename", temporary) }
+            guard Glibc.rename(temporary, path) == 0 else { throw Failure("cannot rename", temporary) }
         } catch {
             unlink(temporary)
             throw error
@@ -107,6 +107,50 @@ public enum FileSystem {
         }
     }
 
+    /// Removes a file; a missing one is fine.
+    public static func remove(_ path: String) {
+        unlink(path)
+    }
+
+    /// Removes a SQLite database file and its journal, WAL and shared memory.
+    public static func removeDatabase(_ path: String) {
+        for suffix in ["", "-wal", "-shm", "-journal"] { unlink(path + suffix) }
+    }
+
+    /// Renames a file or a directory (same file system).
+    public static func rename(_ source: String, to target: String) throws {
+        guard Glibc.rename(source, target) == 0 else { throw Failure("cannot move \(source) to", target) }
+    }
+
+    /// Removes an empty directory; false when it is not empty (or not there).
+    @discardableResult
+    public static func removeEmptyDirectory(_ path: String) -> Bool {
+        rmdir(path) == 0
+    }
+
+    /// Read-only for everyone (template cache files: nothing writes them again).
+    public static func makeReadOnly(_ path: String) {
+        chmod(path, 0o444)
+    }
+
+    /// The file's permission bits, or nil when it is missing.
+    public static func permissions(_ path: String) -> Int? {
+        var info = stat()
+        return lstat(path, &info) == 0 ? Int(info.st_mode & 0o7777) : nil
+    }
+
+    /// Size, modification time and inode: changes whenever the file is written or replaced.
+    public static func signature(_ path: String) -> String? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return "\(info.st_size):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec):\(info.st_ino)"
+    }
+
+    /// Whether a descriptor (2: standard error) is a terminal.
+    public static func isTerminal(_ descriptor: Int32) -> Bool {
+        isatty(descriptor) != 0
+    }
+
     /// Up to `count` bytes from the start of a file.
     public static func readPrefix(_ path: String, count: Int) throws -> [UInt8] {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
@@ -120,7 +164,7 @@ public enum FileSystem {
 
     /// Moves a file with `rename`, or by copying across file systems.
     public static func move(_ source: String, to target: String) throws {
-        if rename(source, target) == 0 { return }
+        if Glibc.rename(source, target) == 0 { return }
         guard errno == EXDEV else { throw Failure("cannot move \(source) to", target) }
         try copyFile(from: source, to: target)
         unlink(source)

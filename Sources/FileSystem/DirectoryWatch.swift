@@ -1,0 +1,92 @@
+import Glibc
+
+/// inotify watches on directories (not recursive): whether anything changed
+/// below them since last asked, which ones, and a wait for the next change
+/// that another thread can cut short. One non-blocking read answers what a
+/// stat of every file would.
+public final class DirectoryWatch: @unchecked Sendable {
+    private let descriptor: Int32
+    private let wakePipe: (read: Int32, write: Int32)
+
+    public init?() {
+        descriptor = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+        if descriptor < 0 { return nil }
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else {
+            close(descriptor)
+            return nil
+        }
+        for fd in fds {
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        }
+        wakePipe = (fds[0], fds[1])
+    }
+
+    deinit {
+        close(descriptor)
+        close(wakePipe.read)
+        close(wakePipe.write)
+    }
+
+    public enum Outcome: Sendable, Equatable { case watching(Int32), missing, refused }
+
+    /// What is watched: `everything` (files made, changed, moved, removed) or
+    /// `writes` (a database and its WAL being written).
+    public enum Events: Sendable {
+        case everything, writes
+        var mask: UInt32 {
+            switch self {
+            case .everything: return UInt32(IN_CREATE | IN_DELETE | IN_MODIFY | IN_MOVED_FROM | IN_MOVED_TO | IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF)
+            case .writes: return UInt32(IN_MODIFY | IN_CLOSE_WRITE | IN_CREATE)
+            }
+        }
+    }
+
+    /// Watches `path`; `.watching` carries the watch's id.
+    @discardableResult
+    public func watch(_ path: String, for events: Events = .everything) -> Outcome {
+        let id = inotify_add_watch(descriptor, path, events.mask)
+        if id >= 0 { return .watching(id) }
+        return errno == ENOENT || errno == ENOTDIR ? .missing : .refused
+    }
+
+    public func unwatch(_ id: Int32) {
+        inotify_rm_watch(descriptor, id)
+    }
+
+    /// Drains pending events; true when there were any.
+    public func changed() -> Bool { !changes().isEmpty }
+
+    /// Drains pending events; the ids of the watches that saw any.
+    public func changes() -> Set<Int32> {
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        var ids = Set<Int32>()
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if n <= 0 { return ids }
+            var offset = 0
+            while offset + MemoryLayout<inotify_event>.size <= n {
+                let event = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: inotify_event.self) }
+                ids.insert(event.wd)
+                offset += MemoryLayout<inotify_event>.size + Int(event.len)
+            }
+        }
+    }
+
+    /// Waits up to `milliseconds` for a change or a `wake()`; answers the
+    /// ids of the watches that saw a change.
+    public func wait(milliseconds: Int32) -> Set<Int32> {
+        var fds = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0), pollfd(fd: wakePipe.read, events: Int16(POLLIN), revents: 0)]
+        _ = poll(&fds, 2, milliseconds)
+        var byte = [UInt8](repeating: 0, count: 64)
+        while read(wakePipe.read, &byte, byte.count) > 0 {}
+        return changes()
+    }
+
+    /// Ends a `wait` on another thread now.
+    public func wake() {
+        var byte: UInt8 = 1
+        _ = write(wakePipe.write, &byte, 1)
+    }
+}

@@ -1,0 +1,40 @@
+import Glibc
+
+/// A file open for reading at any offset, closed when released unless its
+/// descriptor was handed over.
+public final class ReadableFile: @unchecked Sendable {
+    private let descriptor: Int32
+    public let size: UInt64
+    private var owned = true
+
+    public init(path: String) throws {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw FileSystem.Failure("cannot open", path) }
+        var info = stat()
+        fstat(fd, &info)
+        descriptor = fd
+        size = UInt64(info.st_size)
+    }
+
+    deinit { if owned { close(descriptor) } }
+
+    /// Up to `count` bytes from `offset` (fewer only at the end).
+    public func read(count: Int, at offset: UInt64) throws -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: count)
+        var done = 0
+        while done < count {
+            let n = out.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + done, count - done, off_t(offset) + off_t(done)) }
+            if n < 0 { if errno == EINTR { continue }; throw FileSystem.Failure("cannot read", "a snapshot") }
+            if n == 0 { break }
+            done += n
+        }
+        out.removeLast(count - done)
+        return out
+    }
+
+    /// Hands the descriptor over (to an HTTP response that closes it).
+    public func takeDescriptor() -> Int32 {
+        owned = false
+        return descriptor
+    }
+}
