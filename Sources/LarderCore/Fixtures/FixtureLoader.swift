@@ -41,7 +41,7 @@ public enum FixtureLoader {
         }
     }
 
-    /// A fixture whose shape is wrong: a file's is a 422, inline rows are a malformed request (400).
+    /// A fixture whose shape is wrong: a file's is fixture_failed, inline rows are a bad request.
     static func failed(_ item: Item, _ message: String, _ details: [(String, JSONValue)] = []) -> LarderError {
         var inline = false
         if case .rows = item { inline = true }

@@ -18,7 +18,7 @@ public enum Inspector {
         return names
     }
 
-    /// Row counts of `tables` (default: every user table). An unknown table is a 400.
+    /// Row counts of `tables` (default: every user table). An unknown table is a bad request.
     public static func counts(_ db: Connection, tables: [String]? = nil) throws -> [(String, Int64)] {
         let all = try userTables(db)
         var names = all

@@ -115,7 +115,7 @@ public final class Provisioner: Sendable {
     }
 
     /// A store from an uploaded database, checked to be a real SQLite
-    /// database (anything else is a 400 and leaves nothing behind), migrated
+    /// database (anything else is a bad request and leaves nothing behind), migrated
     /// to `version` of `template` when one is named.
     public func createFromUpload(_ upload: Upload, template name: String?, version: String?, label: String?,
                                  ttlSeconds: Int?) throws -> (Store, Provenance) {

@@ -6,7 +6,7 @@ import Synchronization
 /// One live store: a directory under the root holding `store.sqlite` and
 /// `store.json`. Work that cannot interleave (migrations, fixtures, writes
 /// through the query endpoint, deletion) runs one at a time; a second such
-/// request meanwhile is a 409 `conflict`. Reads open their own connection.
+/// request meanwhile is a `conflict`. Reads open their own connection.
 public final class Store: Sendable {
     public let id: String
     public let directory: String
@@ -73,9 +73,9 @@ public final class Store: Sendable {
     var notFound: LarderError { LarderError(.storeNotFound, "no store with id '\(id)'", details: [("id", .string(id))]) }
 
     /// Registers an operation on `db`: `exclusive` names one that must run
-    /// alone (a migration, a fixture load: 409 while another runs); any
+    /// alone (a migration, a fixture load: `conflict` while another runs); any
     /// other (a query) only waits for none of those to be under way. A
-    /// deleted store is a 404.
+    /// deleted store is `store_not_found`.
     func begin(_ exclusive: String?, on db: Connection) throws {
         try state.withLock { s in
             if s.deleted { throw notFound }
@@ -95,7 +95,7 @@ public final class Store: Sendable {
         }
     }
 
-    /// Marks the store deleted (every later operation is a 404), interrupts
+    /// Marks the store deleted (every later operation is `store_not_found`), interrupts
     /// the operations under way and waits up to `graceMs` for them to end.
     func markDeleted(graceMs: Int = 2000) {
         let running = state.withLock { s -> [Connection] in

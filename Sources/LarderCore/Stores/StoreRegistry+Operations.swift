@@ -5,12 +5,12 @@ extension StoreRegistry {
     /// Runs `body` on a new hardened connection to a live store, within a
     /// time limit and the disk quota, as one registered operation:
     ///
-    /// - `exclusive` names work that must run alone (409 while another runs);
+    /// - `exclusive` names work that must run alone (`conflict` while another runs);
     ///   nil is work that may overlap (queries).
-    /// - Deleting the store interrupts it; it then answers 404.
-    /// - Past `timeoutMs` it is interrupted and answers 408.
+    /// - Deleting the store interrupts it; it then answers `store_not_found`.
+    /// - Past `timeoutMs` it is interrupted and answers `timeout`.
     /// - With `--max-disk-bytes`, the store may grow only by what is left of
-    ///   the quota (`max_page_count`); past it, 429. A full file system is 507.
+    ///   the quota (`max_page_count`); past it, `quota_exceeded`. A full file system is `insufficient_storage`.
     public func operate<T>(_ store: Store, exclusive: String?, timeoutMs: Int, _ body: (Connection) throws -> T) throws -> T {
         if store.isDeleted { throw store.notFound }
         let db: Connection
@@ -53,7 +53,7 @@ extension StoreRegistry {
 }
 
 extension Connection {
-    /// `withTimeLimit`, with the time running out answered as the contract's 408.
+    /// `withTimeLimit`, with the time running out answered as the contract's `timeout`.
     func limited<T>(milliseconds: Int, _ what: String, _ body: () throws -> T) throws -> T {
         do {
             return try withTimeLimit(milliseconds: milliseconds, body)

@@ -219,7 +219,7 @@ public final class StoreRegistry: Sendable {
     }
 
     /// Removes the store and every file of it. Operations under way on it
-    /// are interrupted first (they answer 404); any later one is a 404.
+    /// are interrupted first (they answer `store_not_found`), and so does any later one.
     public func delete(_ id: String) throws {
         let store = try live.withLock { l -> Store in
             guard let store = l.stores.removeValue(forKey: id) else {
@@ -290,7 +290,7 @@ extension String {
 }
 
 extension StoreRegistry {
-    /// Writes the store's record beside it (a 404 when the store was deleted meanwhile).
+    /// Writes the store's record beside it (`store_not_found` when the store was deleted meanwhile).
     public func save(_ store: Store) throws {
         do {
             try FileSystem.writeAtomically(store.record.json.serialized(), to: store.recordPath)
