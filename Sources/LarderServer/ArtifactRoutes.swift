@@ -1,7 +1,6 @@
 import Foundation
 import LarderCore
 import MicroHTTP
-import SQLite
 import Zip
 
 /// `/artifact` (a streamed zip) and `/database` (the raw snapshot). The
@@ -40,7 +39,7 @@ enum ArtifactRoutes {
                 "id": .string(record.id), "label": JSONValue(record.label), "template": JSONValue(record.template),
                 "version": JSONValue(record.version), "snapshot": JSONValue(record.snapshot), "fixtures": JSONValue(record.fixtures),
                 "counts": JSONValue(counts: snapshot.counts), "schema": .object(snapshot.columns.map { ($0.0, JSONValue($0.1)) }),
-                "sqlite_version": .string(Connection.libraryVersion), "sha256": .string(sha256),
+                "sqlite_version": .string(LarderVersion.sqlite), "sha256": .string(sha256),
                 "size_bytes": .int(Int64(snapshot.size)), "created_at": .string(record.createdAt.rfc3339),
                 "snapshot_at": .string(Timestamp.now.rfc3339), "larder_version": .string(LarderVersion.current),
             ] }

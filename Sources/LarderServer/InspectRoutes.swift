@@ -1,6 +1,5 @@
 import LarderCore
 import MicroHTTP
-import SQLite
 
 /// `/counts` (and count waits), `/schema`, `/query`.
 enum InspectRoutes {

@@ -2,7 +2,6 @@ import Foundation
 import LarderCore
 import Logging
 import MicroHTTP
-import SQLite
 import Synchronization
 
 /// The whole server, built in one place for `larder serve` and the tests:

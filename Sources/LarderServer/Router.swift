@@ -2,7 +2,6 @@ import Foundation
 import LarderCore
 import Logging
 import MicroHTTP
-import SQLite
 import Synchronization
 
 /// What a route handler gives back.

@@ -1,6 +1,5 @@
 import LarderCore
 import MicroHTTP
-import SQLite
 
 extension Router {
     /// The route table: every path of the contract, with its methods.
@@ -62,7 +61,7 @@ extension Request {
 enum ServiceRoutes {
     static func health(_ s: Services) -> JSONValue {
         [
-            "status": "ok", "version": .string(LarderVersion.current), "sqlite_version": .string(Connection.libraryVersion),
+            "status": "ok", "version": .string(LarderVersion.current), "sqlite_version": .string(LarderVersion.sqlite),
             "stores": JSONValue(s.registry.count), "started_at": .string(s.startedAt.rfc3339),
         ]
     }

@@ -1,6 +1,5 @@
 import LarderCore
 import MicroHTTP
-import SQLite
 
 /// `/stores` and `/stores/{id}`.
 enum StoreRoutes {
