@@ -38,6 +38,11 @@ enum Bookkeeping {
         versions.max(by: VersionOrder.less)
     }
 
+    /// The versions in migration names that start with one (`0003_add_x` → "3").
+    static func leadingNumbers(_ names: [String]) -> [String] {
+        names.map { String($0.prefix(while: \.isNumber)) }.filter { !$0.isEmpty }.map(VersionOrder.normalized)
+    }
+
     /// Every table a migration tool keeps (never counted, never diffed as data).
     static let tables: Set<String> = Set(MigrationFormat.all.map { $0.bookkeepingTable } + foreign.flatMap { $0.tables })
 

@@ -8,7 +8,7 @@ enum Django: ForeignBookkeeping {
     static func readState(_ db: Connection) throws -> AppliedState? {
         guard try Bookkeeping.tableExists(db, "django_migrations") else { return nil }
         let names = try db.rows("SELECT name FROM django_migrations").compactMap { $0[0].string }
-        let numeric = names.map { String($0.prefix(while: \.isNumber)) }.filter { !$0.isEmpty }.map(VersionOrder.normalized)
+        let numeric = Bookkeeping.leadingNumbers(names)
         return AppliedState(source: "django_migrations", current: Bookkeeping.highest(numeric), listed: Array(Set(numeric)))
     }
 }
