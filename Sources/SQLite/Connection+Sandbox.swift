@@ -23,6 +23,7 @@ public struct SandboxPolicy: Sendable {
     public var deniedFunctions: Set<String> = ["load_extension", "fts3_tokenizer", "readfile", "writefile", "edit"]
     /// Largest string or blob a statement may make, in bytes.
     public var maxLength: Int32 = 64 * 1024 * 1024
+    /// Longest single statement a client may send (`/query`; scripts have no such bound).
     public var maxSQLLength: Int32 = 1024 * 1024
 
     public init() {}
@@ -109,16 +110,6 @@ extension Connection {
         sqlite3_limit(handle, SQLITE_LIMIT_ATTACHED, 0)
         sqlite3_limit(handle, SQLITE_LIMIT_LENGTH, policy.maxLength)
         guardState.policy = policy
-    }
-
-    /// Hardens the connection and refuses, for its whole life, everything
-    /// the policy forbids, with a short statement length (a one-statement
-    /// connection; scripts are prepared with the rest of their text, so a
-    /// connection that runs fixture scripts keeps the default).
-    public func applySandbox(_ policy: SandboxPolicy = SandboxPolicy()) throws {
-        try harden(policy)
-        sqlite3_limit(handle, SQLITE_LIMIT_SQL_LENGTH, policy.maxSQLLength)
-        guardState.enforcing = true
     }
 
     /// Runs `body`, which prepares and runs SQL a client sent, with the

@@ -37,22 +37,24 @@ final class ConnectionTests: XCTestCase {
         let path = directory + "/a.sqlite"
         try Connection(path: path).execute("CREATE TABLE t (a); INSERT INTO t VALUES (1);")
         let db = try Connection(path: path, mode: .readWrite)
-        try db.applySandbox()
+        try db.harden()
         for sql in ["ATTACH '\(directory!)/x.sqlite' AS x", "VACUUM INTO '\(directory!)/y.sqlite'", "PRAGMA writable_schema = 1",
                     "PRAGMA journal_mode = DELETE", "PRAGMA temp_store_directory = '/tmp'", "PRAGMA trusted_schema = 1",
                     "SELECT load_extension('libx')", "SELECT fts3_tokenizer('simple')", "BEGIN"] {
-            XCTAssertThrowsError(try db.withTimeLimit(milliseconds: 1000) { try db.rows(sql) }, sql)
+            XCTAssertThrowsError(try db.untrusted { try db.withTimeLimit(milliseconds: 1000) { try db.rows(sql) } }, sql)
             XCTAssertNotNil(db.sandboxRefusal, "no refusal noted for \(sql)")
         }
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/x.sqlite"))
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory + "/y.sqlite"))
-        XCTAssertEqual(try db.withTimeLimit(milliseconds: 1000) { try db.scalar("PRAGMA user_version")?.int64 }, 0)
-        XCTAssertEqual(try db.withTimeLimit(milliseconds: 1000) { try db.rows("PRAGMA table_info(t)").count }, 1)
+        XCTAssertEqual(try db.untrusted { try db.scalar("PRAGMA user_version")?.int64 }, 0)
+        XCTAssertEqual(try db.untrusted { try db.rows("PRAGMA table_info(t)").count }, 1)
+        // Larder's own statements still run on the hardened connection.
+        XCTAssertNoThrow(try db.execute("PRAGMA user_version = 2"))
     }
 
     func testTimeLimitInterruptsARunawayQuery() throws {
         let db = try Connection(path: directory + "/a.sqlite")
-        try db.applySandbox()
+        try db.harden()
         let started = Date()
         XCTAssertThrowsError(try db.withTimeLimit(milliseconds: 100) {
             try db.rows("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c")

@@ -79,10 +79,14 @@ public enum FixtureLoader {
                 while try statement.step() {}
             }
         } catch let error as SQLiteError {
-            if case .sql = item, let refused = db.sandboxRefusal {
-                throw LarderError(.forbiddenSQL, "refused: \(refused) is not allowed in fixture SQL",
-                                  details: [("fixture", .string(item.label)), ("refused", .string(refused)),
-                                            ("statement", JSONValue(error.statement))])
+            if case .sql = item {
+                if let refused = db.sandboxRefusal {
+                    throw LarderError(.forbiddenSQL, "refused: \(refused) is not allowed in fixture SQL",
+                                      details: [("fixture", .string(item.label)), ("refused", .string(refused)),
+                                                ("statement", JSONValue(error.statement))])
+                }
+                // The wrapper's refusal of text SQLite would misread (a NUL character).
+                if error.code == 21 /* SQLITE_MISUSE */ { throw LarderError(.badRequest, error.message, details: [("fixture", .string(item.label))]) }
             }
             throw LarderError.sqlite(error, as: .fixtureFailed, "fixture \(item.label) failed", details: [("fixture", .string(item.label))])
         }

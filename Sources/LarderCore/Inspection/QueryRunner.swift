@@ -16,7 +16,6 @@ public enum QueryRunner {
     }
 
     public static func run(_ db: Connection, sql: String, parameters: JSONValue?, rowLimit: Int, maxBytes: Int) throws -> Result {
-        try refuseNUL(sql)
         let longest = Int(SandboxPolicy().maxSQLLength)
         guard sql.utf8.count <= longest else {
             throw LarderError(.badRequest, "the statement is \(sql.utf8.count) bytes; a query may be at most \(longest)",
@@ -66,18 +65,10 @@ public enum QueryRunner {
                 throw LarderError(.forbiddenSQL, "refused: \(what) is not allowed in a store query",
                                   details: [("refused", .string(what)), ("statement", .string(sql))])
             }
-            if error.code == 21 /* SQLITE_MISUSE: our own "more than one statement" */ {
+            if error.code == 21 /* SQLITE_MISUSE: the wrapper's own "more than one statement", "a NUL character" */ {
                 throw LarderError(.badRequest, error.message, details: [("statement", .string(sql))])
             }
             throw LarderError.sqlite(error, as: .sqlError, "SQLite refused the query")
-        }
-    }
-
-    /// SQLite reads SQL up to its first NUL: what follows would be dropped
-    /// unseen (and slip past the one-statement check).
-    static func refuseNUL(_ sql: String) throws {
-        if let at = sql.utf8.firstIndex(of: 0) {
-            throw LarderError(.badRequest, "the SQL holds a NUL character", details: [("offset", .int(Int64(sql.utf8.distance(from: sql.utf8.startIndex, to: at))))])
         }
     }
 

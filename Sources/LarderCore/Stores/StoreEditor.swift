@@ -72,7 +72,6 @@ public struct StoreEditor: Sendable {
             items = try list.map { .file(try template.fixture($0)) }
             names = list
         case .sql(let sql):
-            try QueryRunner.refuseNUL(sql)
             items = [.sql(sql)]
             names = ["(inline sql)"]
         case .rows(let rows):
