@@ -21,7 +21,7 @@ let package = Package(
                        providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CSystem"),
         .target(name: "SQLite", dependencies: ["CSQLite"]),
-        .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD"]),
+        .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD", "FileSystem"]),
         .target(name: "Digest", dependencies: ["CSystem"]),
         .target(name: "FileSystem", dependencies: ["CSystem"]),
         .target(name: "Zip", dependencies: ["CSystem", "Digest"]),

@@ -9,7 +9,7 @@ public enum FileSystem {
         public let description: String
         /// The errno behind it.
         public let code: Int32
-        init(_ what: String, _ path: String, _ code: Int32 = errno) {
+        public init(_ what: String, _ path: String, _ code: Int32 = errno) {
             description = "\(what) \(path): \(String(cString: strerror(code)))"
             self.code = code
         }
@@ -59,17 +59,26 @@ public enum FileSystem {
         }
     }
 
-    /// Writes every byte of `bytes` to `fd`, retrying short writes.
-    private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws {
+    /// Writes every byte of `bytes` to `fd` (at `offset`, or where the file
+    /// stands), retrying short writes.
+    public static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int? = nil, path: String) throws {
         var written = 0
         while written < bytes.count {
-            let n = write(fd, bytes.baseAddress! + written, bytes.count - written)
+            let n = offset.map { pwrite(fd, bytes.baseAddress! + written, bytes.count - written, off_t($0 + written)) }
+                ?? write(fd, bytes.baseAddress! + written, bytes.count - written)
             if n < 0 {
                 if errno == EINTR { continue }
                 throw Failure("cannot write", path)
             }
             written += n
         }
+    }
+
+    /// Creates a new file (which must not exist), readable and writable by its owner only; answers its descriptor.
+    public static func createPrivate(_ path: String) throws -> Int32 {
+        let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw Failure("cannot create", path) }
+        return fd
     }
 
     /// Writes `bytes` to a new file at `path` (which must not exist).

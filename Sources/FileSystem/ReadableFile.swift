@@ -4,6 +4,7 @@ import Glibc
 /// descriptor was handed over.
 public final class ReadableFile: @unchecked Sendable {
     private let descriptor: Int32
+    private let path: String
     public let size: UInt64
     private var owned = true
 
@@ -13,6 +14,7 @@ public final class ReadableFile: @unchecked Sendable {
         var info = stat()
         fstat(fd, &info)
         descriptor = fd
+        self.path = path
         size = UInt64(info.st_size)
     }
 
@@ -24,7 +26,7 @@ public final class ReadableFile: @unchecked Sendable {
         var done = 0
         while done < count {
             let n = out.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + done, count - done, off_t(offset) + off_t(done)) }
-            if n < 0 { if errno == EINTR { continue }; throw FileSystem.Failure("cannot read", "a snapshot") }
+            if n < 0 { if errno == EINTR { continue }; throw FileSystem.Failure("cannot read", path) }
             if n == 0 { break }
             done += n
         }

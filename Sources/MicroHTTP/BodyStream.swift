@@ -1,4 +1,5 @@
 import CMicroHTTPD
+import FileSystem
 import Foundation
 import Glibc
 
@@ -30,9 +31,8 @@ public final class BodyStream: @unchecked Sendable {
     public init(spoolDirectory: String) throws {
         var generator = SystemRandomNumberGenerator()
         let path = spoolDirectory + "/stream-" + String(generator.next() as UInt64, radix: 16)
-        descriptor = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw SpoolError(errno: errno, what: "cannot create \(path)") }
-        unlink(path)
+        descriptor = try FileSystem.createPrivate(path)
+        FileSystem.remove(path)
     }
 
     deinit { close(descriptor) }
@@ -45,13 +45,7 @@ public final class BodyStream: @unchecked Sendable {
         let stop = cancelled
         condition.unlock()
         if stop { throw Cancelled() }
-        var done = 0
-        while done < bytes.count {
-            let n = pwrite(descriptor, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { throw SpoolError(errno: errno, what: "cannot write the response") }
-            done += n
-        }
+        try FileSystem.writeAll(descriptor, bytes, at: offset, path: "a streamed response")
         condition.lock()
         written += bytes.count
         wakeConsumer()

@@ -1,3 +1,5 @@
+import FileSystem
+
 /// A request the HTTP layer answers on its own, before any handler sees it.
 /// The application turns each into its own error body.
 public enum Refusal: Sendable {
@@ -7,7 +9,7 @@ public enum Refusal: Sendable {
     /// `Transfer-Encoding`), which a proxy in front might read otherwise: 400.
     case ambiguousLength(String)
     /// The body could not be spooled to disk: 507 when the disk is full, else 500.
-    case bodyNotKept(SpoolError)
+    case bodyNotKept(FileSystem.Failure)
     /// The server is stopping: 503.
     case shuttingDown
 }

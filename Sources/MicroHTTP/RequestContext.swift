@@ -1,4 +1,5 @@
 import CMicroHTTPD
+import FileSystem
 import Synchronization
 
 /// The state of one request on one connection, from its first callback to
@@ -14,7 +15,7 @@ final class RequestContext: @unchecked Sendable {
         var spool: Spool?
         var received = 0
         var tooLarge = false
-        var spoolFailure: SpoolError?
+        var spoolFailure: FileSystem.Failure?
         var pending: Response?
     }
 

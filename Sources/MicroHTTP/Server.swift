@@ -1,5 +1,6 @@
 import CMicroHTTPD
 import Dispatch
+import FileSystem
 import Foundation
 import Synchronization
 
@@ -227,7 +228,7 @@ public final class Server: @unchecked Sendable {
                 }
                 if let spool = s.spool { try spool.write(chunk) } else { s.body.append(contentsOf: chunk) }
             } catch {
-                s.spoolFailure = error as? SpoolError
+                s.spoolFailure = error as? FileSystem.Failure
                 s.spool = nil
                 s.body = []
             }

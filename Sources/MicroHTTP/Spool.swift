@@ -1,3 +1,4 @@
+import FileSystem
 import Glibc
 
 /// A request body too large to keep in memory, written to a file in the
@@ -12,30 +13,12 @@ public final class SpooledBody: @unchecked Sendable {
         self.size = size
     }
 
-    deinit { unlink(path) }
+    deinit { FileSystem.remove(path) }
 
     /// The whole body in memory (for bodies that must be parsed whole).
     public func readAll() throws -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw SpoolError(errno: errno, what: "cannot open \(path)") }
-        defer { close(fd) }
-        var out = [UInt8](repeating: 0, count: size)
-        var done = 0
-        while done < size {
-            let n = out.withUnsafeMutableBytes { pread(fd, $0.baseAddress! + done, size - done, off_t(done)) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { throw SpoolError(errno: errno, what: "cannot read \(path)") }
-            done += n
-        }
-        return out
+        try ReadableFile(path: path).read(count: size, at: 0)
     }
-}
-
-public struct SpoolError: Error, CustomStringConvertible {
-    public let errno: Int32
-    let what: String
-    public var isOutOfSpace: Bool { errno == ENOSPC || errno == EDQUOT }
-    public var description: String { "\(what): \(String(cString: strerror(errno)))" }
 }
 
 /// Writes a body to a new file as its chunks arrive.
@@ -48,23 +31,16 @@ final class Spool: @unchecked Sendable {
     init(directory: String) throws {
         var generator = SystemRandomNumberGenerator()
         path = directory + "/upload-" + String(generator.next() as UInt64, radix: 16) + String(generator.next() as UInt64, radix: 16)
-        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw SpoolError(errno: errno, what: "cannot create \(path)") }
+        fd = try FileSystem.createPrivate(path)
     }
 
     deinit {
         if fd >= 0 { close(fd) }
-        if !handedOver { unlink(path) }
+        if !handedOver { FileSystem.remove(path) }
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws {
-        var written = 0
-        while written < bytes.count {
-            let n = Glibc.write(fd, bytes.baseAddress! + written, bytes.count - written)
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { throw SpoolError(errno: errno, what: "cannot write \(path)") }
-            written += n
-        }
+        try FileSystem.writeAll(fd, bytes, path: path)
         size += bytes.count
     }
 
