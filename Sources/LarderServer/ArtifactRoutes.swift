@@ -24,48 +24,53 @@ enum ArtifactRoutes {
         // Artifacts are made on a pool of their own, as many at once as
         // there are cores: a burst of downloads cannot take the threads that
         // queries and uploads need.
-        return .whenReady { respond in s.artifacts.addOperation {
-            let snapshot: DatabaseSnapshot
-            let stream: BodyStream
-            do {
-                snapshot = try DatabaseSnapshot(store: store, temporaryDirectory: s.registry.temporaryDirectory)
-                stream = try BodyStream(spoolDirectory: s.registry.temporaryDirectory)
-            } catch {
-                respond(errorResponse(larderError(error, requestID: context.requestID, logger: context.logger)))
-                return
-            }
-            let record = store.record
-            let manifest: @Sendable (String) -> JSONValue = { sha256 in [
-                "id": .string(record.id), "label": JSONValue(record.label), "template": JSONValue(record.template),
-                "version": JSONValue(record.version), "snapshot": JSONValue(record.snapshot), "fixtures": JSONValue(record.fixtures),
-                "counts": JSONValue(counts: snapshot.counts), "schema": .object(snapshot.columns.map { ($0.0, JSONValue($0.1)) }),
-                "sqlite_version": .string(LarderVersion.sqlite), "sha256": .string(sha256),
-                "size_bytes": .int(Int64(snapshot.size)), "created_at": .string(record.createdAt.rfc3339),
-                "snapshot_at": .string(Timestamp.now.rfc3339), "larder_version": .string(LarderVersion.current),
-            ] }
-            // Made a few MiB ahead of what the client has read, one round at
-            // a time on the artifact pool: a client that stops reading stops
-            // the work and holds no thread.
-            let writer = ArtifactWriter(snapshot: snapshot, method: method, manifest: manifest) { try stream.write($0) }
-            let round: @Sendable () -> Void = {
-                s.artifacts.addOperation {
-                    do {
-                        repeat {
-                            if try writer.step() { stream.finish(); return }
-                        } while stream.wantsMore()
-                    } catch {
-                        if !(error is BodyStream.Cancelled) { context.logger.error("artifact failed", metadata: ["store": .string(id), "error": .string("\(error)")]) }
-                        stream.fail()
+        return .whenReady { respond in
+            // Still queued when the client leaves: never started.
+            let start = BlockOperation {
+                let snapshot: DatabaseSnapshot
+                let stream: BodyStream
+                do {
+                    snapshot = try DatabaseSnapshot(store: store, temporaryDirectory: s.registry.temporaryDirectory)
+                    stream = try BodyStream(spoolDirectory: s.registry.temporaryDirectory)
+                } catch {
+                    respond(errorResponse(larderError(error, requestID: context.requestID, logger: context.logger)))
+                    return
+                }
+                let record = store.record
+                let manifest: @Sendable (String) -> JSONValue = { sha256 in [
+                    "id": .string(record.id), "label": JSONValue(record.label), "template": JSONValue(record.template),
+                    "version": JSONValue(record.version), "snapshot": JSONValue(record.snapshot), "fixtures": JSONValue(record.fixtures),
+                    "counts": JSONValue(counts: snapshot.counts), "schema": .object(snapshot.columns.map { ($0.0, JSONValue($0.1)) }),
+                    "sqlite_version": .string(LarderVersion.sqlite), "sha256": .string(sha256),
+                    "size_bytes": .int(Int64(snapshot.size)), "created_at": .string(record.createdAt.rfc3339),
+                    "snapshot_at": .string(Timestamp.now.rfc3339), "larder_version": .string(LarderVersion.current),
+                ] }
+                // Made a few MiB ahead of what the client has read, one round at
+                // a time on the artifact pool: a client that stops reading stops
+                // the work and holds no thread.
+                let writer = ArtifactWriter(snapshot: snapshot, method: method, manifest: manifest) { try stream.write($0) }
+                let round: @Sendable () -> Void = {
+                    s.artifacts.addOperation {
+                        do {
+                            repeat {
+                                if try writer.step() { stream.finish(); return }
+                            } while stream.wantsMore()
+                        } catch {
+                            if !(error is BodyStream.Cancelled) { context.logger.error("artifact failed", metadata: ["store": .string(id), "error": .string("\(error)")]) }
+                            stream.fail()
+                        }
                     }
                 }
+                stream.pace(readAhead: 2 * ZipWriter.batchSize, round)
+                respond(Response(status: 200, headers: [
+                    ("Content-Type", "application/zip"),
+                    ("Content-Disposition", "attachment; filename=\"\(fileName(record, "zip"))\""),
+                ], body: .stream(stream)))
+                round()
             }
-            stream.pace(readAhead: 2 * ZipWriter.batchSize, round)
-            respond(Response(status: 200, headers: [
-                ("Content-Type", "application/zip"),
-                ("Content-Disposition", "attachment; filename=\"\(fileName(record, "zip"))\""),
-            ], body: .stream(stream)))
-            round()
-        } }
+            s.artifacts.addOperation(start)
+            return { start.cancel() }
+        }
     }
 
     static func database(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {

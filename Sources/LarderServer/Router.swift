@@ -10,8 +10,9 @@ enum Outcome {
     case now(Response)
     /// Run on a worker thread while the connection is suspended.
     case later(@Sendable () throws -> Response)
-    /// Register a callback that answers whenever it likes (long polls).
-    case whenReady(@Sendable (@escaping @Sendable (Response) -> Void) -> Void)
+    /// Register a callback that answers whenever it likes (long polls);
+    /// answers how to cancel the wait should the client leave first.
+    case whenReady(@Sendable (@escaping @Sendable (Response) -> Void) -> @Sendable () -> Void)
 }
 
 /// What a handler knows of its request besides the request itself: the
@@ -97,7 +98,12 @@ final class Router: Sendable {
             case .whenReady(let register):
                 let routeName = name
                 return .later { responder in
-                    register { response in responder.send(finish(routeName, response)) }
+                    let cancel = register { response in responder.send(finish(routeName, response)) }
+                    // A client that leaves releases its wait at once (499: client closed request).
+                    responder.onHangup {
+                        cancel()
+                        responder.send(finish(routeName, Response(status: 499)))
+                    }
                 }
             }
         } catch {

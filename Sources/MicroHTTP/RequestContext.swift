@@ -17,6 +17,8 @@ final class RequestContext: @unchecked Sendable {
         var tooLarge = false
         var spoolFailure: FileSystem.Failure?
         var pending: Response?
+        /// Runs if the client leaves while the request is suspended.
+        var onHangup: (@Sendable () -> Void)?
     }
 
     let connection: OpaquePointer
@@ -40,9 +42,22 @@ final class RequestContext: @unchecked Sendable {
         }
     }
 
+    /// The client left while the request was suspended: its hangup handler
+    /// runs, then the connection is resumed (with 499, nginx's "client closed
+    /// request", for the log) so that libmicrohttpd closes it.
+    func clientLeft() {
+        let handler = state.withLock { s in
+            defer { s.onHangup = nil }
+            return s.onHangup
+        }
+        handler?()
+        complete(with: Response(status: 499))
+    }
+
     /// Called by a `Responder` on any thread: stores the answer and resumes
     /// the connection, whose next callback queues it.
     func complete(with response: Response) {
+        server.hangups.forget(self)
         let resume: Bool = state.withLock { s in
             guard s.phase == .suspended, s.pending == nil else { return false }
             s.pending = response

@@ -46,6 +46,8 @@ public final class Server: @unchecked Sendable {
         var stopping = false
     }
     let live = Mutex(Live())
+    /// Suspended requests that end when their client leaves.
+    let hangups = Hangups()
 
     public init(settings: Settings, handler: @escaping Handler, refuse: @escaping Refuse) {
         self.settings = settings
@@ -81,22 +83,28 @@ public final class Server: @unchecked Sendable {
         }
         self.daemon = daemon
         self.port = larder_mhd_bound_port(daemon)
-        let sweeper = Thread { [self] in sweepSlowHeaders() }
-        sweeper.name = "larder-http-headers"
-        sweeper.start()
+        let watcher = Thread { [self] in watchConnections() }
+        watcher.name = "larder-http-watch"
+        watcher.start()
     }
 
-    /// Once a second, cuts connections that have not sent their first
-    /// request's headers within the deadline: a client trickling a byte a
-    /// second keeps libmicrohttpd's idle timeout from ever firing, and a
-    /// thousand of them would hold every connection slot.
-    private func sweepSlowHeaders() {
+    /// Drops suspended requests whose client left (at once), and once a
+    /// second cuts connections that have not sent their first request's
+    /// headers within the deadline: a client trickling a byte a second keeps
+    /// libmicrohttpd's idle timeout from ever firing, and a thousand of them
+    /// would hold every connection slot.
+    private func watchConnections() {
         let limit = UInt64(settings.headerTimeoutSeconds) * 1_000_000_000
+        var nextSweep = DispatchTime.now().uptimeNanoseconds + 1_000_000_000
         while !isStopping {
-            sleep(1)
             let now = DispatchTime.now().uptimeNanoseconds
+            let left = nextSweep > now ? Int32((nextSweep - now) / 1_000_000) + 1 : 0
+            for context in hangups.wait(milliseconds: left) { context.clientLeft() }
+            let after = DispatchTime.now().uptimeNanoseconds
+            guard after >= nextSweep else { continue }
+            nextSweep = after + 1_000_000_000
             live.withLock { l in
-                for record in l.connections.values where !record.sentHeaders && now &- record.started > limit {
+                for record in l.connections.values where !record.sentHeaders && after &- record.started > limit {
                     // The descriptor stays open (libmicrohttpd closes it); it
                     // reads end-of-file and the connection is dropped.
                     shutdown(record.descriptor, Int32(SHUT_RDWR))
@@ -255,6 +263,7 @@ public final class Server: @unchecked Sendable {
     func completed(contextSlot: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) {
         guard let slot = contextSlot, let raw = slot.pointee else { return }
         let context = Unmanaged<RequestContext>.fromOpaque(raw).takeRetainedValue()
+        hangups.forget(context)
         live.withLock { _ = $0.suspended.removeValue(forKey: ObjectIdentifier(context)) }
         slot.pointee = nil
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 @testable import MicroHTTP
 import XCTest
 
@@ -97,6 +98,46 @@ final class MicroHTTPServerTests: XCTestCase {
             let answer = try client.exchange(Self.get("/x"))
             XCTAssertEqual(answer.status, 200)
             XCTAssertTrue(answer.text.hasSuffix("later /x"), answer.text)
+        }
+    }
+
+    func testAClientThatLeavesASuspendedRequestIsSeenAtOnce() throws {
+        let waiting = Mutex<[Responder]>([])
+        let leftAt = Mutex<ContinuousClock.Instant?>(nil)
+        try withServer(handler: { _ in
+            .later { responder in
+                responder.onHangup { leftAt.withLock { $0 = .now } }
+                waiting.withLock { $0.append(responder) }
+            }
+        }) { server, client in
+            let fd = try client.connect()
+            try client.send(fd, Self.get("/wait"))
+            let deadline = Date().addingTimeInterval(5)
+            while waiting.withLock({ $0.isEmpty }) && Date() < deadline { usleep(1_000) }
+            XCTAssertEqual(server.hangups.count, 1)
+            let closed = ContinuousClock.now
+            close(fd)
+            while leftAt.withLock({ $0 == nil }) && Date() < deadline { usleep(1_000) }
+            let seen = try XCTUnwrap(leftAt.withLock { $0 }, "the hangup handler ran")
+            XCTAssertLessThan(seen - closed, .milliseconds(500), "seen at once, not at the next sweep")
+            XCTAssertTrue(waiting.withLock { $0[0].isAnswered }, "the request was dropped")
+            XCTAssertEqual(server.hangups.count, 0)
+            // The connection went with it: the server stops without waiting on it.
+            while server.live.withLock({ !$0.suspended.isEmpty }) && Date() < deadline { usleep(1_000) }
+            XCTAssertTrue(server.live.withLock { $0.suspended.isEmpty })
+        }
+    }
+
+    func testAnAnsweredRequestIsNoLongerWatched() throws {
+        try withServer(handler: { _ in
+            .later { responder in
+                responder.onHangup { XCTFail("answered requests do not hang up") }
+                responder.send(Response(status: 200, contentType: "text/plain", bytes: Array("done".utf8)))
+            }
+        }) { server, client in
+            let answer = try client.exchange(Self.get("/now"))
+            XCTAssertEqual(answer.status, 200)
+            XCTAssertEqual(server.hangups.count, 0)
         }
     }
 

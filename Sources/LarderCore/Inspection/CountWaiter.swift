@@ -88,9 +88,12 @@ public final class CountWaiter: Sendable {
 
     public var waiting: Int { watches.withLock { $0.values.reduce(0) { $0 + $1.waits.count } } }
 
-    /// Registers a wait; `completion` runs once, on the watcher thread.
+    /// Registers a wait; `completion` runs once, on the watcher thread,
+    /// unless the wait is cancelled first with the function answered here
+    /// (its client left), which releases what it holds at once.
+    @discardableResult
     public func wait(on store: Store, for conditions: [CountCondition], tables: [String]?, timeoutMs: Int,
-                     completion: @escaping @Sendable (Result) -> Void) {
+                     completion: @escaping @Sendable (Result) -> Void) -> @Sendable () -> Void {
         let wait = Wait(conditions: conditions, tables: tables, deadline: .now + .milliseconds(timeoutMs), completion: completion)
         watches.withLock { w in
             let watch = w[store.id] ?? Watch(store: store)
@@ -104,6 +107,20 @@ public final class CountWaiter: Sendable {
         }
         startIfNeeded()
         directories?.wake()
+        return { [self] in cancel(wait, on: store.id) }
+    }
+
+    /// Forgets a wait without answering it. The last wait on a store takes
+    /// its watch along; the watcher thread drops its connection with it.
+    private func cancel(_ wait: Wait, on id: String) {
+        watches.withLock { w in
+            guard let watch = w[id] else { return }
+            watch.waits.removeAll { $0 === wait }
+            if watch.waits.isEmpty {
+                w[id] = nil
+                if let watchID = watch.watchID { directories?.unwatch(watchID) }
+            }
+        }
     }
 
     /// Answers every wait as timed out (shutdown).
