@@ -142,6 +142,28 @@ public enum FileSystem {
         chmod(path, 0o444)
     }
 
+    /// Sets the permission bits of `path` (setgid included) and, when
+    /// `group` is given, its group. Never follows a symbolic link.
+    /// What is already so is left alone (a root someone else owns may already be right).
+    public static func setAccess(_ path: String, mode: Int, group: UInt32?) throws {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { throw Failure("cannot read", path) }
+        guard (info.st_mode & S_IFMT) != S_IFLNK else { return }
+        if let group, info.st_gid != group, lchown(path, UInt32.max, group) != 0 { throw Failure("cannot give the group \(group)", path) }
+        // chown clears setgid: set the bits after it.
+        if Int(info.st_mode & 0o7777) != mode || group != nil, chmod(path, mode_t(mode)) != 0 { throw Failure("cannot set the mode of", path) }
+    }
+
+    /// The id of a group given by name or number, or nil when there is no such group.
+    public static func groupID(_ nameOrNumber: String) -> UInt32? {
+        if let number = UInt32(nameOrNumber) { return number }
+        var entry = group()
+        var found: UnsafeMutablePointer<group>?
+        var buffer = [CChar](repeating: 0, count: 16 * 1024)
+        let rc = getgrnam_r(nameOrNumber, &entry, &buffer, buffer.count, &found)
+        return rc == 0 && found != nil ? entry.gr_gid : nil
+    }
+
     /// The file's permission bits, or nil when it is missing.
     public static func permissions(_ path: String) -> Int? {
         var info = stat()

@@ -57,6 +57,7 @@ enum OpenAPI {
             Operation(method: "get", path: "/stores", summary: "Live stores, newest first", success: 200, errors: [400],
                       query: [
                           Parameter(name: "label", schema: string, description: "Only stores with this label."),
+                          Parameter(name: "label_prefix", schema: string, description: "Only stores whose label starts with this (one CI run's, say)."),
                           Parameter(name: "template", schema: string, description: "Only stores made from this template."),
                           Parameter(name: "limit", schema: ["type": "integer", "minimum": 1, "maximum": 10_000, "default": 100],
                                     description: "Stores per page."),

@@ -51,9 +51,10 @@ enum StoreRoutes {
     }
 
     static func list(_ s: Services, _ request: Request) throws -> Outcome {
-        try request.checkQuery(allowed: ["label", "template", "limit", "cursor"])
+        try request.checkQuery(allowed: ["label", "label_prefix", "template", "limit", "cursor"])
         let limit = try request.queryInt("limit", in: 1...10_000) ?? 100
-        let page = try s.registry.list(label: request.queryValue("label"), template: request.queryValue("template"),
+        let page = try s.registry.list(label: request.queryValue("label"), labelPrefix: request.queryValue("label_prefix"),
+                                       template: request.queryValue("template"),
                                        limit: limit, cursor: request.queryValue("cursor"))
         // Counts as last read: a list of thousands must not open every store.
         // Off the pool all the same, since stores never read are read now.
@@ -104,7 +105,7 @@ enum StoreRoutes {
             ($0, .string($0 == "self" ? base : base + "/" + $0))
         })
         return .object([
-            ("id", .string(record.id)), ("path", .string(store.databasePath)),
+            ("id", .string(record.id)), ("path", .string(s.registry.clientPath(store.databasePath))),
             ("template", JSONValue(record.template)), ("version", JSONValue(record.version)),
             ("snapshot", JSONValue(record.snapshot)), ("fixtures", JSONValue(record.fixtures)),
             ("label", JSONValue(record.label)), ("counts", JSONValue(counts: counts)),

@@ -27,7 +27,9 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
     public var primaryCode: Int32 { code & 0xff }
     public var isInterrupt: Bool { primaryCode == SQLITE_INTERRUPT }
     public var isAuthorizationDenied: Bool { primaryCode == SQLITE_AUTH }
-    public var isBusy: Bool { primaryCode == SQLITE_BUSY || primaryCode == SQLITE_LOCKED }
+    /// Another connection holds the lock this one waited for (`SQLITE_BUSY`;
+    /// not `SQLITE_LOCKED`, a conflict inside one connection).
+    public var isBusy: Bool { primaryCode == SQLITE_BUSY }
     /// SQLITE_FULL: the disk is full, or the database reached its `max_page_count`.
     public var isFull: Bool { primaryCode == SQLITE_FULL }
     /// An I/O error because the file system is full (or over its quota).

@@ -78,7 +78,7 @@ struct Serve: ParsableCommand {
 struct Check: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check that every snapshot migrates to the latest schema, keeps its data and matches a fresh build.",
-        discussion: "Exits 0 when every check passes, 1 when any fails.")
+        discussion: "Exits 0 when every check passes, 1 when any fails, 2 when it cannot check (no such directory or template, nothing to check).")
 
     @Option(help: "The fixtures directory: one sub-folder per template.") var fixtures: String?
     @Option(help: "Check only this template.") var template: String?
@@ -102,7 +102,7 @@ struct Check: ParsableCommand {
                 printer.print(line)
             }
         } catch {
-            FileHandle.standardError.write(Data("larder check: \(error)\n".utf8))
+            FileHandle.standardError.write(Data("larder check: \((error as? LarderError)?.message ?? "\(error)")\n".utf8))
             throw ExitCode(2)
         }
         if let junit { try MigrationCheck.junit(results).write(toFile: junit, atomically: true, encoding: .utf8) }

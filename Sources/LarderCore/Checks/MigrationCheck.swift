@@ -33,10 +33,22 @@ public struct MigrationCheck: Sendable {
 
     /// Checks every snapshot (of one template, or all), in parallel across
     /// cores; `progress` hears of each as it finishes (from any thread).
+    /// Nothing to check is an error, never a silent pass: a fixtures
+    /// directory that is missing (`not_found`), or without snapshots, or a
+    /// named template without any (`bad_request`).
     public func run(template only: String? = nil, progress: (@Sendable (Result) -> Void)? = nil) throws -> [Result] {
+        guard FileSystem.isDirectory(catalog.directory) else {
+            throw LarderError(.notFound, "the fixtures directory '\(catalog.directory)' does not exist", details: [("fixtures", .string(catalog.directory))])
+        }
         let templates = try only.map { [try catalog.template($0)] } ?? catalog.names().map { try catalog.template($0) }
         var jobs: [(Template, Template.Snapshot)] = []
         for t in templates { for name in t.snapshotNames { jobs.append((t, t.snapshots[name]!)) } }
+        if jobs.isEmpty {
+            let message = only.map { "template '\($0)' has no snapshots to check: put old databases in \($0)/snapshots/" }
+                ?? (templates.isEmpty ? "nothing to check: '\(catalog.directory)' holds no template"
+                                      : "nothing to check: no template in '\(catalog.directory)' has snapshots (old databases in TEMPLATE/snapshots/)")
+            throw LarderError(.badRequest, message, details: [("fixtures", .string(catalog.directory))])
+        }
         // One fresh build at latest per template, shared by its snapshots.
         var built: [String: JSONValue] = [:]
         for t in templates where !t.snapshots.isEmpty {

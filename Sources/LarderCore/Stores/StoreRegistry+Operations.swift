@@ -9,12 +9,14 @@ extension StoreRegistry {
     ///   nil is work that may overlap (queries).
     /// - Deleting the store interrupts it; it then answers `store_not_found`.
     /// - Past `timeoutMs` it is interrupted and answers `timeout`.
+    /// - A lock a test holds on the store (its own write transaction) is
+    ///   waited for up to `--busy-timeout-ms`, then answers `conflict`.
     /// - With `--max-disk-bytes`, the store may grow only by what is left of
     ///   the quota (`max_page_count`); past it, `quota_exceeded`. A full file system is `insufficient_storage`.
     public func operate<T>(_ store: Store, exclusive: String?, timeoutMs: Int, _ body: (Connection) throws -> T) throws -> T {
         if store.isDeleted { throw store.notFound }
         let db: Connection
-        do { db = try store.connect(busyTimeoutMs: Int32(min(timeoutMs, 5000))) } catch { throw store.isDeleted ? store.notFound : error }
+        do { db = try store.connect(busyTimeoutMs: Int32(min(timeoutMs, busyTimeoutMs))) } catch { throw store.isDeleted ? store.notFound : error }
         try store.begin(exclusive, on: db)
         defer { store.end(exclusive, on: db) }
         let sizeBefore = store.sizeBytes

@@ -37,6 +37,12 @@ public final class StoreRegistry: Sendable {
     /// Time limit of an operation on a store (fixtures, migrations, uploads).
     public let operationTimeoutMs: Int
     let readTimeoutMs: Int
+    /// How long the server's writes wait for a lock a test holds.
+    let busyTimeoutMs: Int
+    /// Who may open the stores: `--store-mode`, `--store-group`.
+    public let access: StoreAccess
+    /// The root as tests see it (`--client-root`).
+    let clientRoot: String
 
     struct Live {
         var stores: [String: Store] = [:]
@@ -60,9 +66,14 @@ public final class StoreRegistry: Sendable {
         maxDiskBytes = configuration.maxDiskBytes
         operationTimeoutMs = configuration.operationTimeoutMs
         readTimeoutMs = configuration.queryTimeoutMs
+        busyTimeoutMs = configuration.busyTimeoutMs
+        access = try StoreAccess(mode: configuration.storeMode, group: configuration.storeGroup)
+        clientRoot = configuration.clientRoot ?? root
         for directory in [storesDirectory, buildingDirectory, temporaryDirectory, cacheDirectory] {
             try FileSystem.makeDirectory(directory)
         }
+        try access.open(root)
+        try access.open(storesDirectory)
         try recover()
     }
 
@@ -152,6 +163,7 @@ public final class StoreRegistry: Sendable {
                                      createdAt: now, expiresAt: now.adding(seconds: ttlSeconds ?? defaultTTL))
             // The staging directory is invisible until renamed: a plain write is atomic enough.
             try FileSystem.writeFile(record.json.serialized(), to: staging + "/store.json")
+            try access.grant(store: staging)
             let directory = storesDirectory + "/" + id
             try FileSystem.rename(staging, to: directory)
             let store = Store(record: record, directory: directory, readTimeoutMs: readTimeoutMs)
@@ -168,6 +180,11 @@ public final class StoreRegistry: Sendable {
         }
     }
 
+    /// Where test code finds a file under the root: the same path under `--client-root`.
+    public func clientPath(_ path: String) -> String {
+        path.hasPrefix(root + "/") ? clientRoot + path.dropFirst(root.count) : path
+    }
+
     public func get(_ id: String) throws -> Store {
         guard let store = live.withLock({ $0.stores[id] }) else {
             throw LarderError(.storeNotFound, "no store with id '\(id)'", details: [("id", .string(id))])
@@ -181,16 +198,19 @@ public final class StoreRegistry: Sendable {
     }
 
     /// Stores newest first, filtered; `cursor` is the `nextCursor` of the page before.
-    public func list(label: String? = nil, template: String? = nil, limit: Int = 100, cursor: String? = nil) throws -> Page {
+    public func list(label: String? = nil, labelPrefix: String? = nil, template: String? = nil, limit: Int = 100, cursor: String? = nil) throws -> Page {
         var below = Int64.max
         if let cursor {
             guard let value = Int64(cursor), value > 0 else { throw LarderError.badRequest("cursor '\(cursor)' is not one this server gave") }
             below = value
         }
         let all = live.withLock { Array($0.stores.values) }
-        let records = all.map { ($0, $0.record) }
-            .filter { $0.1.sequence < below && (label == nil || $0.1.label == label) && (template == nil || $0.1.template == template) }
-            .sorted { $0.1.sequence > $1.1.sequence }
+        func wanted(_ r: StoreRecord) -> Bool {
+            guard r.sequence < below, label == nil || r.label == label, template == nil || r.template == template else { return false }
+            guard let labelPrefix else { return true }
+            return r.label?.hasPrefix(labelPrefix) == true
+        }
+        let records = all.map { ($0, $0.record) }.filter { wanted($0.1) }.sorted { $0.1.sequence > $1.1.sequence }
         let page = records.prefix(limit)
         let next = records.count > limit ? page.last.map { String($0.1.sequence) } : nil
         return Page(stores: page.map(\.0), nextCursor: next)

@@ -32,6 +32,15 @@ public struct Configuration: Sendable {
     public var logFormat: String?
     public var logLevel = "info"
     public var cacheMaxBytes: Int64 = 1 << 30
+    /// Permission bits of store files (`-wal` and `-shm` follow); their
+    /// directories get the same with `x` wherever there is `r`.
+    public var storeMode = 0o664
+    /// The group (name or gid) that store files and directories are given.
+    public var storeGroup: String?
+    /// The root as the tests see it (another container's mount): `path` is built from it.
+    public var clientRoot: String?
+    /// How long the server's writes wait for a lock a test holds on a store before answering `conflict`.
+    public var busyTimeoutMs = 1_000
 
     public init() {}
 
@@ -125,6 +134,20 @@ public struct Configuration: Sendable {
         .choice("log-level", \.logLevel, ["trace", "debug", "info", "notice", "warning", "error", "critical"],
                 "trace, debug, info, notice, warning, error or critical; each request is an info line."),
         .bytes("cache-max-bytes", \.cacheMaxBytes, "Disk budget of the template cache; least recently used entries go first."),
+        Setting(name: "store-mode",
+                help: "Permission bits of store files, in octal; their -wal and -shm follow, and their directories get x wherever there is r (0664: 0775).",
+                show: { "0" + String($0.storeMode, radix: 8) },
+                set: { c, text in
+                    guard let mode = Int(text, radix: 8), (0...0o777).contains(mode), mode & 0o600 == 0o600 else {
+                        throw InvalidSetting(description: "--store-mode must be octal permission bits (0600 to 0777) that let the owner read and write, not '\(text)'")
+                    }
+                    c.storeMode = mode
+                }),
+        .optional("store-group", \.storeGroup, "Group (name or gid) given to store files and directories (setgid, so -wal and -shm inherit it): let test users in by adding them to it."),
+        .optional("client-root", \.clientRoot, "The root as test code sees it (a volume mounted elsewhere): every `path` in answers is built from it.",
+                  check: { $0.count > 1 && $0.hasSuffix("/") ? String($0.dropLast()) : $0 }),
+        .int("busy-timeout-ms", \.busyTimeoutMs, 0...60_000,
+             "How long fixture loads, migrations and writing queries wait for a lock that a test's own transaction holds on the store; then conflict (409) with Retry-After."),
     ]
 
     public struct InvalidSetting: Error, CustomStringConvertible {

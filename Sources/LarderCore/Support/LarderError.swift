@@ -71,8 +71,10 @@ public struct LarderError: Error, CustomStringConvertible, Sendable {
     public static func badRequest(_ message: String) -> LarderError { LarderError(.badRequest, message) }
 
     /// SQLite's refusal of work named by `what`, as `code` (fixture_failed,
-    /// sql_error, ...); a full disk is `insufficient_storage` whatever the work.
+    /// sql_error, ...); whatever the work, a full disk is `insufficient_storage`
+    /// and a lock held by another connection `conflict`.
     public static func sqlite(_ error: SQLiteError, as code: Code, _ message: String, details: [(String, JSONValue)] = []) -> LarderError {
+        if error.isBusy { return busy(error) }
         var all = details
         if let statement = error.statement { all.append(("statement", .string(statement))) }
         all.append(("sqlite_code", .int(Int64(error.code))))
@@ -84,18 +86,22 @@ public struct LarderError: Error, CustomStringConvertible, Sendable {
         return made
     }
 
+    /// A lock another connection holds (a test's open write transaction)
+    /// outlasted the busy wait: `conflict`, to be tried again.
+    static func busy(_ error: SQLiteError) -> LarderError {
+        var made = LarderError(.conflict, "the store is locked by another connection (a test's open write transaction?); try again once it commits",
+                               details: [("sqlite_code", .int(Int64(error.code))), ("retry_after_seconds", .int(1))])
+        made.underlying = error
+        return made
+    }
+
     /// The contract's error for a low-level failure that has one (a full
     /// disk, a busy store), or nil for a bug.
     public static func classify(_ error: Error) -> LarderError? {
         if let e = error as? LarderError { return e }
         if let e = error as? SQLiteError {
             if e.isFull || e.isOutOfSpace { return sqlite(e, as: .insufficientStorage, "the file system is full") }
-            if e.isBusy {
-                var made = LarderError(.conflict, "the store is locked by another connection (a test's open write transaction?); try again",
-                                       details: [("sqlite_code", .int(Int64(e.code))), ("retry_after_seconds", .int(1))])
-                made.underlying = e
-                return made
-            }
+            if e.isBusy { return busy(e) }
         }
         if let e = error as? FileSystem.Failure, e.isOutOfSpace {
             return LarderError(.insufficientStorage, "the file system is full: \(e.description)")

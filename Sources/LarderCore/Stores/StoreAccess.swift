@@ -1,0 +1,48 @@
+import FileSystem
+
+/// Who may open a store besides the server: `--store-mode` gives the
+/// permission bits of its files and `--store-group` their group. A store's
+/// directory gets the same bits with `x` wherever there is `r` (0664: 0775),
+/// and is setgid with a group, so the `-wal` and `-shm` that SQLite makes
+/// later (with the database file's own bits) land in that group too. Test
+/// code running as another user can then open, read and write the store:
+/// in WAL mode even a reader needs to write `-shm`.
+public struct StoreAccess: Sendable {
+    public let fileMode: Int
+    public let group: UInt32?
+
+    public init(mode: Int, group name: String?) throws {
+        fileMode = mode
+        if let name {
+            guard let id = FileSystem.groupID(name) else {
+                throw LarderError(.internalError, "--store-group: there is no group '\(name)'")
+            }
+            group = id
+        } else {
+            group = nil
+        }
+    }
+
+    /// A store's directory: the file bits, `x` with every `r`, setgid with a group.
+    public var directoryMode: Int { fileMode | (fileMode & 0o444) >> 2 | (group == nil ? 0 : 0o2000) }
+
+    /// The root and `stores/`: enough to pass through to a store, nothing more.
+    var passageMode: Int { (fileMode | (fileMode & 0o444) >> 2) & ~0o022 }
+
+    /// Lets the users the setting names pass through `directory` (the root, `stores/`).
+    func open(_ directory: String) throws {
+        do {
+            try FileSystem.setAccess(directory, mode: passageMode, group: group)
+        } catch let failure as FileSystem.Failure {
+            throw LarderError(.internalError, "cannot open '\(directory)' to the stores' users (--store-mode, --store-group; the server's user must belong to the group): \(failure)")
+        }
+    }
+
+    /// Gives a store's directory and its database files their bits and group.
+    func grant(store directory: String) throws {
+        try FileSystem.setAccess(directory, mode: directoryMode, group: group)
+        for suffix in ["", "-wal", "-shm"] where FileSystem.exists(directory + "/store.sqlite" + suffix) {
+            try FileSystem.setAccess(directory + "/store.sqlite" + suffix, mode: fileMode, group: group)
+        }
+    }
+}

@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""Reaching stores as tests in CI do: as another user than the server, through
+a root mounted elsewhere, while holding a write transaction, from long polls
+that give up, with one CI run's stores removed at once, and with `larder
+check` refusing to pass when there is nothing to check.
+
+    python3 Tests/clients/test_reach.py .build/debug/larder
+
+The other-user tests run the test side with `setpriv` as `nobody`; they need
+root (as CI machines here have) and are skipped otherwise.
+"""
+import grp
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_client import BINARY, FIXTURES, Larder  # noqa: E402  (the same server harness)
+
+# What the other user runs: open the store with its own driver, read, write, commit.
+WRITER = """
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], timeout=2)
+before = db.execute("SELECT count(*) FROM artists").fetchone()[0]
+db.execute("INSERT INTO artists (name) VALUES ('written by another user')")
+db.commit()
+print(before)
+"""
+
+# A Python that `nobody` may run (pyenv's lives under /root, which it cannot enter).
+SYSTEM_PYTHON = next((p for p in ["/usr/bin/python3", "/usr/local/bin/python3"] if os.path.exists(p)), None)
+
+
+def as_nobody(path, groups=()):
+    """Runs WRITER as nobody:nogroup with only `groups` besides; answers the process."""
+    command = ["setpriv", "--reuid=nobody", "--regid=nogroup"]
+    command += ["--groups=" + ",".join(str(g) for g in groups)] if groups else ["--clear-groups"]
+    return subprocess.run(command + [SYSTEM_PYTHON, "-c", WRITER, path], capture_output=True, text=True, timeout=30)
+
+
+class Scratch(unittest.TestCase):
+    """A scratch directory that other users may pass through (mkdtemp's is 0700)."""
+
+    def setUp(self):
+        self.scratch = tempfile.mkdtemp(prefix="larder-reach-")
+        os.chmod(self.scratch, 0o755)
+        self.servers = []
+
+    def tearDown(self):
+        for server in self.servers:
+            if server.process.poll() is None:
+                server.stop()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def serve(self, *extra, root="root"):
+        server = Larder(os.path.join(self.scratch, root), *extra)
+        self.servers.append(server)
+        return server
+
+
+@unittest.skipUnless(os.geteuid() == 0 and shutil.which("setpriv") and SYSTEM_PYTHON,
+                     "needs root, setpriv and a system python to act as another user")
+class OtherUserTests(Scratch):
+    def make(self, larder):
+        status, store, _ = larder.call("POST", "/stores", {"template": "gallery", "fixtures": ["artists"]})
+        self.assertEqual(status, 201, store)
+        # The server keeps a reader open, as it does once anything asked for counts.
+        self.assertEqual(larder.call("GET", "/stores/%s/counts" % store["id"])[0], 200)
+        return store
+
+    def artists(self, larder, store):
+        return larder.call("GET", "/stores/%s/counts?tables=artists" % store["id"])[1]["counts"]["artists"]
+
+    def test_mode_0666_lets_any_user_read_and_write(self):
+        larder = self.serve("--store-mode", "0666")
+        store = self.make(larder)
+        before = self.artists(larder, store)
+        done = as_nobody(store["path"])
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(int(done.stdout), before)
+        self.assertEqual(self.artists(larder, store), before + 1)
+        for suffix in ["", "-wal", "-shm"]:
+            self.assertEqual(os.stat(store["path"] + suffix).st_mode & 0o777, 0o666, suffix)
+        # Larder goes on writing the store the other user wrote.
+        status, body, _ = larder.call("POST", "/stores/%s/fixtures" % store["id"], {"sql": "INSERT INTO artists (name) VALUES ('larder')"})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(larder.call("DELETE", "/stores/%s" % store["id"])[0], 204)
+        self.assertFalse(os.path.exists(os.path.dirname(store["path"])), "the other user's files went too")
+
+    def test_mode_0660_with_a_group_lets_its_members_in_and_no_one_else(self):
+        group = grp.getgrnam("users").gr_gid
+        larder = self.serve("--store-mode", "0660", "--store-group", "users")
+        store = self.make(larder)
+        directory = os.stat(os.path.dirname(store["path"]))
+        self.assertEqual(directory.st_mode & 0o7777, 0o2770)
+        self.assertEqual(directory.st_gid, group)
+        outsider = as_nobody(store["path"])
+        self.assertNotEqual(outsider.returncode, 0, "nobody outside the group is refused")
+        member = as_nobody(store["path"], groups=[group])
+        self.assertEqual(member.returncode, 0, member.stderr)
+        for suffix in ["", "-wal", "-shm"]:
+            info = os.stat(store["path"] + suffix)
+            self.assertEqual((info.st_mode & 0o777, info.st_gid), (0o660, group), suffix)
+
+    def test_default_mode_lets_the_servers_group_write_and_others_only_look(self):
+        larder = self.serve()
+        store = self.make(larder)
+        self.assertEqual(os.stat(store["path"]).st_mode & 0o777, 0o664)
+        self.assertEqual(os.stat(os.path.dirname(store["path"])).st_mode & 0o777, 0o775)
+        member = as_nobody(store["path"], groups=[os.getgid()])
+        self.assertEqual(member.returncode, 0, member.stderr)
+        outsider = as_nobody(store["path"])
+        self.assertNotEqual(outsider.returncode, 0)
+        self.assertIn("readonly", outsider.stderr)
+
+
+class ClientRootTests(Scratch):
+    def test_paths_are_built_from_the_client_root(self):
+        # The tests' view of the root: here a link, in CI a volume mounted elsewhere.
+        view = os.path.join(self.scratch, "as-the-tests-see-it")
+        os.makedirs(os.path.join(self.scratch, "root"))
+        os.symlink(os.path.join(self.scratch, "root"), view)
+        larder = self.serve("--client-root", view + "/")
+        status, store, _ = larder.call("POST", "/stores", {"template": "gallery"})
+        self.assertEqual(status, 201)
+        self.assertEqual(store["path"], "%s/stores/%s/store.sqlite" % (view, store["id"]))
+        db = sqlite3.connect(store["path"])
+        db.execute("INSERT INTO artists (name) VALUES ('through the client root')")
+        db.commit()
+        db.close()
+        self.assertEqual(larder.call("GET", "/stores/%s/counts?tables=artists" % store["id"])[1]["counts"]["artists"], 1)
+        self.assertEqual(larder.call("GET", "/stores?limit=1")[1]["stores"][0]["path"], store["path"])
+
+
+class BusyStoreTests(Scratch):
+    def test_a_held_write_transaction_is_409_with_retry_after_then_works(self):
+        larder = self.serve("--busy-timeout-ms", "300")
+        _, store, _ = larder.call("POST", "/stores", {"template": "gallery", "version": "1"})
+        db = sqlite3.connect(store["path"], isolation_level=None)
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("CREATE TABLE held_by_the_test (x)")
+        writes = [("/fixtures", {"fixtures": ["artists"]}),
+                  ("/fixtures", {"sql": "INSERT INTO artists (name) VALUES ('x')"}),
+                  ("/migrate", {"to": "latest"}),
+                  ("/query", {"sql": "INSERT INTO artists (name) VALUES ('x')"})]
+        for path, body in writes:
+            started = time.time()
+            status, error, headers = larder.call("POST", "/stores/%s%s" % (store["id"], path), body)
+            self.assertEqual((status, error["error"]["code"]), (409, "conflict"), (path, error))
+            self.assertEqual(headers.get("Retry-After"), "1")
+            self.assertLess(time.time() - started, 3, "a short busy wait, not the operation's whole time limit")
+        # Reads go on meanwhile (WAL).
+        self.assertEqual(larder.call("GET", "/stores/%s/counts" % store["id"])[0], 200)
+        db.execute("COMMIT")
+        for path, body in writes:
+            status, answer, _ = larder.call("POST", "/stores/%s%s" % (store["id"], path), body)
+            self.assertEqual(status, 200, (path, answer))
+        self.assertNotIn('"status":500', larder.log_text())
+
+
+class LongPollTests(Scratch):
+    def test_abandoned_long_polls_release_their_connections_at_once(self):
+        larder = self.serve("--log-format", "json")
+        _, store, _ = larder.call("POST", "/stores", {"template": "gallery"})
+        pid = larder.process.pid
+        fds = lambda: len(os.listdir("/proc/%d/fd" % pid))  # noqa: E731
+        waits = lambda: int(next(line.split()[1] for line in larder.call("GET", "/metrics", raw=True)[1].decode().splitlines()  # noqa: E731
+                                 if line.startswith("larder_count_waits ")))
+        # Read once first so the store's pooled readers are counted in the baseline.
+        self.assertEqual(larder.call("GET", "/stores/%s/counts?wait=artists=0&timeout_ms=1000" % store["id"])[0], 200)
+        baseline = fds()
+        host, port = larder.base.split("//")[1].split(":")
+        sockets = []
+        for _ in range(40):
+            s = socket.create_connection((host, int(port)))
+            s.sendall(("GET /stores/%s/counts?wait=artists>=1000&timeout_ms=60000 HTTP/1.1\r\nHost: %s\r\n\r\n" % (store["id"], host)).encode())
+            sockets.append(s)
+        deadline = time.time() + 10
+        while waits() < 40 and time.time() < deadline:
+            time.sleep(0.02)
+        self.assertEqual(waits(), 40)
+        self.assertGreaterEqual(fds(), baseline + 40)
+        for s in sockets:
+            s.close()
+        deadline = time.time() + 2
+        # Slack for read connections the burst added to the store's pool (up to 4, 3 descriptors each).
+        while (waits() > 0 or fds() > baseline + 12) and time.time() < deadline:
+            time.sleep(0.02)
+        self.assertEqual(waits(), 0, "every wait was dropped")
+        self.assertLessEqual(fds(), baseline + 12, "their sockets and the store's watch were released")
+        dropped = [json.loads(line) for line in larder.log_text().splitlines() if '"status":"499"' in line or '"status":499' in line]
+        self.assertEqual(len(dropped), 40, "each is logged as 499, client closed request")
+        # The store still answers waits.
+        status, body, _ = larder.call("GET", "/stores/%s/counts?wait=artists=0&timeout_ms=1000" % store["id"])
+        self.assertEqual(status, 200, body)
+
+
+class BulkDeleteTests(Scratch):
+    def test_one_ci_runs_stores_go_at_once(self):
+        larder = self.serve()
+        ids = {}
+        for label in ["run-7/test_a", "run-7/test_b", "run-8/test_a", "run-7"]:
+            ids[label] = larder.call("POST", "/stores", {"label": label})[1]["id"]
+        larder.call("PATCH", "/stores/%s" % ids["run-7/test_b"], {"keep": True})
+        status, page, _ = larder.call("GET", "/stores?label_prefix=run-7/")
+        self.assertEqual(status, 200)
+        self.assertEqual(sorted(s["label"] for s in page["stores"]), ["run-7/test_a", "run-7/test_b"])
+        status, body, _ = larder.call("DELETE", "/stores?label_prefix=run-7/")
+        self.assertEqual((status, body), (200, {"deleted": 2}), "kept ones too")
+        self.assertEqual(larder.call("DELETE", "/stores?label=run-7")[1], {"deleted": 1})
+        status, error, _ = larder.call("DELETE", "/stores")
+        self.assertEqual((status, error["error"]["code"]), (400, "bad_request"))
+        self.assertEqual([s["label"] for s in larder.call("GET", "/stores")[1]["stores"]], ["run-8/test_a"])
+
+
+class CheckRefusesNothingTests(Scratch):
+    def check(self, *arguments):
+        return subprocess.run([BINARY, "check", *arguments], capture_output=True, text=True, timeout=120)
+
+    def test_nothing_to_check_exits_2_with_a_message(self):
+        empty = os.path.join(self.scratch, "empty")
+        os.makedirs(empty)
+        plain = os.path.join(self.scratch, "plain")
+        os.makedirs(os.path.join(plain, "notes", "migrations"))
+        with open(os.path.join(plain, "notes", "migrations", "001_init.sql"), "w") as f:
+            f.write("CREATE TABLE notes (id INTEGER PRIMARY KEY);\n")
+        for arguments, words in [(["--fixtures", os.path.join(self.scratch, "missing")], "does not exist"),
+                                 (["--fixtures", empty], "no template"),
+                                 (["--fixtures", plain], "snapshots"),
+                                 (["--fixtures", plain, "--template", "notes"], "'notes' has no snapshots"),
+                                 (["--fixtures", FIXTURES, "--template", "nosuch"], "no template 'nosuch'")]:
+            done = self.check(*arguments)
+            self.assertEqual(done.returncode, 2, (arguments, done.stdout, done.stderr))
+            self.assertIn(words, done.stderr, arguments)
+        self.assertEqual(self.check("--fixtures", FIXTURES).returncode, 0)
+
+    def test_the_server_answers_404_and_400_likewise(self):
+        larder = self.serve("--fixtures", os.path.join(self.scratch, "missing"), root="root-missing")
+        status, error, _ = larder.call("GET", "/checks/migrations")
+        self.assertEqual((status, error["error"]["code"]), (404, "not_found"), error)
+        os.makedirs(os.path.join(self.scratch, "empty"))
+        larder = self.serve("--fixtures", os.path.join(self.scratch, "empty"), root="root-empty")
+        status, error, _ = larder.call("GET", "/checks/migrations?format=junit")
+        self.assertEqual((status, error["error"]["code"]), (400, "bad_request"), error)
+
+
+if __name__ == "__main__":
+    result = unittest.main(argv=[sys.argv[0], "-v"], exit=False).result
+    failed = len(result.failures) + len(result.errors)
+    print("reach: %d passed, %d failed, %d skipped" % (result.testsRun - failed - len(result.skipped), failed, len(result.skipped)))
+    sys.exit(1 if failed else 0)
