@@ -8,7 +8,9 @@ import MicroHTTP
 /// that say what is wrong.
 struct FormBody {
     static let mediaType = "application/x-www-form-urlencoded"
-    static let maxBytes = 4096
+    /// Room for the longest token (1024 characters of four UTF-8 bytes, each byte
+    /// percent-encoded) with its name.
+    static let maxBytes = 16 * 1024
 
     let fields: [(name: String, value: String)]
 

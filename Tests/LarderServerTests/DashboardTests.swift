@@ -129,7 +129,8 @@ final class DashboardTests: XCTestCase {
         XCTAssertEqual(signIn("token=%zz").code, "bad_request")
         XCTAssertEqual(signIn("token=%ff%fe").code, "bad_request", "not UTF-8")
         XCTAssertEqual(signIn("token=" + String(repeating: "a", count: 1025)).code, "bad_request")
-        XCTAssertEqual(signIn("token=" + String(repeating: "a", count: 5000)).code, "payload_too_large")
+        XCTAssertEqual(signIn("token=" + String(repeating: "a", count: 17000)).code, "payload_too_large")
+        XCTAssertEqual(signIn("token=" + String(repeating: "%F0%9F%94%91", count: 1024)).status, 401, "the longest token fits")
         XCTAssertEqual(call("POST", "/sign-in", headers: ["content-type": "application/json"], body: #"{"token": "sesame"}"#).code, "unsupported_media_type")
         XCTAssertEqual(call("POST", "/sign-in", body: "token=sesame").code, "unsupported_media_type")
         XCTAssertEqual(call("POST", "/sign-in", query: [("token", "sesame")], headers: form, body: "token=sesame").code, "bad_request",
