@@ -44,11 +44,13 @@ enum Dashboard {
         let fromCursor = cursor == nil ? total : try s.registry.list(limit: Int.max, cursor: cursor).stores.count
         let first = max(total - fromCursor, 0) + 1
 
-        var html = head + "<header><h1>Larder</h1>"
+        // The status line sits in the header, beside the live part, so its
+        // messages neither shift the list nor go with a refresh.
+        var html = head + "<header><h1>Larder</h1><p id=\"status\" role=\"status\"></p>"
         if s.session != nil {
             html += "<form method=\"post\" action=\"/sign-out\"><button type=\"submit\">sign out</button></form>"
         }
-        html += "</header><p id=\"status\" role=\"status\"></p><main id=\"live\">"
+        html += "</header><main id=\"live\">"
         html += "<p>Larder \(escape(LarderVersion.current)) · \(total) live store(s) · started \(s.startedAt.rfc3339) · "
         html += "<a href=\"/openapi.json\">OpenAPI</a> · <a href=\"/metrics\">metrics</a> · <a href=\"/checks/migrations\">run migration checks</a></p>"
 
@@ -97,7 +99,7 @@ enum Dashboard {
     static func row(_ store: Store) -> String {
         let r = store.record
         let id = escape(r.id)
-        var html = "<tr><td><code>\(id)</code></td><td>\(escape(r.label ?? ""))</td><td>\(escape(r.template ?? ""))</td><td>\(escape(r.version ?? ""))</td>"
+        var html = "<tr><td><code>\(id)</code></td><td class=\"label\">\(escape(r.label ?? ""))</td><td>\(escape(r.template ?? ""))</td><td>\(escape(r.version ?? ""))</td>"
         if let counts = store.lastCounts {
             let tables = counts.isEmpty ? "no tables" : counts.map { "\($0.0): \($0.1)" }.joined(separator: "\n")
             html += "<td class=\"num\" title=\"\(escape(tables))\">\(counts.reduce(Int64(0)) { $0 + $1.1 })</td>"
@@ -105,10 +107,17 @@ enum Dashboard {
             html += "<td class=\"num\" title=\"not read since the server started\">—</td>"
         }
         html += "<td class=\"num\">\(byteCount(store.sizeBytes))</td>"
-        html += "<td>\(r.createdAt.rfc3339)</td><td>\(r.keep ? "kept" : r.expiresAt.rfc3339)</td>"
+        html += "<td>\(time(r.createdAt))</td><td>\(r.keep ? "kept" : time(r.expiresAt))</td>"
         html += "<td><a href=\"/stores/\(id)/artifact\">zip</a> · <a href=\"/stores/\(id)/database\">sqlite</a></td>"
         html += "<td><button type=\"button\" data-delete=\"\(id)\">delete</button></td></tr>"
         return html
+    }
+
+    /// `2026-11-22 05:48:35`, the whole RFC 3339 time in a tooltip.
+    static func time(_ t: Timestamp) -> String {
+        let full = t.rfc3339
+        let short = full.prefix(19).replacingOccurrences(of: "T", with: " ")
+        return "<time datetime=\"\(full)\" title=\"\(full)\">\(short)</time>"
     }
 
     /// `196 KB`, `1.5 MB`: binary units, two or three digits.
@@ -157,7 +166,7 @@ enum Dashboard {
     body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}\
     td,th{border-bottom:1px solid #ddd;padding:.3em .8em;text-align:left}th{background:#f4f4f4}code{font-size:90%}\
     .num{text-align:right}.pass{color:#17702a}.fail{color:#b00020}header{display:flex;gap:1em;align-items:center}\
-    header form{margin-left:auto}#status:empty{display:none}#status{background:#fff6d6;padding:.3em .8em}
+    header form{margin-left:auto}.stores td{white-space:nowrap}.stores td.label{white-space:normal}#status:empty{visibility:hidden}#status{background:#fff6d6;padding:.3em .8em}
     """
 
     /// Refreshes `<main id="live">` from a fetch of the same URL (the
