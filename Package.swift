@@ -26,7 +26,7 @@ let package = Package(
         .target(name: "FileSystem", dependencies: ["CSystem"]),
         .target(name: "Zip", dependencies: ["CSystem", "Digest"]),
         .target(name: "LarderCore", dependencies: ["SQLite", "FileSystem", "Digest", "Zip"]),
-        .target(name: "LarderServer", dependencies: ["LarderCore", "MicroHTTP", "Zip", "FileSystem", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "LarderServer", dependencies: ["LarderCore", "MicroHTTP", "Zip", "FileSystem", "Digest", .product(name: "Logging", package: "swift-log")]),
         .executableTarget(name: "larder", dependencies: [
             "LarderServer", "LarderCore",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),

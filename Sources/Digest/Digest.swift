@@ -33,6 +33,13 @@ public final class SHA256 {
         return h.finalize()
     }
 
+    /// The 32 digest bytes of `bytes` (for encodings other than hex).
+    public static func digest(_ bytes: [UInt8]) -> [UInt8] {
+        let h = SHA256()
+        h.update(bytes)
+        return h.finalizeBytes()
+    }
+
 }
 
 /// CRC-32 (zlib).

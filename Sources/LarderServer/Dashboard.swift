@@ -1,49 +1,242 @@
+import Digest
+import Foundation
 import LarderCore
+import MicroHTTP
 
-/// `GET /`: one HTML page for people: live stores, templates, the last
-/// migration check, and download links.
+/// `GET /`: one HTML page for people: live stores (a page at a time, with
+/// sizes, row counts, downloads and a delete button), templates, the last
+/// migration check. A script refreshes the live part in place every few
+/// seconds. With a token set, a browser signs in first (`signInPage`).
 enum Dashboard {
+    /// Stores shown per page.
+    static let pageSize = 200
+    /// How often the page refreshes its live part, in milliseconds.
+    static let refreshMs = 5000
+
     static func escape(_ s: String) -> String {
         s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
             .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+            .replacingOccurrences(of: "'", with: "&#39;")
     }
 
-    static func page(_ s: Services) -> String {
-        var html = """
-        <!doctype html><html lang="en"><head><meta charset="utf-8"><title>Larder</title>
-        <meta name="viewport" content="width=device-width, initial-scale=1">
-        <style>body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
-        td,th{border-bottom:1px solid #ddd;padding:.3em .8em;text-align:left}th{background:#f4f4f4}code{font-size:90%}
-        .pass{color:#17702a}.fail{color:#b00020}</style></head><body>
-        <h1>Larder</h1><p>Larder \(LarderVersion.current) · \(s.registry.count) live store(s) · started \(s.startedAt.rfc3339) ·
-        <a href="/openapi.json">OpenAPI</a> · <a href="/metrics">metrics</a> · <a href="/checks/migrations">run migration checks</a></p>
-        <h2>Templates</h2><table><tr><th>name</th><th>format</th><th>latest</th><th>fixtures</th><th>snapshots</th></tr>
-        """
+    /// `GET /` (the token check has passed): `?cursor=` pages to older stores.
+    static func show(_ s: Services, _ request: Request) throws -> Outcome {
+        try request.checkQuery(allowed: ["cursor"])
+        return .now(html(200, try page(s, cursor: request.queryValue("cursor"))))
+    }
+
+    /// An HTML answer, with the headers every page of the dashboard carries.
+    static func html(_ status: Int, _ text: String) -> Response {
+        var response = Response(status: status, contentType: "text/html; charset=utf-8", bytes: Array(text.utf8))
+        response.addHeader("Content-Security-Policy", contentSecurityPolicy)
+        response.addHeader("Cache-Control", "no-store")
+        response.addHeader("X-Content-Type-Options", "nosniff")
+        return response
+    }
+
+    // MARK: - The page
+
+    static func page(_ s: Services, cursor: String? = nil, pageSize: Int = Dashboard.pageSize) throws -> String {
+        let page = try s.registry.list(limit: pageSize, cursor: cursor)
+        let total = s.registry.count
+        // Where this page starts: the stores from the cursor on, counted
+        // without opening any of them.
+        let fromCursor = cursor == nil ? total : try s.registry.list(limit: Int.max, cursor: cursor).stores.count
+        let first = max(total - fromCursor, 0) + 1
+
+        // The status line sits in the header, beside the live part, so its
+        // messages neither shift the list nor go with a refresh.
+        var html = head + "<header><h1>Larder</h1><p id=\"status\" role=\"status\"></p>"
+        if s.session != nil {
+            html += "<form method=\"post\" action=\"/sign-out\"><button type=\"submit\">sign out</button></form>"
+        }
+        html += "</header><main id=\"live\">"
+        html += "<p>Larder \(escape(LarderVersion.current)) · \(total) live store(s) · started \(s.startedAt.rfc3339) · "
+        html += "<a href=\"/openapi.json\">OpenAPI</a> · <a href=\"/metrics\">metrics</a> · <a href=\"/checks/migrations\">run migration checks</a></p>"
+
+        html += "<h2>Templates</h2><table><tr><th>name</th><th>format</th><th>latest</th><th>fixtures</th><th>snapshots</th></tr>"
         for name in s.catalog.names() {
             if let t = try? s.catalog.template(name) {
-                html += "<tr><td>\(escape(t.name))</td><td>\(t.migrations.format.rawValue)</td><td>\(escape(t.migrations.latest ?? "-"))</td>"
+                html += "<tr><td>\(escape(t.name))</td><td>\(escape(t.migrations.format.rawValue))</td><td>\(escape(t.migrations.latest ?? "-"))</td>"
                 html += "<td>\(escape(t.fixtureNames.joined(separator: ", ")))</td><td>\(escape(t.snapshotNames.joined(separator: ", ")))</td></tr>"
             } else {
-                html += "<tr><td>\(escape(name))</td><td colspan=4 class=fail>cannot be read</td></tr>"
+                html += "<tr><td>\(escape(name))</td><td colspan=\"4\" class=\"fail\">cannot be read</td></tr>"
             }
         }
-        html += "</table><h2>Stores</h2><table><tr><th>id</th><th>label</th><th>template</th><th>version</th><th>created</th><th>expires</th><th>download</th></tr>"
-        let stores = (try? s.registry.list(limit: 200).stores) ?? []
-        for store in stores {
-            let r = store.record
-            html += "<tr><td><code>\(r.id)</code></td><td>\(escape(r.label ?? ""))</td><td>\(escape(r.template ?? ""))</td><td>\(escape(r.version ?? ""))</td>"
-            html += "<td>\(r.createdAt.rfc3339)</td><td>\(r.keep ? "kept" : r.expiresAt.rfc3339)</td>"
-            html += "<td><a href=\"/stores/\(r.id)/artifact\">zip</a> · <a href=\"/stores/\(r.id)/database\">sqlite</a></td></tr>"
-        }
         html += "</table>"
+
+        html += "<h2>Stores</h2><p class=\"paging\">"
+        if page.stores.isEmpty {
+            html += total == 0 ? "no live stores" : "no stores on this page (of \(total))"
+        } else {
+            html += "stores \(first)–\(first + page.stores.count - 1) of \(total)"
+        }
+        if cursor != nil { html += " · <a href=\"/\">newest</a>" }
+        if let next = page.nextCursor {
+            html += " · <a rel=\"next\" href=\"/?cursor=\(escape(percentEncoded(next)))\">older →</a>"
+        }
+        html += "</p>"
+        if !page.stores.isEmpty {
+            html += "<table class=\"stores\"><tr><th>id</th><th>label</th><th>template</th><th>version</th><th>rows</th><th>size</th>"
+            html += "<th>created</th><th>expires</th><th>download</th><th></th></tr>"
+            for store in page.stores { html += row(store) }
+            html += "</table>"
+        }
+
         if let last = s.lastCheck.withLock({ $0 }) {
             html += "<h2>Last migration check</h2><p>\(last.at.rfc3339)</p><table><tr><th>template</th><th>snapshot</th><th>from</th><th>to</th><th>result</th></tr>"
             for r in last.results {
                 html += "<tr><td>\(escape(r.template))</td><td>\(escape(r.snapshot))</td><td>\(escape(r.fromVersion ?? "?"))</td><td>\(escape(r.toVersion ?? "?"))</td>"
-                html += r.passed ? "<td class=pass>passed</td></tr>" : "<td class=fail>\(escape(r.failures.joined(separator: "; ")))</td></tr>"
+                html += r.passed ? "<td class=\"pass\">passed</td></tr>" : "<td class=\"fail\">\(escape(r.failures.joined(separator: "; ")))</td></tr>"
             }
             html += "</table>"
         }
-        return html + "</body></html>\n"
+        return html + "</main><script>" + script + "</script></body></html>\n"
+    }
+
+    /// One store's row. Row counts are those Larder last read: the page
+    /// never opens a store's database.
+    static func row(_ store: Store) -> String {
+        let r = store.record
+        let id = escape(r.id)
+        var html = "<tr><td><code>\(id)</code></td><td class=\"label\">\(escape(r.label ?? ""))</td><td>\(escape(r.template ?? ""))</td><td>\(escape(r.version ?? ""))</td>"
+        if let counts = store.lastCounts {
+            let tables = counts.isEmpty ? "no tables" : counts.map { "\($0.0): \($0.1)" }.joined(separator: "\n")
+            html += "<td class=\"num\" title=\"\(escape(tables))\">\(counts.reduce(Int64(0)) { $0 + $1.1 })</td>"
+        } else {
+            html += "<td class=\"num\" title=\"not read since the server started\">—</td>"
+        }
+        html += "<td class=\"num\">\(byteCount(store.sizeBytes))</td>"
+        html += "<td>\(time(r.createdAt))</td><td>\(r.keep ? "kept" : time(r.expiresAt))</td>"
+        html += "<td><a href=\"/stores/\(id)/artifact\">zip</a> · <a href=\"/stores/\(id)/database\">sqlite</a></td>"
+        html += "<td><button type=\"button\" data-delete=\"\(id)\">delete</button></td></tr>"
+        return html
+    }
+
+    /// `2026-11-22 05:48:35`, the whole RFC 3339 time in a tooltip.
+    static func time(_ t: Timestamp) -> String {
+        let full = t.rfc3339
+        let short = full.prefix(19).replacingOccurrences(of: "T", with: " ")
+        return "<time datetime=\"\(full)\" title=\"\(full)\">\(short)</time>"
+    }
+
+    /// `196 KB`, `1.5 MB`: binary units, two or three digits.
+    static func byteCount(_ bytes: Int64) -> String {
+        guard bytes >= 1024 else { return "\(bytes) B" }
+        let units = ["KB", "MB", "GB", "TB", "PB"]
+        var value = Double(bytes) / 1024, unit = 0
+        while value >= 1024 && unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return (value < 10 ? String(format: "%.1f", value) : String(Int(value.rounded()))) + " " + units[unit]
+    }
+
+    /// A query value as it goes into a URL (the cursor is digits, but the page must not trust that).
+    static func percentEncoded(_ s: String) -> String {
+        s.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+    }
+
+    // MARK: - Signing in
+
+    /// The answer to a browser without the token: a form that posts it to
+    /// `/sign-in` (never in a URL). `message` says why it is shown again.
+    static func signInPage(request: Request, message: String? = nil) -> Response {
+        let stale = SessionCookie.values(in: request).isEmpty ? nil : "This browser's sign-in is no longer valid (the server restarted?). Sign in again."
+        var html = head + "<header><h1>Larder</h1></header><main id=\"sign-in\"><p>This server needs its token.</p>"
+        if let text = message ?? stale { html += "<p class=\"fail\" role=\"alert\">\(escape(text))</p>" }
+        html += """
+        <form method="post" action="/sign-in"><label>Token <input type="password" name="token" autocomplete="current-password" \
+        required autofocus></label> <button type="submit">sign in</button></form></main></body></html>
+
+        """
+        var response = self.html(401, html)
+        response.addHeader("WWW-Authenticate", "Bearer")
+        return response
+    }
+
+    // MARK: - What every page shares
+
+    static let head = """
+    <!doctype html><html lang="en"><head><meta charset="utf-8"><title>Larder</title>
+    <meta name="viewport" content="width=device-width, initial-scale=1"><style>\(style)</style></head><body>
+    """
+
+    static let style = """
+    body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}\
+    td,th{border-bottom:1px solid #ddd;padding:.3em .8em;text-align:left}th{background:#f4f4f4}code{font-size:90%}\
+    .num{text-align:right}.pass{color:#17702a}.fail{color:#b00020}header{display:flex;gap:1em;align-items:center}\
+    header form{margin-left:auto}.stores td{white-space:nowrap}.stores td.label{white-space:normal}#status:empty{visibility:hidden}#status{background:#fff6d6;padding:.3em .8em}
+    """
+
+    /// Refreshes `<main id="live">` from a fetch of the same URL (the
+    /// document and its scroll position stay), and deletes a store when its
+    /// button is clicked. A refresh does not start while a delete is under
+    /// way, and one that started before a delete is thrown away.
+    static let script = """
+    "use strict";
+    (() => {
+      let deleting = 0, deletes = 0, refreshing = false;
+      const status = document.getElementById("status");
+      const say = (text) => { status.textContent = text; };
+      async function refresh() {
+        if (deleting > 0 || refreshing || document.hidden) return;
+        refreshing = true;
+        const started = deletes;
+        try {
+          const answer = await fetch(location.href, {cache: "no-store", headers: {"Accept": "text/html"}});
+          if (answer.status === 401) { location.reload(); return; }
+          if (!answer.ok) { say("Refresh failed: HTTP " + answer.status); return; }
+          const fresh = new DOMParser().parseFromString(await answer.text(), "text/html").getElementById("live");
+          const current = document.getElementById("live");
+          if (!fresh || !current || deleting > 0 || deletes !== started) return;
+          current.replaceWith(document.importNode(fresh, true));
+          if (status.textContent.startsWith("Refresh failed")) say("");
+        } catch (error) {
+          say("Refresh failed: " + error.message);
+        } finally {
+          refreshing = false;
+        }
+      }
+      document.addEventListener("click", async (event) => {
+        const button = event.target.closest("button[data-delete]");
+        if (!button) return;
+        const id = button.dataset.delete;
+        deleting++;
+        deletes++;
+        button.disabled = true;
+        try {
+          const answer = await fetch("/stores/" + encodeURIComponent(id), {method: "DELETE"});
+          if (answer.status === 204 || answer.status === 404) {
+            button.closest("tr").remove();
+            say("Deleted " + id + ".");
+          } else {
+            let why = "HTTP " + answer.status;
+            try { why = (await answer.json()).error.message; } catch (ignored) {}
+            say("Could not delete " + id + ": " + why);
+            button.disabled = false;
+          }
+        } catch (error) {
+          say("Could not delete " + id + ": " + error.message);
+          button.disabled = false;
+        } finally {
+          deleting--;
+        }
+        refresh();
+      });
+      setInterval(refresh, \(refreshMs));
+    })();
+    """
+
+    /// What the pages may do: their own inline style and script (by hash,
+    /// so nothing injected runs), fetches and form posts to this server,
+    /// and no framing.
+    static let contentSecurityPolicy = [
+        "default-src 'none'", "style-src \(hashSource(style))", "script-src \(hashSource(script))",
+        "connect-src 'self'", "form-action 'self'", "frame-ancestors 'none'", "base-uri 'none'",
+    ].joined(separator: "; ")
+
+    static func hashSource(_ text: String) -> String {
+        "'sha256-" + Data(SHA256.digest(Array(text.utf8))).base64EncodedString() + "'"
     }
 }

@@ -25,8 +25,10 @@ enum OpenAPI {
         /// Error statuses this operation can answer besides those every
         /// operation can (see `commonErrors`).
         let errors: [Int]
-        /// The component schema of the JSON request body.
+        /// The component schema of the request body.
         var body: String? = nil
+        /// The media type of the request body.
+        var bodyType = "application/json"
         /// Whether a request without a body is refused (400).
         var bodyRequired = false
         var query: [Parameter] = []
@@ -38,9 +40,9 @@ enum OpenAPI {
 
     /// Statuses any operation can answer: a foreign `Origin` or `Host` (403
     /// `forbidden`), a bug (500), shutting down (503); and, on every route but
-    /// `GET /health`, a missing token (401).
+    /// `GET /health` and signing in and out, a missing token (401).
     static func commonErrors(_ op: Operation) -> [Int] {
-        (op.path == "/health" ? [] : [401]) + [403, 500, 503]
+        (["/health", "/sign-in", "/sign-out"].contains(op.path) ? [] : [401]) + [403, 500, 503]
     }
 
     static let ttl: JSONValue = ["type": ["integer", "null"], "minimum": 1, "maximum": 31_536_000,
@@ -51,7 +53,18 @@ enum OpenAPI {
             Operation(method: "get", path: "/health", summary: "Liveness and versions", success: 200, errors: [], answer: "Health"),
             Operation(method: "get", path: "/metrics", summary: "Prometheus metrics", success: 200, errors: [], contentType: "text/plain"),
             Operation(method: "get", path: "/openapi.json", summary: "This document", success: 200, errors: []),
-            Operation(method: "get", path: "/", summary: "HTML dashboard", success: 200, errors: [], contentType: "text/html"),
+            Operation(method: "get", path: "/", summary: "HTML dashboard", success: 200, errors: [400],
+                      query: [Parameter(name: "cursor", schema: ["type": "string", "pattern": "^\\+?0*[1-9][0-9]{0,17}$"],
+                                        description: "The page of older stores that the dashboard's \"older\" link names.")],
+                      contentType: "text/html",
+                      description: "With a token set and neither the token nor the sign-in cookie given, 401 with an HTML sign-in form."),
+            Operation(method: "post", path: "/sign-in", summary: "Sign a browser in to the dashboard (an HTML form)", success: 303,
+                      errors: [400, 401, 413, 415], body: "SignIn", bodyType: "application/x-www-form-urlencoded", bodyRequired: true,
+                      contentType: "text/html",
+                      description: "The right token answers 303 to `/` with the session cookie `larder_session` (HttpOnly, SameSite=Strict); "
+                          + "a wrong one 401 with the sign-in form again. Without a token set, 303 to `/`. Needs no token."),
+            Operation(method: "post", path: "/sign-out", summary: "Sign a browser out (clears the session cookie)", success: 303, errors: [400],
+                      contentType: "text/html", description: "303 to `/`. Takes no body; needs no token."),
             Operation(method: "get", path: "/templates", summary: "Every template of the fixtures directory", success: 200, errors: [], answer: "TemplateList"),
             Operation(method: "get", path: "/templates/{name}", summary: "One template with its migrations", success: 200, errors: [404], answer: "Template"),
             Operation(method: "get", path: "/stores", summary: "Live stores, newest first", success: 200, errors: [400],
@@ -169,6 +182,7 @@ enum OpenAPI {
                 // `"version": null` keeps a snapshot as it is, so it needs one.
                 ["if": isNull("version"), "then": isString("snapshot")],
             ]), ("examples", [[:], ["template": "gallery", "fixtures": ["artists", "artworks"], "label": "test_album_sync", "ttl_seconds": 600]])])),
+            ("SignIn", object([("token", ["type": "string", "minLength": 1, "maxLength": 1024])], required: ["token"])),
             ("PatchStore", object([("keep", ["type": ["boolean", "null"]]), ("ttl_seconds", ttl), ("label", nullableString)],
                                  extra: [("examples", [["keep": true, "ttl_seconds": 86400]])])),
             ("LoadFixtures", object([
@@ -226,11 +240,15 @@ enum OpenAPI {
         var success: [(String, JSONValue)] = [(op.contentType, ["schema": schema])]
         if op.path == "/checks/migrations" { success.append(("application/xml", ["schema": ["type": "string"]])) }
         let deleted: JSONValue = ["description": "Deleted"], done: JSONValue = ["description": "Success", "content": .object(success)]
-        var responses: [(String, JSONValue)] = [(String(op.success), op.success == 204 ? deleted : done)]
+        let seeOther: JSONValue = ["description": "See Other: to the dashboard", "headers": ["Location": ["schema": string]]]
+        var responses: [(String, JSONValue)] = [(String(op.success), op.success == 204 ? deleted : op.success == 303 ? seeOther : done)]
         for code in (op.errors + commonErrors(op)).sorted() {
             // A failed migration check answers the report, not an error.
             let failedCheck = op.path == "/checks/migrations" && code == 422
-            responses.append((String(code), failedCheck ? ["description": "Some checks failed", "content": .object(success)] : error))
+            // A browser without the token gets the sign-in form.
+            let signIn = code == 401 && (op.path == "/" || op.path == "/sign-in")
+            responses.append((String(code), failedCheck ? ["description": "Some checks failed", "content": .object(success)]
+                : signIn ? ["description": "The sign-in form", "content": ["text/html": ["schema": ["type": "string"]]]] : error))
         }
         return responses
     }
@@ -254,7 +272,7 @@ enum OpenAPI {
             operation.append(("responses", .object(responses(op))))
             if !parameters.isEmpty { operation.append(("parameters", .array(parameters))) }
             if let body = op.body {
-                var content: [(String, JSONValue)] = [("application/json", ["schema": ref(body)])]
+                var content: [(String, JSONValue)] = [(op.bodyType, ["schema": ref(body)])]
                 if op.path == "/stores" { content.append(("application/vnd.sqlite3", ["schema": ["type": "string", "format": "binary"]])) }
                 operation.append(("requestBody", ["required": .bool(op.bodyRequired), "content": .object(content)]))
             }

@@ -75,7 +75,12 @@ final class Router: Sendable {
                 throw LarderError(.notFound, "no route for \(request.method) \(request.path)", details: [("path", .string(request.path))])
             }
             name = route.name
-            try authorize(request, route: route)
+            do {
+                try authorize(request, route: route)
+            } catch let error as LarderError where error.code == .unauthorized && route.name == "/" && (request.method == "GET" || request.method == "HEAD") {
+                // A browser at the dashboard gets a way in, not a JSON error.
+                return .now(finish(name, Dashboard.signInPage(request: request)))
+            }
             // HEAD is GET without the body (libmicrohttpd leaves it out).
             guard let handler = route.methods[request.method] ?? (request.method == "HEAD" ? route.methods["GET"] : nil) else {
                 var response = errorResponse(LarderError(.methodNotAllowed, "\(request.method) is not allowed on \(route.name)",
@@ -135,16 +140,20 @@ final class Router: Sendable {
         return nil
     }
 
-    private func authorize(_ request: Request, route: Route?) throws {
-        guard let token = services.configuration.token,
-              !(route?.name == "/health" && (request.method == "GET" || request.method == "HEAD")) else { return }
-        let given = request.header("authorization") ?? ""
-        let expected = "Bearer " + token
-        // Compare in time independent of where the first difference is.
-        var difference = given.utf8.count ^ expected.utf8.count
-        for (a, b) in zip(given.utf8, expected.utf8) { difference |= Int(a ^ b) }
-        if difference != 0 {
-            throw LarderError(.unauthorized, "this server needs 'Authorization: Bearer <token>'")
+    /// Routes that answer without the token: the health check, and the
+    /// browser's way in and out.
+    static func isOpen(_ route: Route?, method: String) -> Bool {
+        switch (route?.name, method) {
+        case ("/health", "GET"), ("/health", "HEAD"), ("/sign-in", "POST"), ("/sign-out", "POST"): return true
+        default: return false
         }
+    }
+
+    /// The token as a Bearer header, or the sign-in cookie a browser got for it.
+    private func authorize(_ request: Request, route: Route?) throws {
+        guard let token = services.configuration.token, !Router.isOpen(route, method: request.method) else { return }
+        if constantTimeEqual(request.header("authorization") ?? "", "Bearer " + token) { return }
+        if services.session?.admits(request) == true { return }
+        throw LarderError(.unauthorized, "this server needs 'Authorization: Bearer <token>' (a browser signs in at /)")
     }
 }

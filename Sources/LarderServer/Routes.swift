@@ -10,7 +10,9 @@ extension Router {
             let names = segments.filter { $0.hasPrefix("{") }.map { String($0.dropFirst().dropLast()) }
             routes.append(Route(name: name, pattern: pattern, parameterNames: names, methods: methods))
         }
-        add("/", ["GET": { _, _ in .now(Response(status: 200, contentType: "text/html; charset=utf-8", bytes: Array(Dashboard.page(s).utf8))) }])
+        add("/", ["GET": { r, _ in try Dashboard.show(s, r) }])
+        add("/sign-in", ["POST": { r, _ in try SignInRoutes.signIn(s, r) }])
+        add("/sign-out", ["POST": { r, _ in try SignInRoutes.signOut(s, r) }])
         add("/openapi.json", ["GET": { _, _ in .now(Response(status: 200, contentType: jsonType, bytes: s.openAPI)) }])
         add("/health", ["GET": { _, _ in .now(json(200, ServiceRoutes.health(s))) }])
         add("/metrics", ["GET": { _, _ in .now(ServiceRoutes.metrics(s)) }])

@@ -13,6 +13,8 @@ final class Services: Sendable {
     let editor: StoreEditor
     let waiter = CountWaiter()
     let origins: Origins
+    /// The browser's sign-in cookie, when a token is set.
+    let session: SessionCookie?
     /// `/openapi.json` with this server's limits, made once.
     let openAPI: [UInt8]
     let metrics = Metrics()
@@ -33,6 +35,7 @@ final class Services: Sendable {
         self.configuration = configuration
         self.logger = logger ?? .larder(configuration)
         origins = Origins(configuration: configuration)
+        session = configuration.token.map { SessionCookie(token: $0, publicURL: configuration.publicURL) }
         openAPI = OpenAPI.document(for: configuration).serialized()
         registry = try StoreRegistry(configuration: configuration)
         catalog = Catalog(directory: configuration.fixtures)

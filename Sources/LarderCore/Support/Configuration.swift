@@ -99,7 +99,7 @@ public struct Configuration: Sendable {
         .int("port", \.port, 0...65535, "Port to listen on; 0 takes a free port."),
         .text("root", \.root, "Directory the stores, the template cache and temporary files live in."),
         .text("fixtures", \.fixtures, "The fixtures directory: one sub-folder per template."),
-        .optional("token", \.token, "Bearer token required on every request but GET /health.", shown: { _ in "(set)" }),
+        .optional("token", \.token, "Bearer token required on every request but GET /health; a browser signs in to the dashboard with it.", shown: { _ in "(set)" }),
         .optional("public-url", \.publicURL, "Base URL used in `links` (default: http://HOST:PORT).",
                   check: { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }),
         Setting(name: "allowed-hosts",

@@ -1,0 +1,227 @@
+import Foundation
+@testable import LarderCore
+import MicroHTTP
+@testable import LarderServer
+import XCTest
+
+/// The dashboard and the browser's sign-in, without sockets (the browser
+/// test, Tests/clients/test_dashboard.py, drives them over real HTTP).
+final class DashboardTests: XCTestCase {
+    var root: String!
+    var services: Services!
+    var router: Router!
+
+    override func setUpWithError() throws {
+        root = NSTemporaryDirectory() + "larder-dashboard-\(UUID().uuidString)"
+        router = try makeRouter { $0.token = "sesame" }
+    }
+
+    override func tearDownWithError() throws { try? FileManager.default.removeItem(atPath: root) }
+
+    func makeRouter(_ configure: (inout Configuration) -> Void) throws -> Router {
+        var c = Configuration()
+        c.root = root
+        c.fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path + "/fixtures"
+        c.logLevel = "critical"
+        configure(&c)
+        services = try Services(configuration: c)
+        return Router(services: services)
+    }
+
+    struct Answer {
+        var status: Int
+        var headers: [(name: String, value: String)]
+        var text: String
+        func header(_ name: String) -> String? { headers.first { $0.name.lowercased() == name.lowercased() }?.value }
+        var code: String? { (try? JSONValue.parse(Array(text.utf8)))?["error"]?["code"]?.stringValue }
+    }
+
+    func call(_ method: String, _ path: String, query: [(String, String)] = [], headers: [String: String] = [:], body: String = "") -> Answer {
+        let reply = router.route(Request(method: method, path: path, query: query.map { (name: $0.0, value: $0.1) }, headers: headers, body: Array(body.utf8)))
+        guard case .now(let response) = reply else { XCTFail("\(method) \(path) did not answer at once"); return Answer(status: -1, headers: [], text: "") }
+        guard case .bytes(let bytes) = response.body else { return Answer(status: response.status, headers: response.headers, text: "") }
+        return Answer(status: response.status, headers: response.headers, text: String(decoding: bytes, as: UTF8.self))
+    }
+
+    let bearer = ["authorization": "Bearer sesame"]
+    let form = ["content-type": "application/x-www-form-urlencoded"]
+
+    func signIn(_ body: String) -> Answer { call("POST", "/sign-in", headers: form, body: body) }
+
+    func testTheDashboardWithoutTheTokenIsASignInForm() {
+        let answer = call("GET", "/")
+        XCTAssertEqual(answer.status, 401)
+        XCTAssertEqual(answer.header("content-type"), "text/html; charset=utf-8")
+        XCTAssertTrue(answer.text.contains(#"<form method="post" action="/sign-in">"#), answer.text)
+        XCTAssertTrue(answer.text.contains(#"<input type="password" name="token""#), answer.text)
+        XCTAssertNotNil(answer.header("content-security-policy"))
+        XCTAssertEqual(call("HEAD", "/").status, 401)
+        // Every other route keeps the contract's JSON error.
+        XCTAssertEqual(call("GET", "/stores").code, "unauthorized")
+        XCTAssertEqual(call("GET", "/metrics").code, "unauthorized")
+        XCTAssertEqual(call("GET", "/sign-in").code, "unauthorized", "only POST /sign-in is open")
+    }
+
+    func testSignInWithTheWrongTokenShowsTheFormAgain() {
+        let answer = signIn("token=open+sesame")
+        XCTAssertEqual(answer.status, 401)
+        XCTAssertNil(answer.header("set-cookie"))
+        XCTAssertTrue(answer.text.contains("not this server&#39;s token"), answer.text)
+        XCTAssertTrue(answer.text.contains(#"action="/sign-in""#))
+        XCTAssertEqual(signIn("token=sesam").status, 401)
+        XCTAssertEqual(signIn("token=sesame%20").status, 401)
+    }
+
+    func testSignInSetsACookieThatIsNotTheTokenAndPassesTheTokenCheck() throws {
+        let answer = signIn("token=s%65same")
+        XCTAssertEqual(answer.status, 303)
+        XCTAssertEqual(answer.header("location"), "/")
+        let setCookie = try XCTUnwrap(answer.header("set-cookie"))
+        let attributes = setCookie.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+        XCTAssertTrue(attributes[0].hasPrefix("larder_session="), setCookie)
+        let value = String(attributes[0].dropFirst("larder_session=".count))
+        XCTAssertEqual(value.count, 64, "hex SHA-256")
+        XCTAssertFalse(value.contains("sesame"))
+        XCTAssertTrue(attributes.contains("HttpOnly"), setCookie)
+        XCTAssertTrue(attributes.contains("SameSite=Strict"), setCookie)
+        XCTAssertTrue(attributes.contains("Path=/"), setCookie)
+        XCTAssertFalse(attributes.contains("Secure"), "plain http: the browser would drop a Secure cookie")
+
+        let cookie = "theme=dark; " + attributes[0]
+        let made = call("POST", "/stores", headers: ["cookie": cookie, "content-type": "application/json"], body: "{}")
+        XCTAssertEqual(made.status, 201)
+        let id = try XCTUnwrap((try? JSONValue.parse(Array(made.text.utf8)))?["id"]?.stringValue)
+        XCTAssertEqual(call("GET", "/stores/" + id, headers: ["cookie": cookie]).status, 200)
+        XCTAssertEqual(call("GET", "/", headers: ["cookie": cookie]).status, 200)
+        XCTAssertEqual(call("GET", "/openapi.json", headers: ["cookie": cookie]).status, 200)
+        XCTAssertEqual(call("DELETE", "/stores/" + id, headers: ["cookie": cookie]).status, 204)
+        XCTAssertEqual(call("GET", "/stores", headers: ["cookie": "larder_session=" + String(value.reversed())]).code, "unauthorized")
+        XCTAssertEqual(call("GET", "/stores", headers: ["cookie": "larder_session=sesame"]).code, "unauthorized", "the token is not the cookie")
+        // A cookie of an earlier run (another secret) shows the form with a word on why.
+        let stale = call("GET", "/", headers: ["cookie": "larder_session=" + String(repeating: "0", count: 64)])
+        XCTAssertEqual(stale.status, 401)
+        XCTAssertTrue(stale.text.contains("no longer valid"), stale.text)
+    }
+
+    func testSignOutClearsTheCookie() {
+        let answer = call("POST", "/sign-out", headers: form)
+        XCTAssertEqual(answer.status, 303)
+        XCTAssertEqual(answer.header("location"), "/")
+        let setCookie = answer.header("set-cookie") ?? ""
+        XCTAssertTrue(setCookie.hasPrefix("larder_session=;"), setCookie)
+        XCTAssertTrue(setCookie.contains("Max-Age=0"), setCookie)
+        XCTAssertEqual(call("POST", "/sign-out", headers: form, body: "token=x").code, "bad_request")
+    }
+
+    func testTheCookieIsSecureBehindHTTPS() throws {
+        router = try makeRouter { $0.token = "sesame"; $0.publicURL = "https://larder.example.org" }
+        let answer = signIn("token=sesame")
+        XCTAssertEqual(answer.status, 303)
+        XCTAssertTrue(answer.header("set-cookie")?.hasSuffix("; Secure") == true, answer.header("set-cookie") ?? "")
+    }
+
+    func testBadSignInFormsAreContractErrors() {
+        XCTAssertEqual(signIn("").code, "bad_request", "no token field")
+        XCTAssertEqual(signIn("token=").code, "bad_request")
+        XCTAssertEqual(signIn("token=a&token=b").code, "bad_request")
+        XCTAssertEqual(signIn("token=sesame&user=me").code, "bad_request")
+        XCTAssertEqual(signIn("token=%4").code, "bad_request")
+        XCTAssertEqual(signIn("token=%zz").code, "bad_request")
+        XCTAssertEqual(signIn("token=%ff%fe").code, "bad_request", "not UTF-8")
+        XCTAssertEqual(signIn("token=" + String(repeating: "a", count: 1025)).code, "bad_request")
+        XCTAssertEqual(signIn("token=" + String(repeating: "a", count: 17000)).code, "payload_too_large")
+        XCTAssertEqual(signIn("token=" + String(repeating: "%F0%9F%94%91", count: 1024)).status, 401, "the longest token fits")
+        XCTAssertEqual(call("POST", "/sign-in", headers: ["content-type": "application/json"], body: #"{"token": "sesame"}"#).code, "unsupported_media_type")
+        XCTAssertEqual(call("POST", "/sign-in", body: "token=sesame").code, "unsupported_media_type")
+        XCTAssertEqual(call("POST", "/sign-in", query: [("token", "sesame")], headers: form, body: "token=sesame").code, "bad_request",
+                       "the token never goes in a URL")
+        XCTAssertEqual(call("GET", "/", query: [("page", "2")], headers: bearer).code, "bad_request")
+        XCTAssertEqual(call("GET", "/", query: [("cursor", "soon")], headers: bearer).code, "bad_request")
+    }
+
+    func testFormDecoding() throws {
+        func decode(_ s: String) throws -> String { try FormBody.decode(ArraySlice(s.utf8), what: "test") }
+        XCTAssertEqual(try decode("a+b%20c%2Bd%26%3d"), "a b c+d&=")
+        XCTAssertEqual(try decode("%C3%A9t%c3%a9"), "été")
+        XCTAssertEqual(try decode(""), "")
+    }
+
+    func testWithoutATokenSignInGoesStraightToTheDashboard() throws {
+        router = try makeRouter { _ in }
+        XCTAssertEqual(call("GET", "/").status, 200)
+        let answer = signIn("token=anything")
+        XCTAssertEqual(answer.status, 303)
+        XCTAssertNil(answer.header("set-cookie"))
+        XCTAssertFalse(call("GET", "/").text.contains("sign-out"), "nothing to sign out of")
+    }
+
+    func testPagesOfStoresCountAndLinkToOlderOnes() throws {
+        var ids: [String] = []
+        for n in 1...5 {
+            let (store, _) = try services.provisioner.createEmpty(label: "page-\(n)", ttlSeconds: nil)
+            ids.append(store.id)
+        }
+        let first = try Dashboard.page(services, pageSize: 2)
+        XCTAssertTrue(first.contains("stores 1–2 of 5"), first)
+        XCTAssertTrue(first.contains(ids[4]) && first.contains(ids[3]) && !first.contains(ids[2]), "newest first")
+        let cursor = try XCTUnwrap(services.registry.list(limit: 2).nextCursor)
+        XCTAssertTrue(first.contains(#"<a rel="next" href="/?cursor=\#(cursor)">"#), first)
+
+        let second = try Dashboard.page(services, cursor: cursor, pageSize: 2)
+        XCTAssertTrue(second.contains("stores 3–4 of 5"), second)
+        XCTAssertTrue(second.contains(ids[2]) && second.contains(ids[1]))
+        let last = try Dashboard.page(services, cursor: try XCTUnwrap(services.registry.list(limit: 2, cursor: cursor).nextCursor), pageSize: 2)
+        XCTAssertTrue(last.contains("stores 5–5 of 5"), last)
+        XCTAssertFalse(last.contains(#"rel="next""#))
+        XCTAssertTrue(last.contains(#"<a href="/">newest</a>"#))
+
+        // Over HTTP the page size is 200, and the cursor is a query parameter.
+        let page = call("GET", "/", query: [("cursor", cursor)], headers: bearer)
+        XCTAssertEqual(page.status, 200)
+        XCTAssertTrue(page.text.contains("stores 3–5 of 5"), page.text)
+        XCTAssertTrue(call("GET", "/", headers: bearer).text.contains("stores 1–5 of 5"))
+    }
+
+    func testStoresShowSizesRowCountsAndADeleteButtonWithEverythingEscaped() throws {
+        let label = #"<script>alert("x")</script>&'"#
+        let (made, _) = try services.provisioner.createEmpty(label: label, ttlSeconds: nil)
+        let answer = call("GET", "/", headers: bearer)
+        XCTAssertEqual(answer.status, 200)
+        XCTAssertFalse(answer.text.contains(label))
+        XCTAssertTrue(answer.text.contains("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;&#39;"), answer.text)
+        XCTAssertTrue(answer.text.contains(#"<button type="button" data-delete="\#(made.id)">delete</button>"#))
+        XCTAssertTrue(answer.text.contains(#"<main id="live">"#))
+        XCTAssertTrue(answer.text.contains(#"action="/sign-out""#))
+
+        // Row counts as last read, per table in the title; never read: a dash.
+        let store = try services.registry.get(made.id)
+        store.remember(counts: [("artists", 4), ("<b>", 12)])
+        let row = Dashboard.row(store)
+        XCTAssertTrue(row.contains("<td class=\"num\" title=\"artists: 4\n&lt;b&gt;: 12\">16</td>"), row)
+        XCTAssertTrue(row.contains(Dashboard.byteCount(store.sizeBytes)))
+        let (unread, _) = try services.provisioner.createEmpty(label: nil, ttlSeconds: nil)
+        if unread.lastCounts == nil { XCTAssertTrue(Dashboard.row(unread).contains(">—</td>")) }
+    }
+
+    func testByteCounts() {
+        XCTAssertEqual(Dashboard.byteCount(0), "0 B")
+        XCTAssertEqual(Dashboard.byteCount(1023), "1023 B")
+        XCTAssertEqual(Dashboard.byteCount(1536), "1.5 KB")
+        XCTAssertEqual(Dashboard.byteCount(200_704), "196 KB")
+        XCTAssertEqual(Dashboard.byteCount(5 * 1024 * 1024 * 1024), "5.0 GB")
+    }
+
+    func testHTMLAnswersCarryAContentSecurityPolicy() throws {
+        let answer = call("GET", "/", headers: bearer)
+        let policy = try XCTUnwrap(answer.header("content-security-policy"))
+        for directive in ["default-src 'none'", "connect-src 'self'", "form-action 'self'", "frame-ancestors 'none'"] {
+            XCTAssertTrue(policy.contains(directive), policy)
+        }
+        // The page's own inline script and style are allowed by their hashes.
+        XCTAssertTrue(answer.text.contains("<script>" + Dashboard.script + "</script>"))
+        XCTAssertTrue(policy.contains("script-src " + Dashboard.hashSource(Dashboard.script)), policy)
+        XCTAssertTrue(answer.text.contains("<style>" + Dashboard.style + "</style>"))
+        XCTAssertTrue(policy.contains("style-src " + Dashboard.hashSource(Dashboard.style)), policy)
+        XCTAssertEqual(answer.header("cache-control"), "no-store")
+    }
+}

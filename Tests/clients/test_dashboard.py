@@ -1,0 +1,316 @@
+#!/usr/bin/env python3
+"""The dashboard in a real browser: headless Chromium driven by Selenium,
+against the real binary started with a token.
+
+    scripts/browser-test .build/debug/larder          (makes Selenium's venv)
+    python3 Tests/clients/test_dashboard.py .build/debug/larder
+
+Sign-in over plain HTTP is checked first (standard library only). The
+browser part needs Selenium and Chromium with its driver (apt: chromium,
+chromium-driver; or $LARDER_CHROMIUM and $LARDER_CHROMEDRIVER); without
+them it prints a notice and is skipped. Screenshots go to
+$LARDER_SCREENSHOTS (default: a new temporary directory).
+"""
+import http.client
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.parse
+
+BINARY = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".build/debug/larder")
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures")
+TOKEN = "browser-test token & +more=yes%"  # ASCII (it also goes in a header), with what a form must encode
+CHROMIUM = os.environ.get("LARDER_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = os.environ.get("LARDER_CHROMEDRIVER") or shutil.which("chromedriver") or "/usr/bin/chromedriver"
+PNG = b"\x89PNG\r\n\x1a\n"
+
+try:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    SELENIUM = None
+except ImportError as error:
+    SELENIUM = str(error)
+
+
+class Larder:
+    """The server as a subprocess on a free port, with a token; its log in a file."""
+
+    def __init__(self, root):
+        self.root = root
+        # The log goes to a file: a pipe nobody reads would fill and stall the server.
+        self.log = tempfile.NamedTemporaryFile(prefix="larder-log-", suffix=".txt", delete=False)
+        self.process = subprocess.Popen(
+            [BINARY, "serve", "--port", "0", "--root", root, "--fixtures", FIXTURES, "--token", TOKEN],
+            stdout=subprocess.PIPE, stderr=self.log, text=True)
+        line = self.process.stdout.readline()
+        if not line.startswith("larder listening on "):
+            raise RuntimeError("no listening line: %r %s" % (line, self.log_text()))
+        self.base = line.split(" on ", 1)[1].strip()
+        self.address = urllib.parse.urlsplit(self.base).netloc
+
+    def log_text(self):
+        with open(self.log.name) as f:
+            return f.read()
+
+    def raw(self, method, path, body=None, headers=None):
+        """One request, redirects not followed: (status, headers by lower-cased name, body bytes)."""
+        connection = http.client.HTTPConnection(self.address, timeout=60)
+        try:
+            connection.request(method, path, body=body, headers=headers or {})
+            response = connection.getresponse()
+            return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+        finally:
+            connection.close()
+
+    def call(self, method, path, body=None):
+        """A JSON call with the bearer token: (status, parsed body)."""
+        headers = {"Authorization": "Bearer " + TOKEN}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        status, _, payload = self.raw(method, path, data, headers)
+        return status, (json.loads(payload) if payload else None)
+
+    def create(self, n, **fields):
+        ids = []
+        for i in range(n):
+            status, store = self.call("POST", "/stores", dict(fields, label=fields.get("label", "store") + "-%d" % i))
+            assert status == 201, (status, store)
+            ids.append(store["id"])
+        return ids
+
+    def stop(self):
+        self.process.terminate()
+        code = self.process.wait(timeout=30)
+        self.process.stdout.close()
+        self.log.close()
+        os.unlink(self.log.name)
+        return code
+
+
+def form(token):
+    return urllib.parse.urlencode({"token": token}).encode()
+
+
+FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+
+
+class SignInOverHTTPTests(unittest.TestCase):
+    """What the browser relies on, seen on the wire."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.root = tempfile.mkdtemp(prefix="larder-dashboard-")
+        shutil.rmtree(cls.root)
+        cls.larder = Larder(cls.root)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.larder.stop()
+        shutil.rmtree(cls.root, ignore_errors=True)
+
+    def test_the_dashboard_asks_for_the_token_and_other_routes_answer_json(self):
+        status, headers, body = self.larder.raw("GET", "/")
+        self.assertEqual(status, 401)
+        self.assertTrue(headers["content-type"].startswith("text/html"))
+        self.assertIn(b'<form method="post" action="/sign-in">', body)
+        self.assertIn(b'name="token"', body)
+        self.assertIn("frame-ancestors 'none'", headers["content-security-policy"])
+        status, headers, body = self.larder.raw("GET", "/stores")
+        self.assertEqual((status, json.loads(body)["error"]["code"]), (401, "unauthorized"))
+
+    def test_a_wrong_token_shows_the_form_again(self):
+        status, headers, body = self.larder.raw("POST", "/sign-in", form("guess"), FORM)
+        self.assertEqual(status, 401)
+        self.assertNotIn("set-cookie", headers)
+        self.assertIn(b"not this server", body)
+
+    def test_the_right_token_sets_a_cookie_that_is_not_the_token(self):
+        status, headers, _ = self.larder.raw("POST", "/sign-in", form(TOKEN), FORM)
+        self.assertEqual(status, 303)
+        self.assertEqual(headers["location"], "/")
+        cookie, *attributes = [part.strip() for part in headers["set-cookie"].split(";")]
+        self.assertTrue(cookie.startswith("larder_session="))
+        self.assertIn("HttpOnly", attributes)
+        self.assertIn("SameSite=Strict", attributes)
+        self.assertNotIn(urllib.parse.quote(TOKEN), cookie)
+        self.assertNotIn("token", cookie)
+        status, _, body = self.larder.raw("GET", "/stores", headers={"Cookie": cookie})
+        self.assertEqual(status, 200, body)
+        status, _, body = self.larder.raw("GET", "/", headers={"Cookie": cookie})
+        self.assertEqual(status, 200)
+        self.assertIn(b'<main id="live">', body)
+
+    def test_bad_forms_get_the_contracts_errors(self):
+        for body, headers, code in [
+            (b"", FORM, "bad_request"),
+            (b"token=%zz", FORM, "bad_request"),
+            (b"token=x&admin=1", FORM, "bad_request"),
+            (json.dumps({"token": TOKEN}).encode(), {"Content-Type": "application/json"}, "unsupported_media_type"),
+            (b"token=" + b"a" * 20000, FORM, "payload_too_large"),
+        ]:
+            status, _, answer = self.larder.raw("POST", "/sign-in", body, headers)
+            self.assertEqual(json.loads(answer)["error"]["code"], code, (body[:40], status))
+
+
+@unittest.skipIf(SELENIUM is not None, "Selenium is not installed (%s); scripts/browser-test installs it" % SELENIUM)
+@unittest.skipUnless(os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK),
+                     "Chromium or chromedriver is not installed (apt-get install chromium chromium-driver)")
+class BrowserTests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.root = tempfile.mkdtemp(prefix="larder-dashboard-")
+        shutil.rmtree(cls.root)
+        cls.larder = Larder(cls.root)
+        cls.screenshots = os.environ.get("LARDER_SCREENSHOTS") or tempfile.mkdtemp(prefix="larder-screenshots-")
+        os.makedirs(cls.screenshots, exist_ok=True)
+        print("screenshots in %s" % cls.screenshots, file=sys.stderr)
+        options = Options()
+        options.binary_location = CHROMIUM
+        # As root in a container Chromium's sandbox cannot start; /dev/shm is small there.
+        for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,800"):
+            options.add_argument(argument)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        cls.driver_log = tempfile.NamedTemporaryFile(prefix="chromedriver-", suffix=".txt", delete=False)
+        cls.driver = webdriver.Chrome(service=Service(CHROMEDRIVER, log_output=cls.driver_log.name), options=options)
+        cls.driver.set_page_load_timeout(30)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.driver.quit()
+        cls.driver_log.close()
+        os.unlink(cls.driver_log.name)
+        cls.larder.stop()
+        shutil.rmtree(cls.root, ignore_errors=True)
+
+    def setUp(self):
+        self.driver.delete_all_cookies()
+        self.wait = WebDriverWait(self.driver, 30)
+        self.made = []
+
+    def tearDown(self):
+        # Each test sees only its own stores.
+        for id in self.made:
+            self.larder.call("DELETE", "/stores/" + id)
+
+    def create(self, n, **fields):
+        ids = self.larder.create(n, **fields)
+        self.made += ids
+        return ids
+
+    def shoot(self, name):
+        path = os.path.join(self.screenshots, name + ".png")
+        self.assertTrue(self.driver.save_screenshot(path))
+        with open(path, "rb") as f:
+            data = f.read()
+        self.assertGreater(len(data), 1000, path)
+        self.assertTrue(data.startswith(PNG), path)
+        return path
+
+    def sign_in(self):
+        self.driver.get(self.larder.base + "/")
+        field = self.wait.until(lambda d: d.find_element(By.NAME, "token"))
+        field.send_keys(TOKEN)
+        field.submit()
+        self.wait.until(lambda d: d.find_elements(By.ID, "live"))
+
+    def js(self, script, *args):
+        return self.driver.execute_script(script, *args)
+
+    def csp_violations(self):
+        return [entry["message"] for entry in self.driver.get_log("browser") if "Content Security Policy" in entry["message"]]
+
+    def test_sign_in_list_and_delete(self):
+        ids = self.create(2, template="gallery", fixtures=["artists", "artworks"], label="gallery") + self.create(3, label="empty")
+
+        self.driver.get(self.larder.base + "/")
+        self.wait.until(lambda d: d.find_element(By.NAME, "token"))
+        self.assertEqual(self.driver.find_element(By.NAME, "token").get_attribute("type"), "password")
+        self.assertEqual(self.driver.find_element(By.TAG_NAME, "form").get_attribute("method"), "post")
+        for id in ids:
+            self.assertNotIn(id, self.driver.page_source)
+        self.shoot("1-sign-in")
+
+        field = self.driver.find_element(By.NAME, "token")
+        field.send_keys("not the token")
+        field.submit()
+        self.wait.until(lambda d: "not this server" in d.page_source)
+        self.assertNotIn(ids[0], self.driver.page_source)
+
+        self.sign_in()
+        self.assertEqual(self.driver.current_url, self.larder.base + "/", "the token never shows in a URL")
+        live = self.driver.find_element(By.ID, "live").text
+        for id in ids:
+            self.assertIn(id, live)
+        self.assertIn("stores 1–5 of 5", live)
+        self.assertRegex(live, r"\b\d+(\.\d)? KB\b", "sizes, human readable")
+        self.shoot("2-stores")
+
+        # The session cookie is there but out of the page's reach.
+        cookie = self.driver.get_cookie("larder_session")
+        self.assertIsNotNone(cookie)
+        self.assertTrue(cookie["httpOnly"])
+        self.assertEqual(cookie["sameSite"], "Strict")
+        self.assertNotIn(TOKEN, cookie["value"])
+        self.assertNotIn("larder_session", self.js("return document.cookie"))
+
+        # Delete from the page: the row goes, and the store with it.
+        victim = ids[0]
+        self.driver.find_element(By.CSS_SELECTOR, 'button[data-delete="%s"]' % victim).click()
+        self.wait.until(lambda d: not d.find_elements(By.CSS_SELECTOR, 'button[data-delete="%s"]' % victim))
+        self.assertEqual(self.larder.call("GET", "/stores/" + victim)[0], 404)
+        self.wait.until(lambda d: "stores 1–4 of 4" in d.find_element(By.ID, "live").text)
+        self.assertIn("Deleted " + victim, self.driver.find_element(By.ID, "status").text)
+        self.shoot("3-deleted")
+
+        # Links that need the token work with the cookie alone.
+        self.driver.get(self.larder.base + "/metrics")
+        self.assertIn("larder_live_stores", self.driver.page_source)
+        self.driver.get(self.larder.base + "/")
+        self.wait.until(lambda d: d.find_elements(By.ID, "live"))
+        self.assertEqual(self.csp_violations(), [])
+
+        # Signing out shows the form again.
+        self.driver.find_element(By.CSS_SELECTOR, 'form[action="/sign-out"] button').click()
+        self.wait.until(lambda d: d.find_elements(By.NAME, "token"))
+        self.assertIsNone(self.driver.get_cookie("larder_session"))
+
+    def test_auto_refresh_keeps_the_document_and_its_scroll_position(self):
+        ids = self.create(60, label="scroll")
+        self.sign_in()
+        self.assertIn("of 60", self.driver.find_element(By.ID, "live").text)
+        height = self.js("return document.documentElement.scrollHeight")
+        self.assertGreater(height, 1600, "the page must scroll")
+        self.js("window.larderMarker = 'same document'; window.scrollTo(0, arguments[0]);", 900)
+        self.wait.until(lambda d: self.js("return window.scrollY") > 0)
+        before = self.js("return window.scrollY")
+
+        # A change the next refresh shows, which does not change the page's height.
+        label = "fresh%d" % (int(time.time()) % 1000)
+        status, _ = self.larder.call("PATCH", "/stores/" + ids[30], {"label": label})
+        self.assertEqual(status, 200)
+        self.wait.until(lambda d: label in self.js("return document.getElementById('live').textContent"))
+
+        self.assertEqual(self.js("return window.larderMarker"), "same document", "the page was reloaded, not refreshed in place")
+        self.assertEqual(self.js("return window.scrollY"), before)
+        self.shoot("4-scrolled-after-refresh")
+        self.assertEqual(self.csp_violations(), [])
+
+
+if __name__ == "__main__":
+    if not os.access(BINARY, os.X_OK):
+        sys.exit("usage: test_dashboard.py BINARY (a built larder)")
+    if SELENIUM is not None or not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
+        print("NOTICE: the browser tests are skipped: %s" % (
+            "Selenium is not installed; run scripts/browser-test" if SELENIUM is not None
+            else "no Chromium or chromedriver (apt-get install chromium chromium-driver)"), file=sys.stderr)
+    unittest.main(argv=sys.argv[:1], verbosity=2)
