@@ -55,7 +55,8 @@ final class Hangups: @unchecked Sendable {
         guard poll(&fds, nfds_t(fds.count), milliseconds) > 0 else { return [] }
         var byte = [UInt8](repeating: 0, count: 64)
         while read(wakePipe.read, &byte, byte.count) > 0 {}
-        let gone = Int16(POLLHUP | POLLERR) | Hangups.peerClosed
+        // (POLLNVAL too: a descriptor that is no longer open would wake every poll at once.)
+        let gone = Int16(POLLHUP | POLLERR | POLLNVAL) | Hangups.peerClosed
         let hungUp = zip(contexts, fds.dropFirst()).filter { $0.1.revents & gone != 0 }.map(\.0)
         // Only those still watched: an answered one may have closed, and its
         // descriptor number gone to a new connection, since the snapshot.
