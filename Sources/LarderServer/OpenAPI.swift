@@ -161,6 +161,16 @@ enum OpenAPI {
     static let templatePattern: JSONValue = "^[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}$"
     static let templateName: JSONValue = ["type": "string", "pattern": templatePattern]
     static let storeID: JSONValue = ["type": "string", "pattern": "^[A-Za-z0-9_-]+$"]
+    static let nonNegative: JSONValue = ["type": "integer", "minimum": 0]
+    /// The members of a store's `links`.
+    static let storeLinks = ["self", "artifact", "database", "counts", "query", "migrate", "migrations", "fixtures", "schema"]
+    /// What `/templates` and `/templates/{name}` both say of a template.
+    static let templateFields: [(String, JSONValue)] = [
+        ("name", templateName), ("format", ["type": "string", "enum": .array(MigrationFormat.names.map { .string($0) })]),
+        ("versions", strings), ("latest", nullableString), ("fixtures", strings), ("default_fixtures", strings), ("snapshots", strings),
+    ]
+    /// A view or a trigger: its name, its table and its SQL.
+    static let schemaObject = answer([("name", string), ("table", string), ("sql", nullableString)])
     static func ref(_ name: String) -> JSONValue { ["$ref": .string("#/components/schemas/\(name)")] }
 
     static func schemas(_ c: Configuration) -> [(String, JSONValue)] {
@@ -201,30 +211,55 @@ enum OpenAPI {
                 ("timeout_ms", ["type": ["integer", "null"], "minimum": 1, "maximum": .int(Int64(c.queryTimeoutMs))]),
             ], required: ["sql"], extra: [("examples", [["sql": "SELECT name FROM sqlite_schema WHERE type = ?", "params": ["table"], "max_rows": 100]])])),
             ("Health", answer([("status", ["type": "string", "enum": ["ok"]]), ("version", string), ("sqlite_version", string),
-                               ("stores", ["type": "integer", "minimum": 0])])),
+                               ("stores", nonNegative), ("started_at", time)])),
             ("Store", answer([
-                ("id", string), ("path", string), ("template", nullableString), ("version", nullableString),
+                ("id", ["type": "string", "pattern": "^st_[0-9a-f]{32}$"]),
+                ("path", ["type": "string", "description": "The live SQLite file, under --client-root when set: open it with your own driver."]),
+                ("template", nullableString), ("version", nullableString), ("snapshot", nullableString), ("fixtures", strings),
                 ("label", nullableString), ("counts", counts), ("created_at", time), ("expires_at", time),
-                ("keep", boolean), ("size_bytes", ["type": "integer", "minimum": 0]),
-                ("links", ["type": "object", "additionalProperties": ["type": "string"]]),
+                ("keep", boolean), ("size_bytes", nonNegative),
+                ("links", answer(storeLinks.map { ($0, ["type": "string", "format": "uri"]) })),
             ])),
             ("StoreList", answer([("stores", ["type": "array", "items": ref("Store")]), ("next_cursor", nullableString)])),
-            ("TemplateList", answer([("templates", ["type": "array", "items": ["type": "object", "required": ["name"], "properties": ["name": string]]])])),
-            ("Template", answer([("name", string), ("format", string), ("versions", strings), ("latest", nullableString),
-                                 ("fixtures", strings), ("snapshots", strings), ("migrations", ["type": "array", "items": answer([
-                                     ("version", string), ("name", string), ("checksum", string)])])])),
+            ("TemplateSummary", answer(templateFields)),
+            ("TemplateList", answer([("templates", ["type": "array", "items": ref("TemplateSummary")])])),
+            ("Template", answer(templateFields + [("migrations", ["type": "array", "items": answer([
+                ("version", string), ("name", string), ("file", string), ("checksum", ["type": "string", "pattern": "^[0-9a-f]{64}$"]),
+                ("down", boolean), ("transaction", boolean)])])])),
             ("Counts", answer([("counts", counts)])),
-            ("Schema", answer([("tables", ["type": "array", "items": answer([("name", string), ("columns", ["type": "array"])])])])),
-            ("QueryResult", answer([("columns", strings), ("rows", ["type": "array", "items": ["type": "array"]]),
-                                    ("changes", ["type": "integer", "minimum": 0]), ("truncated", boolean)])),
-            ("Deleted", answer([("deleted", ["type": "integer", "minimum": 0])])),
+            ("Schema", answer([
+                ("tables", ["type": "array", "items": answer([
+                    ("name", string),
+                    ("columns", ["type": "array", "items": answer([("name", string), ("type", string), ("notnull", boolean),
+                                                                     ("default", nullableString), ("pk", nonNegative)])]),
+                    ("indexes", ["type": "array", "items": answer([("name", string), ("unique", boolean),
+                                                                     ("origin", ["type": "string", "enum": ["c", "u", "pk"]]), ("partial", boolean),
+                                                                     ("columns", ["type": "array", "items": nullableString])])]),
+                    ("foreign_keys", ["type": "array", "items": answer([("columns", ["type": "array", "items": nullableString]), ("table", string),
+                                                                          ("to", ["type": "array", "items": nullableString]),
+                                                                          ("on_update", string), ("on_delete", string)])]),
+                ])]),
+                ("views", ["type": "array", "items": schemaObject]), ("triggers", ["type": "array", "items": schemaObject]),
+            ])),
+            ("QueryResult", answer([
+                ("columns", strings),
+                ("rows", ["type": "array", "items": ["type": "array", "items": ["oneOf": [
+                    ["type": ["string", "number", "null"]],
+                    answer([("base64", ["type": "string", "contentEncoding": "base64"])]),
+                ]]], "description": "Rows as arrays in column order; a blob is {\"base64\": \"...\"}."]),
+                ("changes", nonNegative), ("truncated", boolean),
+            ])),
+            ("Deleted", answer([("deleted", nonNegative)])),
             ("Loaded", answer([("loaded", strings), ("counts", counts)])),
             ("Migrated", answer([("from", nullableString), ("to", nullableString), ("applied", ["type": "array", "items": answer([
                 ("version", string), ("name", string), ("ms", ["type": "number", "minimum": 0])])])])),
-            ("Migrations", answer([("version", nullableString), ("migrations", ["type": "array", "items": answer([
+            ("Migrations", answer([("version", nullableString), ("dirty", boolean), ("migrations", ["type": "array", "items": answer([
                 ("version", string), ("name", string), ("state", ["type": "string", "enum": ["applied", "pending"]])])])])),
-            ("CheckReport", answer([("passed", ["type": "integer", "minimum": 0]), ("failed", ["type": "integer", "minimum": 0]),
-                                    ("results", ["type": "array", "items": answer([("template", string), ("passed", boolean)])])])),
+            ("CheckResult", answer([
+                ("template", string), ("snapshot", nullableString), ("from_version", nullableString), ("to_version", nullableString),
+                ("passed", boolean), ("ms", ["type": "number", "minimum": 0]), ("failures", strings),
+            ])),
+            ("CheckReport", answer([("passed", nonNegative), ("failed", nonNegative), ("results", ["type": "array", "items": ref("CheckResult")])])),
         ]
     }
 

@@ -101,7 +101,7 @@ enum StoreRoutes {
         let record = store.record
         let counts = try known ?? store.counts()
         let base = s.base + "/stores/" + record.id
-        let links: JSONValue = .object(["self", "artifact", "database", "counts", "query", "migrate", "migrations", "fixtures", "schema"].map {
+        let links: JSONValue = .object(OpenAPI.storeLinks.map {
             ($0, .string($0 == "self" ? base : base + "/" + $0))
         })
         return .object([

@@ -38,6 +38,8 @@ public struct MigrationFormat: Sendable, Hashable, CustomStringConvertible {
 
     /// Every tool Larder reads, in the order files are recognized (`Plain` last).
     static let all: [any MigrationTool.Type] = [Flyway.self, GolangMigrate.self, Goose.self, Dbmate.self, Plain.self]
+    /// Every format's name, as templates and the API give it.
+    public static var names: [String] { all.map { $0.name } }
 
     public static let plain = MigrationFormat(tool: Plain.self)
     public static let golangMigrate = MigrationFormat(tool: GolangMigrate.self)
