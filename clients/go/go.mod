@@ -1,0 +1,3 @@
+module larder
+
+go 1.19

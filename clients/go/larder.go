@@ -1,0 +1,327 @@
+// Package larder is the Go client of Larder, a local HTTP server that hands
+// each test a fresh, isolated SQLite store.
+//
+// It uses the standard library only. A Client talks to one server
+// (LARDER_URL, default http://127.0.0.1:7464, with the bearer token
+// LARDER_TOKEN when set); Client.CreateStore makes a store, and the Store's
+// methods count, wait for, query, load, migrate, reset, diff, download, keep
+// and delete it. StoreForTest gives a test its own store, deleted after a
+// pass and kept, with its artifact saved, after a failure.
+//
+// Every method takes a context: cancel it or give it a deadline to bound a
+// call (the client itself sets no overall time limit, since a wait may
+// legitimately take as long as its timeout).
+package larder
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+)
+
+// DefaultURL is the server address used when neither New's url nor
+// LARDER_URL gives one.
+const DefaultURL = "http://127.0.0.1:7464"
+
+// Client talks to one Larder server. Its fields may be changed before first
+// use; a Client is safe for concurrent use afterwards.
+type Client struct {
+	// URL is the server's base URL, without a trailing slash.
+	URL string
+	// Token, when not empty, is sent as "Authorization: Bearer <Token>".
+	Token string
+	// HTTPClient sends the requests; http.DefaultClient when nil.
+	HTTPClient *http.Client
+}
+
+// New returns a client of the server at url with token. An empty url falls
+// back to LARDER_URL, then to DefaultURL; an empty token falls back to
+// LARDER_TOKEN (and no Authorization header is sent when that is empty too).
+func New(url, token string) *Client {
+	if url == "" {
+		url = os.Getenv("LARDER_URL")
+	}
+	if url == "" {
+		url = DefaultURL
+	}
+	if token == "" {
+		token = os.Getenv("LARDER_TOKEN")
+	}
+	return &Client{URL: strings.TrimRight(url, "/"), Token: token}
+}
+
+// FromEnvironment returns a client configured by LARDER_URL and LARDER_TOKEN
+// alone; it is New("", "").
+func FromEnvironment() *Client { return New("", "") }
+
+// Error is an answer of the server with a non-2xx status, as the contract's
+// error body describes it: {"error": {"code", "message", "details"}}.
+type Error struct {
+	Status  int            // the HTTP status, e.g. 404
+	Code    string         // e.g. "unknown_template", "store_not_found", "timeout"
+	Message string         // the server's human-readable message
+	Details map[string]any // code-specific details; never nil
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("larder: %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// IsNotFound reports whether err is a *Error with status 404 (any of the
+// not-found codes: store_not_found, unknown_template, ...).
+func IsNotFound(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == http.StatusNotFound
+}
+
+// newError reads an error answer. A body that is not the contract's error
+// shape (a proxy's page, say) still gives an *Error, with code "http_error".
+func newError(resp *http.Response) *Error {
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var body struct {
+		Error *struct {
+			Code    string         `json:"code"`
+			Message string         `json:"message"`
+			Details map[string]any `json:"details"`
+		} `json:"error"`
+	}
+	e := &Error{Status: resp.StatusCode}
+	if json.Unmarshal(raw, &body) == nil && body.Error != nil && body.Error.Code != "" {
+		e.Code, e.Message, e.Details = body.Error.Code, body.Error.Message, body.Error.Details
+	} else {
+		e.Code = "http_error"
+		e.Message = strings.TrimSpace(resp.Status + " " + strings.TrimSpace(string(raw)))
+	}
+	if e.Details == nil {
+		e.Details = map[string]any{}
+	}
+	return e
+}
+
+// endpoint is the absolute URL of path (which starts with "/") with query.
+func (c *Client) endpoint(path string, query url.Values) string {
+	u := c.URL + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	return u
+}
+
+// send makes one request and returns the response when its status is 2xx;
+// the caller closes its body. Any other status is returned as an *Error.
+func (c *Client) send(ctx context.Context, method, path string, query url.Values, body any) (*http.Response, error) {
+	var reader io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return nil, fmt.Errorf("larder: encoding the request body: %w", err)
+		}
+		reader = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.endpoint(path, query), reader)
+	if err != nil {
+		return nil, fmt.Errorf("larder: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	httpClient := c.HTTPClient
+	if httpClient == nil {
+		httpClient = http.DefaultClient
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("larder: %s %s: %w", method, path, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer resp.Body.Close()
+		return nil, newError(resp)
+	}
+	return resp, nil
+}
+
+// call makes one JSON request and decodes the JSON answer into out (unless
+// out is nil or the answer has no body).
+func (c *Client) call(ctx context.Context, method, path string, query url.Values, body, out any) error {
+	resp, err := c.send(ctx, method, path, query, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("larder: %s %s: decoding the answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// StoreOptions say how CreateStore makes a store. Every field is optional;
+// only the fields that are set are sent (the zero StoreOptions gives an empty
+// store).
+type StoreOptions struct {
+	// Template is the fixtures template to build the store from, e.g. "gallery".
+	Template string
+	// Fixtures are data fixtures of the template, applied in order.
+	Fixtures []string
+	// Version is the version to migrate to (the server's default is "latest").
+	Version string
+	// Snapshot starts the store from fixtures/<template>/snapshots/NAME.sqlite.
+	Snapshot string
+	// KeepSnapshotVersion sends "version": null, which leaves a Snapshot at
+	// its own version instead of migrating it. Not with Version.
+	KeepSnapshotVersion bool
+	// Label names the store in listings and on the dashboard.
+	Label string
+	// Build is the key of a ready (or building) app-built template to copy.
+	Build string
+	// From is the id of a live store to fork.
+	From string
+	// TTLSeconds, when positive, is the store's time to live.
+	TTLSeconds int
+}
+
+func (o StoreOptions) body() map[string]any {
+	b := map[string]any{}
+	if o.Template != "" {
+		b["template"] = o.Template
+	}
+	if o.Fixtures != nil {
+		b["fixtures"] = o.Fixtures
+	}
+	if o.Version != "" {
+		b["version"] = o.Version
+	} else if o.KeepSnapshotVersion {
+		b["version"] = nil
+	}
+	if o.Snapshot != "" {
+		b["snapshot"] = o.Snapshot
+	}
+	if o.Label != "" {
+		b["label"] = o.Label
+	}
+	if o.Build != "" {
+		b["build"] = o.Build
+	}
+	if o.From != "" {
+		b["from"] = o.From
+	}
+	if o.TTLSeconds > 0 {
+		b["ttl_seconds"] = o.TTLSeconds
+	}
+	return b
+}
+
+// CreateStore makes a store (POST /stores).
+func (c *Client) CreateStore(ctx context.Context, opts StoreOptions) (*Store, error) {
+	var info StoreInfo
+	if err := c.call(ctx, http.MethodPost, "/stores", nil, opts.body(), &info); err != nil {
+		return nil, err
+	}
+	return c.newStore(info), nil
+}
+
+// GetStore returns the store with this id (GET /stores/{id}); a store that
+// does not exist (or no longer) is a *Error with code "store_not_found".
+func (c *Client) GetStore(ctx context.Context, id string) (*Store, error) {
+	s := &Store{ID: id, client: c}
+	if _, err := s.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Health is the answer of GET /health.
+type Health struct {
+	Status        string `json:"status"`
+	Version       string `json:"version"`
+	SQLiteVersion string `json:"sqlite_version"`
+	Stores        int64  `json:"stores"`
+}
+
+// Health asks the server how it is (GET /health).
+func (c *Client) Health(ctx context.Context) (*Health, error) {
+	var h Health
+	if err := c.call(ctx, http.MethodGet, "/health", nil, nil, &h); err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
+// encodeValue turns []byte values (SQLite blobs) into the server's
+// {"base64": "..."} form, inside slices and maps too; encoding/json would
+// otherwise send them as plain base64 strings, which SQLite stores as text.
+func encodeValue(v any) any {
+	switch x := v.(type) {
+	case []byte:
+		if x == nil {
+			return nil
+		}
+		return map[string]string{"base64": base64.StdEncoding.EncodeToString(x)}
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = encodeValue(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = encodeValue(e)
+		}
+		return out
+	default:
+		return v
+	}
+}
+
+// decodeValue turns a value of a decoder with UseNumber into the Go value of
+// the SQLite value: nil, int64, float64, string or []byte.
+func decodeValue(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		s := x.String()
+		if !strings.ContainsAny(s, ".eE") {
+			if n, err := x.Int64(); err == nil {
+				return n
+			}
+		}
+		f, _ := x.Float64()
+		return f
+	case map[string]any:
+		if len(x) == 1 {
+			if s, ok := x["base64"].(string); ok {
+				if b, err := base64.StdEncoding.DecodeString(s); err == nil {
+					return b
+				}
+			}
+		}
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = decodeValue(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = decodeValue(e)
+		}
+		return out
+	default:
+		return v
+	}
+}

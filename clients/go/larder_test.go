@@ -1,0 +1,399 @@
+package larder
+
+import (
+	"archive/zip"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// gallery makes a store of the gallery template with artists (4 rows) and
+// artworks (12 rows), deleted when the test ends.
+func gallery(t *testing.T) *Store {
+	t.Helper()
+	return newStore(t, StoreOptions{Template: "gallery", Fixtures: []string{"artists", "artworks"}, Label: t.Name()})
+}
+
+func newStore(t *testing.T, opts StoreOptions) *Store {
+	t.Helper()
+	s, err := FromEnvironment().CreateStore(testContext(t), opts)
+	if err != nil {
+		t.Fatalf("CreateStore(%+v): %v", opts, err)
+	}
+	t.Cleanup(func() {
+		if err := s.Delete(testContext(t)); err != nil && !IsNotFound(err) {
+			t.Errorf("deleting %s: %v", s.ID, err)
+		}
+	})
+	return s
+}
+
+func wantCounts(t *testing.T, got map[string]int64, want map[string]int64) {
+	t.Helper()
+	for table, n := range want {
+		if got[table] != n {
+			t.Errorf("counts[%q] = %d, want %d (counts: %v)", table, got[table], n, got)
+		}
+	}
+}
+
+func TestCreateStoreWithFixtures(t *testing.T) {
+	ctx := testContext(t)
+	s := gallery(t)
+	if !strings.HasPrefix(s.ID, "st_") || s.Info.ID != s.ID {
+		t.Errorf("ID = %q, Info.ID = %q", s.ID, s.Info.ID)
+	}
+	if st, err := os.Stat(s.Path); err != nil || st.Size() == 0 {
+		t.Errorf("Path %q is not a database file on disk: %v", s.Path, err)
+	}
+	if s.Info.Template != "gallery" || s.Info.Version != "6" || s.Info.Label != t.Name() || s.Info.Keep {
+		t.Errorf("Info = %+v", s.Info)
+	}
+	if s.Info.CreatedAt.IsZero() || !s.Info.ExpiresAt.After(s.Info.CreatedAt) {
+		t.Errorf("created_at %v, expires_at %v", s.Info.CreatedAt, s.Info.ExpiresAt)
+	}
+	if s.Info.Links["artifact"] == "" || s.Info.Raw["links"] == nil {
+		t.Errorf("links missing: %v", s.Info.Links)
+	}
+	wantCounts(t, s.Info.Counts, map[string]int64{"artists": 4, "artworks": 12, "albums": 0})
+
+	counts, err := s.Counts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, counts, map[string]int64{"artists": 4, "artworks": 12, "partners": 0, "album_artworks": 0})
+	if len(counts) != 6 {
+		t.Errorf("Counts() = %v, want the 6 gallery tables", counts)
+	}
+	some, err := s.Counts(ctx, "artists", "artworks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(some) != 2 || some["artists"] != 4 || some["artworks"] != 12 {
+		t.Errorf("Counts(artists, artworks) = %v", some)
+	}
+
+	again, err := FromEnvironment().GetStore(ctx, s.ID)
+	if err != nil || again.Path != s.Path {
+		t.Fatalf("GetStore: %v, %+v", err, again)
+	}
+	if err := s.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = FromEnvironment().GetStore(ctx, s.ID)
+	var e *Error
+	if !errors.As(err, &e) || e.Status != 404 || e.Code != "store_not_found" || !IsNotFound(err) {
+		t.Errorf("GetStore after Delete: %v, want 404 store_not_found", err)
+	}
+}
+
+func TestQueryWritesAndReads(t *testing.T) {
+	ctx := testContext(t)
+	s := gallery(t)
+	r, err := s.Query(ctx, "INSERT INTO artworks (artist_id, title, year) VALUES (?, ?, ?)", 1, "Written from Go", 2024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Changes != 1 {
+		t.Errorf("Changes = %d, want 1", r.Changes)
+	}
+	r, err = s.Query(ctx, "SELECT id, title, year, ? AS big, 2.5 AS real, NULL AS none, ? AS blob FROM artworks WHERE title = ?",
+		int64(9007199254740993), []byte{0, 1, 254, 255}, "Written from Go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantColumns := []string{"id", "title", "year", "big", "real", "none", "blob"}
+	if strings.Join(r.Columns, ",") != strings.Join(wantColumns, ",") || len(r.Rows) != 1 {
+		t.Fatalf("result = %+v", r)
+	}
+	row := r.Rows[0]
+	if id, ok := row[0].(int64); !ok || id != 13 {
+		t.Errorf("id = %#v, want int64 13", row[0])
+	}
+	if row[1] != "Written from Go" || row[2] != int64(2024) || row[3] != int64(9007199254740993) || row[4] != 2.5 || row[5] != nil {
+		t.Errorf("row = %#v", row)
+	}
+	if b, ok := row[6].([]byte); !ok || !bytes.Equal(b, []byte{0, 1, 254, 255}) {
+		t.Errorf("blob = %#v", row[6])
+	}
+	counts, err := s.Counts(ctx, "artworks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, counts, map[string]int64{"artworks": 13})
+}
+
+func TestWaitIsReleasedByAWrite(t *testing.T) {
+	ctx := testContext(t)
+	s := gallery(t)
+	written := make(chan error, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_, err := s.Query(ctx, "INSERT INTO artworks (artist_id, title) VALUES (2, 'Late arrival')")
+		written <- err
+	}()
+	start := time.Now()
+	counts, err := s.Wait(ctx, "artworks>=13", 10*time.Second)
+	elapsed := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if werr := <-written; werr != nil {
+		t.Fatal(werr)
+	}
+	wantCounts(t, counts, map[string]int64{"artworks": 13, "artists": 4})
+	if elapsed < 250*time.Millisecond || elapsed > 8*time.Second {
+		t.Errorf("the wait took %v; it should end soon after the write at ~300 ms", elapsed)
+	}
+}
+
+func TestWaitTimesOut(t *testing.T) {
+	ctx := testContext(t)
+	s := gallery(t)
+	start := time.Now()
+	counts, err := s.Wait(ctx, "artworks>=100", 300*time.Millisecond)
+	if counts != nil {
+		t.Errorf("counts = %v, want nil", counts)
+	}
+	var te *TimeoutError
+	if !errors.As(err, &te) {
+		t.Fatalf("Wait: %v (%T), want a *TimeoutError", err, err)
+	}
+	if te.Condition != "artworks>=100" || te.Timeout != 300*time.Millisecond {
+		t.Errorf("TimeoutError = %+v", te)
+	}
+	wantCounts(t, te.Counts, map[string]int64{"artworks": 12, "artists": 4})
+	if time.Since(start) < 250*time.Millisecond {
+		t.Errorf("timed out after %v, before its 300 ms", time.Since(start))
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Status != 408 || e.Code != "timeout" {
+		t.Errorf("the server's error under it: %v", e)
+	}
+	if !strings.Contains(err.Error(), "artworks=12") {
+		t.Errorf("message %q does not show the last counts", err.Error())
+	}
+}
+
+func TestErrorsCarryTheirCode(t *testing.T) {
+	ctx := testContext(t)
+	_, err := FromEnvironment().CreateStore(ctx, StoreOptions{Template: "no_such_template"})
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("CreateStore: %v (%T), want a *larder.Error", err, err)
+	}
+	if e.Status != 404 || e.Code != "unknown_template" || e.Message == "" || e.Details["template"] != "no_such_template" {
+		t.Errorf("error = %+v", e)
+	}
+	var te *TimeoutError
+	if errors.As(err, &te) {
+		t.Errorf("an unknown template is not a TimeoutError")
+	}
+
+	s := gallery(t)
+	_, err = s.Query(ctx, "SELECT * FROM no_such_table")
+	if !errors.As(err, &e) || e.Status != 422 || e.Code != "sql_error" {
+		t.Errorf("bad SQL: %v, want 422 sql_error", err)
+	}
+	_, err = s.Query(ctx, "ATTACH DATABASE '/tmp/x.sqlite' AS x")
+	if !errors.As(err, &e) || e.Status != 403 || e.Code != "forbidden_sql" {
+		t.Errorf("ATTACH: %v, want 403 forbidden_sql", err)
+	}
+	_, err = s.Load(ctx, LoadOptions{Fixtures: []string{"no_such_fixture"}})
+	if !errors.As(err, &e) || e.Code != "unknown_fixture" {
+		t.Errorf("unknown fixture: %v", err)
+	}
+}
+
+func TestLoadAndMigrate(t *testing.T) {
+	ctx := testContext(t)
+	s := newStore(t, StoreOptions{Template: "gallery", Version: "3"})
+	if s.Info.Version != "3" {
+		t.Fatalf("version = %q, want 3", s.Info.Version)
+	}
+	m, err := s.Migrate(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.From != "3" || m.To != "6" || len(m.Applied) != 3 || m.Applied[0].Version != "4" || m.Applied[0].Name == "" {
+		t.Errorf("Migrate = %+v", m)
+	}
+	l, err := s.Load(ctx, LoadOptions{Fixtures: []string{"artists", "artworks"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Loaded) != 2 {
+		t.Errorf("Loaded = %v", l.Loaded)
+	}
+	wantCounts(t, l.Counts, map[string]int64{"artists": 4, "artworks": 12})
+	l, err = s.Load(ctx, LoadOptions{Rows: map[string][]map[string]any{
+		"partners": {{"name": "Tate", "url": "https://tate.example"}, {"name": "Louvre"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, l.Counts, map[string]int64{"partners": 2})
+	l, err = s.Load(ctx, LoadOptions{SQL: "INSERT INTO albums (title) VALUES ('One'); INSERT INTO albums (title) VALUES ('Two');"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, l.Counts, map[string]int64{"albums": 2, "partners": 2})
+	// All or nothing: the second row breaks UNIQUE(name), so neither lands.
+	_, err = s.Load(ctx, LoadOptions{Rows: map[string][]map[string]any{"partners": {{"name": "New"}, {"name": "Tate"}}}})
+	var e *Error
+	if !errors.As(err, &e) || e.Status != 422 {
+		t.Errorf("duplicate row: %v, want a 422", err)
+	}
+	counts, err := s.Counts(ctx, "partners")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, counts, map[string]int64{"partners": 2})
+}
+
+func TestSnapshotAtItsOwnVersion(t *testing.T) {
+	s := newStore(t, StoreOptions{Template: "gallery", Snapshot: "v2", KeepSnapshotVersion: true})
+	if s.Info.Version != "2" || s.Info.Snapshot != "v2" {
+		t.Errorf("version %q snapshot %q, want 2 and v2", s.Info.Version, s.Info.Snapshot)
+	}
+	migrated := newStore(t, StoreOptions{Template: "gallery", Snapshot: "v2"})
+	if migrated.Info.Version != "6" {
+		t.Errorf("a snapshot without KeepSnapshotVersion is at %q, want 6", migrated.Info.Version)
+	}
+}
+
+func TestKeepAndArtifact(t *testing.T) {
+	ctx := testContext(t)
+	s := gallery(t)
+	if _, err := s.Query(ctx, "DELETE FROM artworks WHERE id > 10"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Keep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Info.Keep {
+		t.Errorf("Info.Keep is false after Keep")
+	}
+	info, err := s.Refresh(ctx)
+	if err != nil || !info.Keep {
+		t.Fatalf("Refresh: %v, keep %v", err, info)
+	}
+	path := filepath.Join(t.TempDir(), "nested", "dir", "store.zip")
+	if err := s.Artifact(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+	manifest := readZip(t, path)
+	if manifest["id"] != s.ID {
+		t.Errorf("manifest id = %v, want %s", manifest["id"], s.ID)
+	}
+	if counts, _ := manifest["counts"].(map[string]any); counts["artworks"] != 10.0 {
+		t.Errorf("manifest counts = %v, want artworks 10", manifest["counts"])
+	}
+	leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*part"))
+	if len(leftovers) != 0 {
+		t.Errorf("partial files left: %v", leftovers)
+	}
+}
+
+// readZip opens the zip at path, checks that it holds a SQLite database
+// named store.sqlite, and returns its manifest.json.
+func readZip(t *testing.T, path string) map[string]any {
+	t.Helper()
+	z, err := zip.OpenReader(path)
+	if err != nil {
+		t.Fatalf("opening %s: %v", path, err)
+	}
+	defer z.Close()
+	var manifest map[string]any
+	found := false
+	for _, f := range z.File {
+		r, err := f.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(r)
+		r.Close()
+		if err != nil {
+			t.Fatalf("reading %s in %s: %v", f.Name, path, err)
+		}
+		switch f.Name {
+		case "store.sqlite":
+			found = true
+			if !bytes.HasPrefix(data, []byte("SQLite format 3\x00")) {
+				t.Errorf("store.sqlite in %s is not a SQLite database", path)
+			}
+		case "manifest.json":
+			if err := json.Unmarshal(data, &manifest); err != nil {
+				t.Errorf("manifest.json: %v", err)
+			}
+		}
+	}
+	if !found || manifest == nil {
+		t.Fatalf("%s lacks store.sqlite or manifest.json", path)
+	}
+	return manifest
+}
+
+func TestClientFromEnvironment(t *testing.T) {
+	t.Setenv("LARDER_URL", "http://example.invalid:1234/")
+	t.Setenv("LARDER_TOKEN", "secret")
+	c := FromEnvironment()
+	if c.URL != "http://example.invalid:1234" || c.Token != "secret" {
+		t.Errorf("FromEnvironment() = %+v", c)
+	}
+	c = New("http://127.0.0.1:9", "given")
+	if c.URL != "http://127.0.0.1:9" || c.Token != "given" {
+		t.Errorf("New(url, token) = %+v", c)
+	}
+	t.Setenv("LARDER_URL", "")
+	t.Setenv("LARDER_TOKEN", "")
+	if c := New("", ""); c.URL != DefaultURL || c.Token != "" {
+		t.Errorf("defaults: %+v", c)
+	}
+}
+
+func TestBearerToken(t *testing.T) {
+	binary := os.Getenv("LARDER_BINARY")
+	if binary == "" {
+		t.Skip("needs LARDER_BINARY to start a server with a token")
+	}
+	srv, err := startServer(binary, "--token", "s3cret-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.stop()
+	ctx := testContext(t)
+	_, err = New(srv.URL, "wrong").CreateStore(ctx, StoreOptions{})
+	var e *Error
+	if !errors.As(err, &e) || e.Status != 401 || e.Code != "unauthorized" {
+		t.Errorf("wrong token: %v, want 401 unauthorized", err)
+	}
+	s, err := New(srv.URL, "s3cret-token").CreateStore(ctx, StoreOptions{Template: "gallery"})
+	if err != nil {
+		t.Fatalf("right token: %v", err)
+	}
+	if err := s.Delete(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestFileSafeName(t *testing.T) {
+	for in, want := range map[string]string{
+		"TestA":                  "TestA",
+		"TestA/sub_case#01":      "TestA_sub_case_01",
+		"TestB/élan: a/b\\c":     "TestB__lan__a_b_c",
+		"../up":                  "_up",
+		"":                       "test",
+		strings.Repeat("x", 300): strings.Repeat("x", 120),
+	} {
+		if got := FileSafeName(in); got != want {
+			t.Errorf("FileSafeName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,401 @@
+package larder
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// StoreInfo is a store as the server describes it (POST /stores,
+// GET /stores/{id}). Raw holds the whole answer, fields this type does not
+// name included.
+type StoreInfo struct {
+	ID        string            `json:"id"`
+	Path      string            `json:"path"`
+	Template  string            `json:"template"`
+	Version   string            `json:"version"`
+	Snapshot  string            `json:"snapshot"`
+	Fixtures  []string          `json:"fixtures"`
+	Label     string            `json:"label"`
+	Counts    map[string]int64  `json:"counts"`
+	CreatedAt time.Time         `json:"created_at"`
+	ExpiresAt time.Time         `json:"expires_at"`
+	Keep      bool              `json:"keep"`
+	SizeBytes int64             `json:"size_bytes"`
+	Links     map[string]string `json:"links"`
+	Raw       map[string]any    `json:"-"`
+}
+
+// UnmarshalJSON fills the named fields and Raw.
+func (i *StoreInfo) UnmarshalJSON(data []byte) error {
+	type plain StoreInfo
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	*i = StoreInfo(p)
+	i.Raw = raw
+	return nil
+}
+
+// Store is one store of the server. ID and Path do not change; Info is the
+// server's description as of the last call that answered it (CreateStore,
+// Refresh, Keep, Reset). The methods may be called from several goroutines,
+// except that those updating Info must not race with readers of Info.
+type Store struct {
+	ID   string    // URL-safe id, e.g. "st_5ca1ab1e..."
+	Path string    // the live SQLite file, for a driver on the same machine
+	Info StoreInfo // the server's description of the store
+
+	client *Client
+}
+
+func (c *Client) newStore(info StoreInfo) *Store {
+	return &Store{ID: info.ID, Path: info.Path, Info: info, client: c}
+}
+
+// Client returns the client the store belongs to.
+func (s *Store) Client() *Client { return s.client }
+
+func (s *Store) path(sub string) string {
+	return "/stores/" + url.PathEscape(s.ID) + sub
+}
+
+func (s *Store) setInfo(info StoreInfo) {
+	s.Info = info
+	if info.Path != "" {
+		s.Path = info.Path
+	}
+}
+
+// Refresh reads the store again (GET /stores/{id}) and updates Info.
+func (s *Store) Refresh(ctx context.Context) (*StoreInfo, error) {
+	var info StoreInfo
+	if err := s.client.call(ctx, http.MethodGet, s.path(""), nil, nil, &info); err != nil {
+		return nil, err
+	}
+	s.setInfo(info)
+	return &s.Info, nil
+}
+
+type countsAnswer struct {
+	Counts map[string]int64 `json:"counts"`
+}
+
+// Counts returns the row count of every user table, or of the tables named
+// (GET /stores/{id}/counts).
+func (s *Store) Counts(ctx context.Context, tables ...string) (map[string]int64, error) {
+	var q url.Values
+	if len(tables) > 0 {
+		q = url.Values{"tables": {strings.Join(tables, ",")}}
+	}
+	var a countsAnswer
+	if err := s.client.call(ctx, http.MethodGet, s.path("/counts"), q, nil, &a); err != nil {
+		return nil, err
+	}
+	return a.Counts, nil
+}
+
+// TimeoutError is what Wait returns when its condition did not hold within
+// the timeout (the server's 408 "timeout" to a wait). Counts are the last
+// counts the server saw. Detect it with errors.As; it unwraps to the
+// server's *Error.
+type TimeoutError struct {
+	Condition string
+	Timeout   time.Duration
+	Counts    map[string]int64
+	Err       *Error
+}
+
+func (e *TimeoutError) Error() string {
+	keys := make([]string, 0, len(e.Counts))
+	for k := range e.Counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, e.Counts[k])
+	}
+	return fmt.Sprintf("larder: %q did not hold within %v (counts: %s)", e.Condition, e.Timeout, strings.Join(parts, ", "))
+}
+
+func (e *TimeoutError) Unwrap() error { return e.Err }
+
+// Wait waits until condition holds, e.g. "artworks>=13" (operators
+// >= > = <= <), and returns the counts that satisfied it (a long poll:
+// GET /stores/{id}/counts?wait=...). When it does not hold within timeout the
+// error is a *TimeoutError with the last counts. A timeout of zero or less
+// leaves the limit to the server's default.
+func (s *Store) Wait(ctx context.Context, condition string, timeout time.Duration) (map[string]int64, error) {
+	q := url.Values{"wait": {condition}}
+	if timeout > 0 {
+		ms := timeout.Milliseconds()
+		if ms < 1 {
+			ms = 1
+		}
+		q.Set("timeout_ms", strconv.FormatInt(ms, 10))
+	}
+	var a countsAnswer
+	err := s.client.call(ctx, http.MethodGet, s.path("/counts"), q, nil, &a)
+	var e *Error
+	if errors.As(err, &e) && e.Status == http.StatusRequestTimeout && e.Code == "timeout" {
+		t := &TimeoutError{Condition: condition, Timeout: timeout, Counts: map[string]int64{}, Err: e}
+		if counts, ok := e.Details["counts"].(map[string]any); ok {
+			for k, v := range counts {
+				if n, ok := v.(float64); ok {
+					t.Counts[k] = int64(n)
+				}
+			}
+		}
+		if ms, ok := e.Details["timeout_ms"].(float64); ok && timeout <= 0 {
+			t.Timeout = time.Duration(ms) * time.Millisecond
+		}
+		return nil, t
+	}
+	if err != nil {
+		return nil, err
+	}
+	return a.Counts, nil
+}
+
+// QueryResult is the answer of Query. Values in Rows are nil, int64,
+// float64, string or []byte (a blob).
+type QueryResult struct {
+	Columns   []string
+	Rows      [][]any
+	Changes   int64
+	Truncated bool
+}
+
+// Query runs one SQL statement in the store (POST /stores/{id}/query), with
+// params bound to its ? placeholders. []byte params are sent as blobs.
+func (s *Store) Query(ctx context.Context, sql string, params ...any) (*QueryResult, error) {
+	body := map[string]any{"sql": sql}
+	if len(params) > 0 {
+		body["params"] = encodeValue(params)
+	}
+	resp, err := s.client.send(ctx, http.MethodPost, s.path("/query"), nil, body)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var a struct {
+		Columns   []string `json:"columns"`
+		Rows      [][]any  `json:"rows"`
+		Changes   int64    `json:"changes"`
+		Truncated bool     `json:"truncated"`
+	}
+	dec := json.NewDecoder(resp.Body)
+	dec.UseNumber()
+	if err := dec.Decode(&a); err != nil {
+		return nil, fmt.Errorf("larder: query: decoding the answer: %w", err)
+	}
+	r := &QueryResult{Columns: a.Columns, Rows: make([][]any, len(a.Rows)), Changes: a.Changes, Truncated: a.Truncated}
+	for i, row := range a.Rows {
+		r.Rows[i] = decodeValue(row).([]any)
+	}
+	return r, nil
+}
+
+// LoadOptions say what Load puts into the store: named fixtures of the
+// store's template, rows by table, or SQL. Give one of them.
+type LoadOptions struct {
+	Fixtures []string
+	Rows     map[string][]map[string]any
+	SQL      string
+}
+
+// LoadResult is the answer of Load.
+type LoadResult struct {
+	Loaded []string         `json:"loaded"`
+	Counts map[string]int64 `json:"counts"`
+}
+
+// Load loads data into the store, all or nothing (POST /stores/{id}/fixtures).
+// []byte values in Rows are sent as blobs.
+func (s *Store) Load(ctx context.Context, opts LoadOptions) (*LoadResult, error) {
+	body := map[string]any{}
+	if opts.Fixtures != nil {
+		body["fixtures"] = opts.Fixtures
+	}
+	if opts.Rows != nil {
+		rows := make(map[string]any, len(opts.Rows))
+		for table, rs := range opts.Rows {
+			list := make([]any, len(rs))
+			for i, r := range rs {
+				list[i] = encodeValue(r)
+			}
+			rows[table] = list
+		}
+		body["rows"] = rows
+	}
+	if opts.SQL != "" {
+		body["sql"] = opts.SQL
+	}
+	var r LoadResult
+	if err := s.client.call(ctx, http.MethodPost, s.path("/fixtures"), nil, body, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// AppliedMigration is one migration that Migrate ran.
+type AppliedMigration struct {
+	Version string  `json:"version"`
+	Name    string  `json:"name"`
+	MS      float64 `json:"ms"`
+}
+
+// MigrateResult is the answer of Migrate.
+type MigrateResult struct {
+	From    string             `json:"from"`
+	To      string             `json:"to"`
+	Applied []AppliedMigration `json:"applied"`
+}
+
+// Migrate migrates the store to version to; "" means "latest"
+// (POST /stores/{id}/migrate).
+func (s *Store) Migrate(ctx context.Context, to string) (*MigrateResult, error) {
+	if to == "" {
+		to = "latest"
+	}
+	var r MigrateResult
+	if err := s.client.call(ctx, http.MethodPost, s.path("/migrate"), nil, map[string]any{"to": to}, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Reset puts the store's contents back to what they were when it was
+// created, in place (same Path), and updates Info (POST /stores/{id}/reset).
+func (s *Store) Reset(ctx context.Context) error {
+	var info StoreInfo
+	if err := s.client.call(ctx, http.MethodPost, s.path("/reset"), nil, map[string]any{}, &info); err != nil {
+		return err
+	}
+	s.setInfo(info)
+	return nil
+}
+
+// Diff is what changed in a store since it was created.
+type Diff struct {
+	Base   string               `json:"base"`
+	Schema DiffSchema           `json:"schema"`
+	Tables map[string]TableDiff `json:"tables"`
+}
+
+// DiffSchema lists the schema objects added, removed and changed.
+type DiffSchema struct {
+	Added   []any `json:"added"`
+	Removed []any `json:"removed"`
+	Changed []any `json:"changed"`
+}
+
+// TableDiff is what changed in one table.
+type TableDiff struct {
+	Inserted int64     `json:"inserted"`
+	Updated  int64     `json:"updated"`
+	Deleted  int64     `json:"deleted"`
+	Rows     []DiffRow `json:"rows"`
+}
+
+// DiffRow is one changed row: Op is "insert", "update" or "delete".
+type DiffRow struct {
+	Op  string         `json:"op"`
+	Key map[string]any `json:"key"`
+	Old map[string]any `json:"old"`
+	New map[string]any `json:"new"`
+}
+
+// DiffOptions narrow Diff: at most Limit rows per table (the server's
+// default is 100), only Tables.
+type DiffOptions struct {
+	Limit  int
+	Tables []string
+}
+
+// Diff returns what changed since the store was created
+// (GET /stores/{id}/diff). At most one DiffOptions may be given.
+func (s *Store) Diff(ctx context.Context, opts ...DiffOptions) (*Diff, error) {
+	q := url.Values{}
+	for _, o := range opts {
+		if o.Limit > 0 {
+			q.Set("limit", strconv.Itoa(o.Limit))
+		}
+		if len(o.Tables) > 0 {
+			q.Set("tables", strings.Join(o.Tables, ","))
+		}
+	}
+	var d Diff
+	if err := s.client.call(ctx, http.MethodGet, s.path("/diff"), q, nil, &d); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// Artifact saves the store's artifact, a zip of store.sqlite, manifest.json
+// and diff.json (GET /stores/{id}/artifact), to the file path, creating its
+// directory. The zip is streamed to a temporary file beside path and renamed
+// into place once complete, so path never holds half a zip.
+func (s *Store) Artifact(ctx context.Context, path string) (err error) {
+	resp, err := s.client.send(ctx, http.MethodGet, s.path("/artifact"), nil, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("larder: artifact: %w", err)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.part")
+	if err != nil {
+		return fmt.Errorf("larder: artifact: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err = io.Copy(f, resp.Body); err != nil {
+		return fmt.Errorf("larder: artifact: downloading: %w", err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("larder: artifact: %w", err)
+	}
+	if err = os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("larder: artifact: %w", err)
+	}
+	return nil
+}
+
+// Keep marks the store to outlive its time to live until deleted
+// (PATCH /stores/{id} {"keep": true}) and updates Info.
+func (s *Store) Keep(ctx context.Context) error {
+	var info StoreInfo
+	if err := s.client.call(ctx, http.MethodPatch, s.path(""), nil, map[string]any{"keep": true}, &info); err != nil {
+		return err
+	}
+	s.setInfo(info)
+	return nil
+}
+
+// Delete closes the store and removes its files (DELETE /stores/{id}).
+func (s *Store) Delete(ctx context.Context) error {
+	return s.client.call(ctx, http.MethodDelete, s.path(""), nil, nil, nil)
+}
