@@ -73,6 +73,38 @@ larderTest('failing test run through larder/test', async (t) => {
 });
 `;
 
+// The same on a Node whose TestContext has no `passed` (before 20.12),
+// emulated by removing the getter: only the test() wrapper can tell.
+const SAMPLE_WITHOUT_PASSED = `
+import { test as nodeTest } from 'node:test';
+import assert from 'node:assert/strict';
+import { appendFileSync } from 'node:fs';
+import { withStore, test } from 'larder/test';
+
+const record = (t, store) =>
+  appendFileSync(process.env.SAMPLE_IDS, JSON.stringify({ name: t.name, id: store.id }) + '\\n');
+
+nodeTest('plain node:test test is refused', async (t) => {
+  assert.ok(delete Object.getPrototypeOf(t).passed);
+  assert.equal(t.passed, undefined);
+  await assert.rejects(withStore(t, { template: 'gallery' }), /larder\\/test/);
+});
+
+test('wrapped test passes', async (t) => {
+  record(t, await withStore(t, { template: 'gallery' }));
+});
+
+test('wrapped test fails', async (t) => {
+  record(t, await withStore(t, { template: 'gallery' }));
+  assert.fail('deliberately failing');
+});
+
+test('wrapped test with a failing subtest', async (t) => {
+  record(t, await withStore(t, { template: 'gallery' }));
+  await t.test('failing subtest', () => assert.fail('deliberately failing subtest'));
+});
+`;
+
 let server;
 let work;
 
@@ -85,6 +117,40 @@ after(async () => {
   if (work) rmSync(work, { recursive: true, force: true });
   await server?.stop();
 });
+
+// Runs a sample file under `node --test` in a project of its own whose
+// node_modules/larder links to this client; answers the run and the store
+// id each test recorded, by test name.
+async function runSample(dir, source) {
+  const project = join(work, dir);
+  mkdirSync(join(project, 'node_modules'), { recursive: true });
+  symlinkSync(clientDir, join(project, 'node_modules', 'larder'), 'dir');
+  writeFileSync(join(project, 'sample.test.mjs'), source);
+  const idsFile = join(project, 'ids.jsonl');
+
+  const env = { ...process.env, LARDER_URL: server.url, SAMPLE_IDS: idsFile };
+  delete env.LARDER_ARTIFACTS; // the default: larder-artifacts/ in the working directory
+  delete env.LARDER_TOKEN;
+  delete env.NODE_TEST_CONTEXT; // set in a test run; the child runs tests of its own
+  const run = await new Promise((resolvePromise) => {
+    execFile(
+      process.execPath,
+      ['--test', '--test-reporter=tap', 'sample.test.mjs'],
+      { cwd: project, env, timeout: 60_000 },
+      (error, stdout, stderr) => resolvePromise({ code: error ? error.code : 0, stdout, stderr })
+    );
+  });
+  const output = `exit ${run.code}\n--- stdout\n${run.stdout}\n--- stderr\n${run.stderr}`;
+  const ids = existsSync(idsFile)
+    ? Object.fromEntries(
+        readFileSync(idsFile, 'utf8').trim().split('\n').map((line) => {
+          const { name, id } = JSON.parse(line);
+          return [name, id];
+        })
+      )
+    : {};
+  return { project, run, ids, output };
+}
 
 describe('larder/test', () => {
   test('fileSafeName', () => {
@@ -101,25 +167,7 @@ describe('larder/test', () => {
   });
 
   test('in a node --test run, a failed test keeps its store and artifact, a passed one deletes it', async () => {
-    const project = join(work, 'project');
-    mkdirSync(join(project, 'node_modules'), { recursive: true });
-    symlinkSync(clientDir, join(project, 'node_modules', 'larder'), 'dir');
-    writeFileSync(join(project, 'sample.test.mjs'), SAMPLE);
-    const idsFile = join(project, 'ids.jsonl');
-
-    const env = { ...process.env, LARDER_URL: server.url, SAMPLE_IDS: idsFile };
-    delete env.LARDER_ARTIFACTS; // the default: larder-artifacts/ in the working directory
-    delete env.LARDER_TOKEN;
-    delete env.NODE_TEST_CONTEXT; // set in a test run; the child runs tests of its own
-    const run = await new Promise((resolvePromise) => {
-      execFile(
-        process.execPath,
-        ['--test', '--test-reporter=tap', 'sample.test.mjs'],
-        { cwd: project, env, timeout: 60_000 },
-        (error, stdout, stderr) => resolvePromise({ code: error ? error.code : 0, stdout, stderr })
-      );
-    });
-    const output = `exit ${run.code}\n--- stdout\n${run.stdout}\n--- stderr\n${run.stderr}`;
+    const { project, run, ids, output } = await runSample('project', SAMPLE);
     assert.equal(run.code, 1, `node --test fails (tests failed)\n${output}`);
     // Passed: two tests. Failed: four tests and one subtest; the subtest not
     // awaited is cancelled; the failing todo subtest is a todo.
@@ -130,12 +178,6 @@ describe('larder/test', () => {
     assert.match(run.stdout, /^ok \d+ - parent of a failing todo subtest$/m, output);
     assert.doesNotMatch(run.stdout, /cleanup of store .* failed/, output);
 
-    const ids = Object.fromEntries(
-      readFileSync(idsFile, 'utf8').trim().split('\n').map((line) => {
-        const { name, id } = JSON.parse(line);
-        return [name, id];
-      })
-    );
     assert.deepEqual(Object.keys(ids).sort(), [
       'failing test run through larder/test',
       'failing test: counts/wrong',
@@ -192,5 +234,22 @@ describe('larder/test', () => {
       { encoding: 'utf8' }
     ).trim();
     assert.equal(artworks, '10');
+  });
+  test('without TestContext.passed (Node before 20.12), the test() wrapper tells', async () => {
+    const { project, run, ids, output } = await runSample('old-node', SAMPLE_WITHOUT_PASSED);
+    assert.equal(run.code, 1, `node --test fails (tests failed)\n${output}`);
+    assert.match(run.stdout, /^# pass 2$/m, output);
+    assert.match(run.stdout, /^# fail 3$/m, output); // two tests and the failing subtest
+    assert.match(run.stdout, /^ok \d+ - plain node:test test is refused$/m, output);
+
+    const larder = new Larder({ url: server.url });
+    await assert.rejects(larder.getStore(ids['wrapped test passes']), { status: 404 }, output);
+    for (const name of ['wrapped test fails', 'wrapped test with a failing subtest']) {
+      const store = await larder.getStore(ids[name]);
+      assert.equal(store.info.keep, true, `${name}: kept\n${output}`);
+      const zip = join(project, 'larder-artifacts', `${fileSafeName(name)}-${store.id}.zip`);
+      assert.ok(zipNames(zip).includes('store.sqlite'), `${name}: store.sqlite in ${zip}`);
+      await store.delete();
+    }
   });
 });
