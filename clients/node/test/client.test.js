@@ -167,6 +167,25 @@ describe('Larder client', () => {
     await assert.rejects(nowhere.health(), { name: 'LarderError', status: 0, code: 'connection_failed' });
   });
 
+  test('the token goes as a bearer token', async () => {
+    const guarded = await startServer(['--token', 's3cret-token']);
+    const saved = process.env.LARDER_TOKEN;
+    try {
+      await assert.rejects(new Larder({ url: guarded.url }).createStore({ template: 'gallery' }), {
+        status: 401,
+        code: 'unauthorized',
+      });
+      process.env.LARDER_TOKEN = 's3cret-token';
+      const store = await new Larder({ url: guarded.url }).createStore({ template: 'gallery', fixtures: ['artists'] });
+      assert.equal((await store.counts({ tables: ['artists'] })).artists, 4);
+      await store.delete();
+    } finally {
+      if (saved === undefined) delete process.env.LARDER_TOKEN;
+      else process.env.LARDER_TOKEN = saved;
+      await guarded.stop();
+    }
+  });
+
   test('keep, refresh, getStore and the artifact zip', async () => {
     const store = await larder.createStore({ template: 'gallery', fixtures: ['artists'], label: 'node artifact' });
     const dir = mkdtempSync(join(tmpdir(), 'larder-node-artifact-'));

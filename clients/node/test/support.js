@@ -10,14 +10,14 @@ import { fileURLToPath } from 'node:url';
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 export const fixturesDir = join(repoRoot, 'fixtures');
 
-export async function startServer() {
+export async function startServer(extraArgs = []) {
   const binary = process.env.LARDER_BINARY;
   if (!binary) throw new Error('set LARDER_BINARY to the larder binary (test.sh BINARY does)');
   const work = mkdtempSync(join(tmpdir(), 'larder-node-'));
   const root = join(work, 'root'); // must not exist yet
   const stderrPath = join(work, 'server.stderr');
   const errFd = openSync(stderrPath, 'w');
-  const child = spawn(binary, ['serve', '--port', '0', '--root', root, '--fixtures', fixturesDir], {
+  const child = spawn(binary, ['serve', '--port', '0', '--root', root, '--fixtures', fixturesDir, ...extraArgs], {
     stdio: ['ignore', 'pipe', errFd],
   });
   closeSync(errFd);
