@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs the Node client's tests against the real server.
+# Usage: clients/node/test.sh path/to/larder
+set -euo pipefail
+if [ $# -lt 1 ]; then
+    echo "usage: $0 LARDER_BINARY" >&2
+    exit 2
+fi
+binary=$1
+if [ ! -x "$binary" ]; then
+    echo "$0: $binary is not an executable" >&2
+    exit 2
+fi
+binary=$(cd "$(dirname "$binary")" && pwd)/$(basename "$binary")
+cd "$(dirname "$0")"
+LARDER_BINARY=$binary exec node --test --test-reporter=spec test/client.test.js test/helper.test.js

@@ -1,0 +1,30 @@
+// Types of 'larder/test', the node:test helper (the code is testing.js).
+
+import type { TestContext } from 'node:test';
+import type { test as nodeTest, it as nodeIt } from 'node:test';
+import type { CreateStoreOptions, Larder, Store } from './index.js';
+
+export interface WithStoreOptions extends CreateStoreOptions {
+  /** The client; default one from LARDER_URL / LARDER_TOKEN. */
+  larder?: Larder;
+  /** Where a failed test's artifact goes; default LARDER_ARTIFACTS, then larder-artifacts/. */
+  artifacts?: string;
+}
+
+/**
+ * A fresh store for the test, labelled with its name; deleted in t.after when
+ * the test passed, kept with its artifact saved when it failed.
+ */
+export declare function withStore(t: TestContext, options?: WithStoreOptions): Promise<Store>;
+
+/** Whether the test of context `t` has failed so far, as withStore judges it. */
+export declare function testFailed(t: TestContext): boolean;
+
+/** A test name as artifact file names use it: [A-Za-z0-9._-], at most 120 characters. */
+export declare function fileSafeName(name: string): string;
+
+/** node:test's `test`, whose failures withStore sees on every Node version. */
+export declare const test: typeof nodeTest;
+/** node:test's `it`, wrapped as `test` is. */
+export declare const it: typeof nodeIt;
+export { describe, before, after, beforeEach, afterEach } from 'node:test';

@@ -1,0 +1,201 @@
+// node:test helper of the Larder client: `import { withStore, test } from 'larder/test'`.
+//
+// withStore(t, options) gives the test a fresh store and registers a
+// t.after hook: the store is deleted when the test passed, or kept and its
+// artifact saved to LARDER_ARTIFACTS (default larder-artifacts/) as
+// `<test name>-<store id>.zip` when it failed.
+//
+// Whether the test failed is read, in that hook, from three sources:
+//  - TestContext.passed (Node 20.12+, 21.7+): false once the test function
+//    threw or rejected, missed its plan or timed out;
+//  - failures this module saw itself: a test run through `test`/`it` of this
+//    module, and subtests (t.test) of a context that withStore or `test`
+//    has seen, whose failure does not reach the parent's `passed` before
+//    the parent's after hooks run;
+//  - t.signal aborted (the test timed out or was cancelled);
+//  - a subtest still running when the after hooks run (not awaited:
+//    node:test cancels it and fails the parent).
+// On a Node without TestContext.passed, only tests run through `test`/`it`
+// of this module can tell; withStore refuses plain node:test tests there
+// rather than guessing.
+
+import * as nodeTest from 'node:test';
+import { join, resolve } from 'node:path';
+import { Larder } from './index.js';
+
+const states = new WeakMap();
+
+function stateOf(t) {
+  let state = states.get(t);
+  if (!state) {
+    state = { failed: false, wrapped: false, parent: null, tracked: false, pending: 0 };
+    states.set(t, state);
+  }
+  return state;
+}
+
+function markFailed(t) {
+  for (let state = stateOf(t); state; state = state.parent && stateOf(state.parent)) {
+    state.failed = true;
+  }
+}
+
+/** Whether the test of context `t` has failed (so far). */
+export function testFailed(t) {
+  const state = states.get(t);
+  if (state?.failed || state?.pending > 0) return true;
+  if (t.passed === false) return true;
+  return Boolean(t.signal?.aborted);
+}
+
+/** A file-name-safe form of a test name: [A-Za-z0-9._-], at most 120 characters. */
+export function fileSafeName(name) {
+  let safe = String(name ?? '').replace(/[^A-Za-z0-9._-]/g, '_').replace(/^\.+|\.+$/g, '');
+  if (safe.length > 120) safe = safe.slice(0, 120);
+  return safe || 'test';
+}
+
+// Wraps a test function so that its failure is recorded for `ctx`, with
+// the arity node:test looks at (two parameters: callback style).
+function wrapFn(fn, parent) {
+  if (typeof fn !== 'function') return fn;
+  const enter = (t) => {
+    const state = stateOf(t);
+    state.wrapped = true;
+    if (parent) state.parent = parent;
+    track(t);
+    // A subtest that fails leaves its parent's `passed` true until later:
+    // tell the parent from the subtest's own after hook.
+    if (parent) t.after(() => { if (testFailed(t)) markFailed(parent); });
+  };
+  if (fn.length >= 2) {
+    return function (t, done) {
+      enter(t);
+      try {
+        return fn.call(this, t, (err) => {
+          if (err) markFailed(t);
+          done(err);
+        });
+      } catch (err) {
+        markFailed(t);
+        throw err;
+      }
+    };
+  }
+  return async function (t) {
+    enter(t);
+    try {
+      return await fn.call(this, t);
+    } catch (err) {
+      markFailed(t);
+      throw err;
+    }
+  };
+}
+
+function wrapArgs(args, parent) {
+  const i = args.findLastIndex((a) => typeof a === 'function');
+  if (i < 0) return args;
+  // A failing todo subtest does not fail its parent: leave it alone.
+  if (parent && args.some((a) => a && typeof a === 'object' && a.todo)) return args;
+  const copy = [...args];
+  copy[i] = wrapFn(copy[i], parent);
+  return copy;
+}
+
+// Subtests of `t` report their failures to `t`.
+function track(t) {
+  const state = stateOf(t);
+  if (state.tracked || typeof t.test !== 'function') return;
+  state.tracked = true;
+  const original = t.test;
+  try {
+    t.test = function (...args) {
+      // A subtest still running when its parent's after hooks run was not
+      // awaited: node:test cancels it and fails the parent afterwards.
+      state.pending += 1;
+      const done = () => { state.pending -= 1; };
+      let result;
+      try {
+        result = original.apply(t, wrapArgs(args, t));
+      } catch (err) {
+        done();
+        throw err;
+      }
+      if (result && typeof result.then === 'function') result.then(done, done);
+      else done();
+      return result;
+    };
+  } catch {
+    // A context that cannot take the property: subtests are not tracked.
+  }
+}
+
+function wrapRunner(run) {
+  const wrapped = (...args) => run(...wrapArgs(args, null));
+  for (const variant of ['skip', 'todo', 'only']) {
+    if (typeof run[variant] === 'function') wrapped[variant] = (...args) => run[variant](...wrapArgs(args, null));
+  }
+  return wrapped;
+}
+
+/**
+ * node:test's `test`, whose function's failures withStore sees on every
+ * Node version (also `test.skip`, `test.todo`, `test.only`).
+ */
+export const test = wrapRunner(nodeTest.test);
+/** node:test's `it`, wrapped as `test` is. */
+export const it = wrapRunner(nodeTest.it);
+export { describe, before, after, beforeEach, afterEach } from 'node:test';
+
+let sharedClient = null;
+
+/**
+ * Creates a store for the test of context `t`, labelled with the test's
+ * name (unless `label` is given), and cleans it up in t.after: deleted
+ * when the test passed; kept, with its artifact saved, when it failed.
+ *
+ * @param {import('node:test').TestContext} t
+ * @param {object} [options] createStore options, plus `larder` (a Larder client;
+ *   default one from LARDER_URL / LARDER_TOKEN) and `artifacts` (directory;
+ *   default LARDER_ARTIFACTS, then larder-artifacts/ in the working directory)
+ */
+export async function withStore(t, options = {}) {
+  if (!t || typeof t.after !== 'function') {
+    throw new TypeError('withStore(t, options): t must be the node:test TestContext (Node 18.13+ for t.after)');
+  }
+  const { larder, artifacts, ...createOptions } = options;
+  const state = stateOf(t);
+  if (typeof t.passed !== 'boolean' && !state.wrapped) {
+    throw new Error(
+      `withStore: Node ${process.version} cannot tell in t.after whether a test failed (TestContext.passed ` +
+        "came with Node 20.12); run the test through `test` or `it` from 'larder/test' instead of node:test's."
+    );
+  }
+  track(t);
+  const client = larder ?? (sharedClient ??= new Larder());
+  const store = await client.createStore({ label: t.name, ...createOptions });
+
+  t.after(async () => {
+    try {
+      if (testFailed(t)) {
+        await store.keep();
+        const dir = resolve(artifacts ?? (process.env.LARDER_ARTIFACTS || 'larder-artifacts'));
+        const file = await store.artifact(join(dir, `${fileSafeName(t.name)}-${store.id}.zip`));
+        t.diagnostic(`larder: store ${store.id} of the failed test is kept (${store.info.links?.self ?? store.path}); artifact saved to ${file}`);
+      } else {
+        try {
+          await store.delete();
+        } catch (err) {
+          if (err?.status !== 404) throw err; // the test deleted it itself
+        }
+      }
+    } catch (err) {
+      // Cleanup never turns a result around; it says what went wrong.
+      const message = `larder: cleanup of store ${store.id} failed: ${err?.message ?? err}`;
+      t.diagnostic(message);
+      process.emitWarning(message, { code: 'LARDER_CLEANUP' });
+    }
+  });
+  return store;
+}
