@@ -34,8 +34,7 @@ cd "$HERE"
 
 JAVAC=(javac --release 17 -encoding UTF-8 -Xlint:all -Werror)
 # The client itself: no dependencies; dev.larder.junit needs the JUnit 5 API only to compile.
-"${JAVAC[@]}" -cp "$CONSOLE" -d "$OUT/main" $(find src/main/java -name '*.java' | sort)
-jar --create --file "$OUT/larder-client.jar" -C "$OUT/main" .
+JUNIT_JAR="$CONSOLE" ./build.sh "$OUT" >/dev/null
 "${JAVAC[@]}" -cp "$OUT/larder-client.jar:$CONSOLE" -d "$OUT/sample" $(find src/sample/java -name '*.java' | sort)
 "${JAVAC[@]}" -cp "$OUT/larder-client.jar:$CONSOLE:$SQLITE" -d "$OUT/test" $(find src/test/java -name '*.java' | sort)
 

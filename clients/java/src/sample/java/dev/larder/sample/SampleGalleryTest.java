@@ -1,6 +1,7 @@
 package dev.larder.sample;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertSame;
 
 import dev.larder.Store;
 import dev.larder.junit.LarderExtension;
@@ -8,6 +9,7 @@ import dev.larder.junit.LarderStore;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
@@ -17,9 +19,17 @@ import org.junit.jupiter.api.extension.ExtendWith;
  */
 @ExtendWith(LarderExtension.class)
 class SampleGalleryTest {
+    private Store fromBeforeEach;
+
+    @BeforeEach
+    void setUp(@LarderStore(template = "gallery", fixtures = {"artists"}) Store store) {
+        fromBeforeEach = store; // an equal annotation in the same test: the same store
+    }
+
     @Test
     void passes(@LarderStore(template = "gallery", fixtures = {"artists"}) Store store) throws IOException {
         record("passes", store);
+        assertSame(fromBeforeEach, store);
         assertEquals(4L, store.counts("artists").get("artists"));
     }
 
