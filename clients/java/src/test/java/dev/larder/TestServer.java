@@ -91,5 +91,11 @@ final class TestServer {
             process.destroyForcibly();
             process.waitFor(5, TimeUnit.SECONDS);
         }
+        // The server's root and stderr live in one temporary directory: remove it.
+        try (var paths = Files.walk(root.getParent())) {
+            paths.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+        } catch (IOException ignored) {
+            // best effort
+        }
     }
 }
