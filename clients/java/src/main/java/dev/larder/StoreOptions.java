@@ -1,0 +1,129 @@
+package dev.larder;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * What {@link Larder#createStore(StoreOptions)} asks for. Fluent; only the fields that are set are
+ * sent (the server refuses unknown fields and nulls where they are not allowed).
+ *
+ * <pre>{@code
+ * StoreOptions.create().template("gallery").fixtures("artists", "artworks").label("my test")
+ * StoreOptions.forTemplate("gallery").version("3")
+ * }</pre>
+ */
+public final class StoreOptions {
+    private String template;
+    private List<String> fixtures;
+    private String version;
+    private boolean versionSet;
+    private String snapshot;
+    private String label;
+    private String build;
+    private String from;
+    private Integer ttlSeconds;
+
+    private StoreOptions() {}
+
+    /** Empty options: an empty store unless something is set. */
+    public static StoreOptions create() {
+        return new StoreOptions();
+    }
+
+    /** Options for a store built from a template (at its latest version unless {@link #version} says). */
+    public static StoreOptions forTemplate(String template) {
+        return new StoreOptions().template(template);
+    }
+
+    /** The template (a sub-folder of the server's fixtures directory). */
+    public StoreOptions template(String template) {
+        this.template = template;
+        return this;
+    }
+
+    /** Data fixtures applied in order after migrating. */
+    public StoreOptions fixtures(String... fixtures) {
+        this.fixtures = new ArrayList<>(Arrays.asList(fixtures));
+        return this;
+    }
+
+    /** Data fixtures applied in order after migrating. */
+    public StoreOptions fixtures(List<String> fixtures) {
+        this.fixtures = new ArrayList<>(fixtures);
+        return this;
+    }
+
+    /**
+     * The version to migrate to ({@code "latest"} by default on the server). With a snapshot,
+     * {@code version(null)} sends {@code "version": null}: keep the snapshot as it is.
+     */
+    public StoreOptions version(String version) {
+        this.version = version;
+        this.versionSet = true;
+        return this;
+    }
+
+    /** Start from {@code fixtures/<template>/snapshots/NAME.sqlite}. */
+    public StoreOptions snapshot(String snapshot) {
+        this.snapshot = snapshot;
+        return this;
+    }
+
+    /** A label for the store (lists, dashboards, {@code DELETE /stores?label=}). */
+    public StoreOptions label(String label) {
+        this.label = label;
+        return this;
+    }
+
+    /** The key of an app-built template ({@code POST /builds}); not with template or from. */
+    public StoreOptions build(String build) {
+        this.build = build;
+        return this;
+    }
+
+    /** The id of a live store to fork (JSON field {@code from}); not with template or build. */
+    public StoreOptions from(String storeId) {
+        this.from = storeId;
+        return this;
+    }
+
+    /** How long the store lives unless kept. */
+    public StoreOptions ttlSeconds(int ttlSeconds) {
+        this.ttlSeconds = ttlSeconds;
+        return this;
+    }
+
+    public String template() {
+        return template;
+    }
+
+    public List<String> fixtures() {
+        return fixtures == null ? null : List.copyOf(fixtures);
+    }
+
+    public String label() {
+        return label;
+    }
+
+    /** The request body: only the fields that were set. */
+    Map<String, Object> toJson() {
+        Map<String, Object> body = new LinkedHashMap<>();
+        if (template != null) body.put("template", template);
+        if (versionSet) body.put("version", version);
+        if (snapshot != null) body.put("snapshot", snapshot);
+        if (fixtures != null) body.put("fixtures", fixtures);
+        if (label != null) body.put("label", label);
+        if (build != null) body.put("build", build);
+        if (from != null) body.put("from", from);
+        if (ttlSeconds != null) body.put("ttl_seconds", ttlSeconds);
+        return body;
+    }
+
+    @Override
+    public String toString() {
+        return "StoreOptions" + Json.write(toJson());
+    }
+}

@@ -1,0 +1,171 @@
+package dev.larder.junit;
+
+import dev.larder.Larder;
+import dev.larder.LarderException;
+import dev.larder.Store;
+import dev.larder.StoreOptions;
+import java.lang.reflect.Method;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.stream.Collectors;
+import org.junit.jupiter.api.extension.AfterEachCallback;
+import org.junit.jupiter.api.extension.ExtensionContext;
+import org.junit.jupiter.api.extension.ParameterContext;
+import org.junit.jupiter.api.extension.ParameterResolutionException;
+import org.junit.jupiter.api.extension.ParameterResolver;
+import org.junit.platform.commons.support.AnnotationSupport;
+
+/**
+ * JUnit 5 extension: gives each test a fresh Larder {@link Store} through a parameter.
+ *
+ * <pre>{@code
+ * @ExtendWith(LarderExtension.class)
+ * class GalleryTest {
+ *     @Test
+ *     void counts(@LarderStore(template = "gallery", fixtures = {"artists"}) Store store) { ... }
+ * }
+ * }</pre>
+ *
+ * <p>The client is {@link Larder#fromEnvironment()} ({@code LARDER_URL}, {@code LARDER_TOKEN}). The
+ * store is labelled with the test's name. After the test, a store is deleted when the test passed;
+ * when it failed the store is kept ({@code PATCH keep}) and its artifact saved into
+ * {@code LARDER_ARTIFACTS} (default {@code larder-artifacts/} in the working directory) as
+ * {@code <test name>-<store id>.zip}; the path is published as the report entry
+ * {@code larder.artifact} and printed to standard error.
+ */
+public final class LarderExtension implements ParameterResolver, AfterEachCallback {
+    private static final ExtensionContext.Namespace NAMESPACE = ExtensionContext.Namespace.create(LarderExtension.class);
+    private static final String CLIENT = "client";
+    private static final String STORES = "stores";
+    private static final Object NO_ANNOTATION = new Object();
+
+    /** The stores one test asked for, by annotation, in the order they were made. */
+    private static final class Stores {
+        final Map<Object, Store> byKey = new LinkedHashMap<>();
+    }
+
+    @Override
+    public boolean supportsParameter(ParameterContext parameterContext, ExtensionContext extensionContext) {
+        return parameterContext.getParameter().getType() == Store.class;
+    }
+
+    @Override
+    public Object resolveParameter(ParameterContext parameterContext, ExtensionContext context) {
+        if (context.getTestMethod().isEmpty()) {
+            throw new ParameterResolutionException(
+                    "a Larder Store parameter belongs on a test method or a @BeforeEach/@AfterEach method, not on "
+                            + parameterContext.getDeclaringExecutable());
+        }
+        LarderStore annotation = parameterContext.findAnnotation(LarderStore.class)
+                .or(() -> findOnClass(context))
+                .orElse(null);
+        Object key = annotation == null ? NO_ANNOTATION : annotation;
+        Stores stores = context.getStore(NAMESPACE).getOrComputeIfAbsent(STORES, k -> new Stores(), Stores.class);
+        synchronized (stores) {
+            Store existing = stores.byKey.get(key);
+            if (existing != null) return existing;
+            StoreOptions options = options(annotation, testName(context));
+            Store store;
+            try {
+                store = client(context).createStore(options);
+            } catch (LarderException e) {
+                throw new ParameterResolutionException("Larder could not make the store " + options + ": " + e, e);
+            }
+            stores.byKey.put(key, store);
+            context.publishReportEntry("larder.store", store.id());
+            return store;
+        }
+    }
+
+    @Override
+    public void afterEach(ExtensionContext context) {
+        Stores stores = context.getStore(NAMESPACE).remove(STORES, Stores.class);
+        if (stores == null) return;
+        boolean failed = context.getExecutionException().isPresent();
+        List<RuntimeException> problems = new ArrayList<>();
+        List<Store> made;
+        synchronized (stores) {
+            made = new ArrayList<>(stores.byKey.values());
+        }
+        for (Store store : made) {
+            try {
+                if (failed) keepWithArtifact(store, context);
+                else store.delete();
+            } catch (RuntimeException e) {
+                problems.add(e);
+            }
+        }
+        if (!problems.isEmpty()) {
+            RuntimeException first = problems.get(0);
+            for (RuntimeException other : problems.subList(1, problems.size())) first.addSuppressed(other);
+            throw first;
+        }
+    }
+
+    private static void keepWithArtifact(Store store, ExtensionContext context) {
+        store.keep();
+        Path file = artifactsDirectory().resolve(fileSafe(testName(context)) + "-" + store.id() + ".zip");
+        Path saved = store.artifact(file);
+        context.publishReportEntry("larder.artifact", saved.toString());
+        System.err.println("larder: " + testName(context) + " failed; kept store " + store.id()
+                + ", artifact " + saved);
+    }
+
+    /** {@code LARDER_ARTIFACTS}, default {@code larder-artifacts} in the working directory. */
+    static Path artifactsDirectory() {
+        String dir = System.getenv("LARDER_ARTIFACTS");
+        return Path.of(dir == null || dir.isBlank() ? "larder-artifacts" : dir).toAbsolutePath();
+    }
+
+    private static Larder client(ExtensionContext context) {
+        return context.getRoot().getStore(NAMESPACE).getOrComputeIfAbsent(CLIENT, k -> Larder.fromEnvironment(), Larder.class);
+    }
+
+    private static Optional<LarderStore> findOnClass(ExtensionContext context) {
+        for (Optional<ExtensionContext> c = Optional.of(context); c.isPresent(); c = c.get().getParent()) {
+            Optional<Class<?>> type = c.get().getTestClass();
+            if (type.isPresent()) {
+                Optional<LarderStore> found = AnnotationSupport.findAnnotation(type.get(), LarderStore.class);
+                if (found.isPresent()) return found;
+            }
+        }
+        return Optional.empty();
+    }
+
+    private static StoreOptions options(LarderStore a, String testName) {
+        StoreOptions o = StoreOptions.create();
+        if (a != null) {
+            if (!a.template().isEmpty()) o.template(a.template());
+            if (a.fixtures().length > 0) o.fixtures(a.fixtures());
+            if (!a.version().isEmpty()) o.version(a.version());
+            if (!a.snapshot().isEmpty()) o.snapshot(a.snapshot());
+            if (!a.build().isEmpty()) o.build(a.build());
+        }
+        o.label(a != null && !a.label().isEmpty() ? a.label() : testName);
+        return o;
+    }
+
+    /** {@code SimpleClassName.method}, plus the display name when it is not just {@code method()}. */
+    static String testName(ExtensionContext context) {
+        String cls = context.getTestClass().map(Class::getSimpleName).orElse("test");
+        Optional<Method> method = context.getTestMethod();
+        String name = method.map(Method::getName).orElse(context.getDisplayName());
+        String display = context.getDisplayName();
+        String base = cls + "." + name;
+        String defaultDisplay = method.map(m -> m.getName() + "(" + Arrays.stream(m.getParameterTypes())
+                .map(Class::getSimpleName).collect(Collectors.joining(", ")) + ")").orElse(display);
+        return display.equals(defaultDisplay) || display.equals(name) ? base : base + " " + display;
+    }
+
+    /** Letters, digits, {@code . _ -}; other runs become one {@code _}; at most 120 characters. */
+    static String fileSafe(String name) {
+        String s = name.replaceAll("[^A-Za-z0-9._-]+", "_").replaceAll("^[_.]+|_+$", "");
+        if (s.length() > 120) s = s.substring(0, 120);
+        return s.isEmpty() ? "test" : s;
+    }
+}
