@@ -3,9 +3,15 @@ import PackageDescription
 
 let package = Package(
     name: "Larder",
-    platforms: [.macOS(.v14)],
+    // iOS and the others: for apps' test targets using LarderClient (the
+    // server itself is for macOS and Linux).
+    platforms: [.macOS(.v14), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
     products: [
         .executable(name: "larder", targets: ["larder"]),
+        // For apps' test targets: the HTTP client alone (Foundation only), and
+        // an XCTest base class giving each test a store.
+        .library(name: "LarderClient", targets: ["LarderClient"]),
+        .library(name: "LarderXCTest", targets: ["LarderXCTest"]),
     ],
     dependencies: [
         // The command line (`larder serve`, `larder check`).
@@ -32,6 +38,9 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // The client: no dependency on the server's modules.
+        .target(name: "LarderClient"),
+        .target(name: "LarderXCTest", dependencies: ["LarderClient"]),
         // What the test targets share: scratch directories, the test server, assertions.
         .target(name: "TestSupport", dependencies: ["LarderCore", "LarderServer", "SQLite"], path: "Tests/TestSupport"),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite", "TestSupport"]),
@@ -39,6 +48,7 @@ let package = Package(
         .testTarget(name: "LarderCoreTests", dependencies: ["LarderCore", "SQLite", "FileSystem", "TestSupport"]),
         .testTarget(name: "ZipTests", dependencies: ["Zip", "TestSupport"]),
         .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "MicroHTTP", "LarderCore", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderXCTest", "SQLite", "TestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["LarderServer", "LarderCore", "SQLite", "Digest", "FileSystem", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]

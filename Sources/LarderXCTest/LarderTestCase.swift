@@ -1,0 +1,113 @@
+import Foundation
+import LarderClient
+import XCTest
+
+/// An XCTest base class whose ``store`` is a fresh Larder store per test:
+/// made in `setUp`, deleted in `tearDown` when the test passed; when it
+/// failed, kept (`PATCH keep`), its artifact saved into `LARDER_ARTIFACTS`
+/// (default `larder-artifacts/` in the working directory) as
+/// `<test name>-<store id>.zip` and, where XCTest has attachments (Apple
+/// platforms), attached to the test's result.
+///
+///     final class AlbumSyncTests: LarderTestCase {
+///         override class var template: String? { "gallery" }
+///         override class var fixtures: [String] { ["artists", "artworks"] }
+///
+///         func testSyncAddsAlbum() async throws {
+///             let app = try MyApp(databasePath: store.path)
+///             try app.sync()
+///             try await store.wait("albums>=1", timeout: .seconds(5))
+///         }
+///     }
+open class LarderTestCase: XCTestCase {
+    /// The template the stores come from (nil: an empty store).
+    open class var template: String? { nil }
+    /// Data fixtures applied in order.
+    open class var fixtures: [String] { [] }
+    /// A version to migrate to (nil: the server's default, `"latest"`).
+    open class var version: String? { nil }
+    /// A snapshot of the template to start from.
+    open class var snapshot: String? { nil }
+    /// The key of an app-built template (`POST /builds`) instead of `template`.
+    open class var build: String? { nil }
+    /// The client: ``LarderClient/shared`` (`LARDER_URL`, `LARDER_TOKEN`) unless overridden.
+    open class var client: LarderClient { LarderClient.shared }
+    /// Where a failed test's artifact goes: `LARDER_ARTIFACTS`, else `larder-artifacts/` in the working directory.
+    open class var artifactsDirectory: URL {
+        let given = ProcessInfo.processInfo.environment["LARDER_ARTIFACTS"].flatMap { $0.isEmpty ? nil : $0 } ?? "larder-artifacts"
+        return URL(fileURLWithPath: given, isDirectory: true,
+                   relativeTo: URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true)).standardizedFileURL
+    }
+
+    /// This test's store. Made in `setUp() async throws`: a subclass that
+    /// overrides it calls `try await super.setUp()` first.
+    public private(set) var store: LarderStore!
+
+    /// Where this test's artifact was saved, after `tearDown` of a failed test.
+    public private(set) var savedArtifact: URL?
+
+    open override func setUp() async throws {
+        try await super.setUp()
+        let type = Swift.type(of: self)
+        let fixtures = type.fixtures
+        store = try await type.client.createStore(template: type.template, fixtures: fixtures.isEmpty ? nil : fixtures,
+                                                  version: type.version, snapshot: type.snapshot, label: name, build: type.build)
+    }
+
+    open override func tearDown() async throws {
+        // `hasSucceeded` is false until the run stops, which is after
+        // tearDown; the failure count is what is known by now (thrown errors
+        // included).
+        let failed = (testRun?.totalFailureCount ?? 0) > 0
+        if let store {
+            self.store = nil
+            if failed {
+                let file = try await LarderTestCase.keep(store, testName: name, in: Swift.type(of: self).artifactsDirectory)
+                savedArtifact = file
+                #if canImport(Darwin)
+                let attachment = XCTAttachment(contentsOfFile: file)
+                attachment.name = file.lastPathComponent
+                attachment.lifetime = .keepAlways
+                add(attachment)
+                #endif
+            } else {
+                do {
+                    try await store.delete()
+                } catch let error as LarderError where error.code == "store_not_found" {
+                    // The test deleted it itself.
+                }
+            }
+        }
+        try await super.tearDown()
+    }
+
+    /// Keeps a failed test's store and saves its artifact as
+    /// `<directory>/<test name>-<store id>.zip`; answers the file. Static and
+    /// with Sendable arguments only, so it runs from any isolation (on Apple
+    /// platforms `tearDown() async` runs on the main actor).
+    public static func keep(_ store: LarderStore, testName: String, in directory: URL) async throws -> URL {
+        _ = try await store.keep()
+        let file = directory.appendingPathComponent(fileSafe(testName) + "-" + store.id + ".zip")
+        try await store.artifact(to: file)
+        FileHandle.standardError.write(Data("larder: \(testName) failed: kept store \(store.id) (\(store.path)); artifact \(file.path)\n".utf8))
+        return file
+    }
+
+    /// `-[AlbumTests testSync]` or `AlbumTests.testSync` as a file name: `AlbumTests_testSync` / `AlbumTests.testSync`.
+    public static func fileSafe(_ name: String) -> String {
+        var out = ""
+        var lastWasUnderscore = false
+        for scalar in name.unicodeScalars {
+            let keep = (scalar.isASCII && (CharacterSet.alphanumerics.contains(scalar) || "._-".unicodeScalars.contains(scalar)))
+            if keep {
+                out.unicodeScalars.append(scalar)
+                lastWasUnderscore = false
+            } else if !lastWasUnderscore {
+                out += "_"
+                lastWasUnderscore = true
+            }
+        }
+        let trimmed = out.trimmingCharacters(in: CharacterSet(charactersIn: "_.-"))
+        return trimmed.isEmpty ? "test" : String(trimmed.prefix(150))
+    }
+}
