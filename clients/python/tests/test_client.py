@@ -6,6 +6,7 @@ diff(), create_store(build=...) and create_store(from_store=...).
 import ast
 import json
 import os
+import pickle
 import sqlite3
 import threading
 import time
@@ -105,6 +106,8 @@ def test_a_wait_that_cannot_hold_raises_timeout_with_the_last_counts(client):
     assert error.code == "timeout"
     assert error.counts["artworks"] == 12
     assert error.details["counts"] == error.counts
+    copy = pickle.loads(pickle.dumps(error))  # e.g. from a multiprocessing worker
+    assert type(copy) is larder.Timeout and copy.counts == error.counts
     store.delete()
 
 
@@ -119,6 +122,8 @@ def test_unknown_template_is_an_error_with_its_code(client):
     assert isinstance(error.details, dict)
     assert error.request_id
     assert str(error).startswith("404 unknown_template: ")
+    assert repr(error).startswith("LarderError(status=404, code='unknown_template'")
+    assert type(error).__module__ == "larder"
 
 
 def test_other_errors(client):
@@ -268,3 +273,23 @@ def test_sources_are_python_3_9():
         if name.endswith(".py"):
             with open(os.path.join(package, name), encoding="utf-8") as f:
                 ast.parse(f.read(), filename=name, feature_version=(3, 9))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_process_opens_its_own_connection(client):
+    store = client.create_store(template="gallery", fixtures=["artists"])
+    parent_socket = client._local.connection.sock
+    pid = os.fork()
+    if pid == 0:  # the child: the same client, on a connection of its own
+        try:
+            ok = store.counts("artists") == {"artists": 4} and client._local.connection.sock is not parent_socket
+        except BaseException:
+            ok = False
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert store.counts("artists") == {"artists": 4}
+    assert client._local.connection.sock is parent_socket
+    client.close()
+    assert store.counts("artists") == {"artists": 4}  # a new connection after close()
+    store.delete()

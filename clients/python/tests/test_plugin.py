@@ -116,3 +116,19 @@ def test_marker_is_registered_and_options_are_listed(tmp_path):
     text = result.stdout.decode()
     for option in ("--larder-url", "--larder-template", "--larder-artifacts"):
         assert option in text
+
+
+def test_the_readme_example_passes(server, tmp_path):
+    with open(os.path.join(os.path.dirname(SAMPLE), "..", "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    example = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    assert "def test_" in example
+    (tmp_path / "test_gallery.py").write_text(example)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("LARDER_", "PYTEST_"))}
+    environment["LARDER_URL"] = server.url
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-W", "error", "test_gallery.py"],
+                            cwd=str(tmp_path), env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+    output = result.stdout.decode("utf-8", "replace")
+    assert result.returncode == 0, output
+    assert "4 passed" in output, output
+    assert not (tmp_path / "larder-artifacts").exists()

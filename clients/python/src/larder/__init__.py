@@ -14,3 +14,8 @@ from ._client import DEFAULT_URL, Client, LarderError, Store, Timeout
 
 __all__ = ["Client", "Store", "LarderError", "Timeout", "DEFAULT_URL"]
 __version__ = "0.1.0"
+
+# Tracebacks and reprs name them as users import them.
+for _public in (Client, Store, LarderError, Timeout):
+    _public.__module__ = __name__
+del _public

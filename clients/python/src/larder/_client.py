@@ -13,6 +13,7 @@ import socket
 import tempfile
 import threading
 import urllib.parse
+import weakref
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 __all__ = ["Client", "Store", "LarderError", "Timeout", "DEFAULT_URL"]
@@ -47,6 +48,9 @@ class LarderError(Exception):
         self.details = details if details is not None else {}
         self.request_id = request_id
         self.retry_after = retry_after
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.status, self.code, self.message, self.details, self.request_id, self.retry_after))
 
     def __str__(self) -> str:
         if self.status:
@@ -118,7 +122,9 @@ class Client:
         self._prefix = parts.path.rstrip("/")
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._connections: List[http.client.HTTPConnection] = []
+        # Every thread's connection, to close them all; a thread's own goes
+        # with the thread.
+        self._connections: "weakref.WeakSet[http.client.HTTPConnection]" = weakref.WeakSet()
 
     def __repr__(self) -> str:
         return "larder.Client(%r)" % self.url
@@ -162,9 +168,9 @@ class Client:
         return self._call("GET", "/health")
 
     def close(self) -> None:
-        """Closes the client's connections (a later call opens a new one)."""
+        """Closes the client's connections, every thread's (a later call opens a new one)."""
         with self._lock:
-            connections, self._connections = self._connections, []
+            connections = list(self._connections)
         for connection in connections:
             connection.close()
 
@@ -177,24 +183,24 @@ class Client:
     # --- HTTP ------------------------------------------------------------------
 
     def _connection(self) -> http.client.HTTPConnection:
+        """This thread's connection. A process forked from this one (a
+        multiprocessing worker) makes its own rather than share the socket."""
         connection = getattr(self._local, "connection", None)
-        if connection is None:
+        if connection is None or self._local.pid != os.getpid():
             if self._https:
                 connection = http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout)
             else:
                 connection = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
             self._local.connection = connection
+            self._local.pid = os.getpid()
             with self._lock:
-                self._connections.append(connection)
+                self._connections.add(connection)
         return connection
 
     def _drop(self, connection: http.client.HTTPConnection) -> None:
         connection.close()
         if getattr(self._local, "connection", None) is connection:
             self._local.connection = None
-        with self._lock:
-            if connection in self._connections:
-                self._connections.remove(connection)
 
     def _headers(self, body: Optional[bytes]) -> Dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": _USER_AGENT}

@@ -113,7 +113,11 @@ def larder_store(request: pytest.FixtureRequest, larder_client: Client):
     try:
         store = larder_client.create_store(label=item.nodeid, **options)
     except LarderError as error:
-        pytest.fail("larder_store: no store from %s with %r: %s" % (larder_client.url, options, error), pytrace=False)
+        failure = "larder_store: no store from %s with %r: %s" % (larder_client.url, options, error)
+    else:
+        failure = None
+    if failure is not None:
+        pytest.fail(failure, pytrace=False)
     yield store
     reports = item.stash.get(_reports_key, {})
     failed = any(report.failed for when, report in reports.items() if when in ("setup", "call"))
