@@ -4,6 +4,7 @@ Not tested here yet, because the server does not have them yet: reset(),
 diff(), create_store(build=...) and create_store(from_store=...).
 """
 import ast
+import contextlib
 import json
 import os
 import pickle
@@ -17,6 +18,11 @@ import pytest
 import larder
 
 
+def open_db(path):
+    """The SQLite file with Python's own driver: autocommit, closed on leaving `with`."""
+    return contextlib.closing(sqlite3.connect(str(path), isolation_level=None))
+
+
 def test_create_from_template_with_fixtures(client):
     store = client.create_store(template="gallery", fixtures=["artists", "artworks"], label="test_create")
     assert store.id.startswith("st_")
@@ -27,7 +33,7 @@ def test_create_from_template_with_fixtures(client):
     assert store.info["counts"]["artists"] == 4
     assert store.info["counts"]["artworks"] == 12
     # The live file, opened with Python's own SQLite driver.
-    with sqlite3.connect(store.path) as db:
+    with open_db(store.path) as db:
         assert db.execute("SELECT count(*) FROM artworks").fetchone()[0] == 12
         assert db.execute("SELECT name FROM artists WHERE id = 1").fetchone()[0] == "Hilma af Klint"
     store.delete()
@@ -50,7 +56,7 @@ def test_counts_every_table_or_some(client):
     assert counts["artworks"] == 12
     assert store.counts(tables=["artworks"]) == {"artworks": 12}
     assert store.counts(tables="artists") == {"artists": 4}
-    with sqlite3.connect(store.path) as db:
+    with open_db(store.path) as db:
         db.execute("INSERT INTO artists (name) VALUES ('Sonia Delaunay')")
     assert store.counts("artists") == {"artists": 5}
     store.delete()
@@ -61,7 +67,7 @@ def test_wait_is_released_by_a_write_made_meanwhile(client):
 
     def write():
         time.sleep(0.3)
-        with sqlite3.connect(store.path) as db:
+        with open_db(store.path) as db:
             db.execute("INSERT INTO artworks (artist_id, title, year) VALUES (4, 'Friendship', 1963)")
 
     writer = threading.Thread(target=write)
@@ -195,7 +201,7 @@ def test_store_from_a_snapshot(client):
 
 def test_artifact_is_streamed_to_a_zip_file(client, tmp_path):
     store = client.create_store(template="gallery", fixtures=["artists", "artworks"], label="artifact")
-    with sqlite3.connect(store.path) as db:
+    with open_db(store.path) as db:
         db.execute("INSERT INTO artists (name) VALUES ('Leonora Carrington')")
     target = tmp_path / "sub" / "dir" / "store.zip"
     assert store.artifact(target) == str(target)
@@ -206,7 +212,7 @@ def test_artifact_is_streamed_to_a_zip_file(client, tmp_path):
         archive.extract("store.sqlite", tmp_path)
     assert manifest["id"] == store.id
     assert manifest["label"] == "artifact"
-    with sqlite3.connect(str(tmp_path / "store.sqlite")) as db:
+    with open_db(tmp_path / "store.sqlite") as db:
         assert db.execute("SELECT count(*) FROM artists").fetchone()[0] == 5
     assert [p.name for p in target.parent.iterdir()] == ["store.zip"]  # no partial file left
     # The same connection goes on after a download.

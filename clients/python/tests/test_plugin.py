@@ -4,6 +4,7 @@ in a subprocess, with the package installed in this environment and nothing
 but its `pytest11` entry point to load the plugin. Then the failing test's
 store must be kept with its artifact saved, the passing tests' stores gone.
 """
+import contextlib
 import json
 import os
 import shutil
@@ -18,6 +19,11 @@ import pytest
 import larder
 
 SAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sample")
+
+
+def open_db(path):
+    """The SQLite file with Python's own driver: autocommit, closed on leaving `with`."""
+    return contextlib.closing(sqlite3.connect(str(path), isolation_level=None))
 
 
 def run_sample(server, work, *args, env=None):
@@ -70,7 +76,7 @@ def check_outcome(server, work, artifacts, code, output, records):
     with zipfile.ZipFile(str(zip_path)) as archive:
         assert "store.sqlite" in archive.namelist()
         archive.extract("store.sqlite", str(work))
-    with sqlite3.connect(str(work / "store.sqlite")) as db:
+    with open_db(work / "store.sqlite") as db:
         assert db.execute("SELECT year FROM artworks WHERE title = 'Abaporu'").fetchone() == (1928,)
 
     # The report says where: under the failure, in the closing summary, in JUnit XML.

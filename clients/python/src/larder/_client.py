@@ -13,7 +13,6 @@ import socket
 import tempfile
 import threading
 import urllib.parse
-import weakref
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 __all__ = ["Client", "Store", "LarderError", "Timeout", "DEFAULT_URL"]
@@ -122,9 +121,9 @@ class Client:
         self._prefix = parts.path.rstrip("/")
         self._local = threading.local()
         self._lock = threading.Lock()
-        # Every thread's connection, to close them all; a thread's own goes
-        # with the thread.
-        self._connections: "weakref.WeakSet[http.client.HTTPConnection]" = weakref.WeakSet()
+        # Every thread's connection, with its thread, to close them all.
+        self._connections: List[Tuple[threading.Thread, http.client.HTTPConnection]] = []
+        self._generation = 0
 
     def __repr__(self) -> str:
         return "larder.Client(%r)" % self.url
@@ -170,7 +169,9 @@ class Client:
     def close(self) -> None:
         """Closes the client's connections, every thread's (a later call opens a new one)."""
         with self._lock:
-            connections = list(self._connections)
+            connections = [connection for _, connection in self._connections]
+            self._connections = []
+            self._generation += 1  # every thread makes a new one next time
         for connection in connections:
             connection.close()
 
@@ -186,7 +187,7 @@ class Client:
         """This thread's connection. A process forked from this one (a
         multiprocessing worker) makes its own rather than share the socket."""
         connection = getattr(self._local, "connection", None)
-        if connection is None or self._local.pid != os.getpid():
+        if connection is None or self._local.pid != os.getpid() or self._local.generation != self._generation:
             if self._https:
                 connection = http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout)
             else:
@@ -194,13 +195,21 @@ class Client:
             self._local.connection = connection
             self._local.pid = os.getpid()
             with self._lock:
-                self._connections.add(connection)
+                self._local.generation = self._generation
+                # The connections of threads that have ended are closed here.
+                ended = [c for t, c in self._connections if not t.is_alive()]
+                self._connections = [(t, c) for t, c in self._connections if t.is_alive()]
+                self._connections.append((threading.current_thread(), connection))
+            for old in ended:
+                old.close()
         return connection
 
     def _drop(self, connection: http.client.HTTPConnection) -> None:
         connection.close()
         if getattr(self._local, "connection", None) is connection:
             self._local.connection = None
+        with self._lock:
+            self._connections = [(t, c) for t, c in self._connections if c is not connection]
 
     def _headers(self, body: Optional[bytes]) -> Dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": _USER_AGENT}
