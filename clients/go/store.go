@@ -348,8 +348,8 @@ func (s *Store) Diff(ctx context.Context, opts ...DiffOptions) (*Diff, error) {
 	return &d, nil
 }
 
-// Artifact saves the store's artifact, a zip of store.sqlite, manifest.json
-// and diff.json (GET /stores/{id}/artifact), to the file path, creating its
+// Artifact saves the store's artifact, a zip of store.sqlite and
+// manifest.json (GET /stores/{id}/artifact), to the file path, creating its
 // directory. The zip is streamed to a temporary file beside path and renamed
 // into place once complete, so path never holds half a zip.
 func (s *Store) Artifact(ctx context.Context, path string) (err error) {

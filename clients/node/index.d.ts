@@ -142,7 +142,7 @@ export declare class Store {
   reset(): Promise<StoreInfo>;
   diff(options?: { limit?: number; tables?: string[] | string }): Promise<Diff>;
   schema(): Promise<{ tables: Array<Record<string, unknown>> }>;
-  /** Streams the artifact zip (store.sqlite, manifest.json, diff.json) into `path`; resolves with its absolute path. */
+  /** Streams the artifact zip (store.sqlite, manifest.json) into `path`; resolves with its absolute path. */
   artifact(path: string, options?: { compression?: 'deflate' | 'store' }): Promise<string>;
   keep(): Promise<StoreInfo>;
   delete(): Promise<void>;

@@ -455,8 +455,8 @@ class Store:
         return self.client._call("GET", self._url("/diff"), query=query or None)
 
     def artifact(self, path: Union[str, "os.PathLike[str]"], compression: Optional[str] = None) -> str:
-        """Saves the store's artifact (a zip: store.sqlite, manifest.json,
-        diff.json) to the file `path`, streamed; returns the path.
+        """Saves the store's artifact (a zip: store.sqlite, manifest.json)
+        to the file `path`, streamed; returns the path.
         `compression` is ``"deflate"`` (the server's default) or ``"store"``."""
         query = {"compression": compression} if compression is not None else None
         return self.client._download(self._url("/artifact"), query, path)
