@@ -6,27 +6,17 @@ import Glibc
 /// stat of every file would.
 public final class DirectoryWatch: @unchecked Sendable {
     private let descriptor: Int32
-    private let wakePipe: (read: Int32, write: Int32)
+    private let wakePipe: WakePipe
 
     public init?() {
+        guard let pipe = WakePipe() else { return nil }
         descriptor = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
         if descriptor < 0 { return nil }
-        var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else {
-            close(descriptor)
-            return nil
-        }
-        for fd in fds {
-            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        }
-        wakePipe = (fds[0], fds[1])
+        wakePipe = pipe
     }
 
     deinit {
         close(descriptor)
-        close(wakePipe.read)
-        close(wakePipe.write)
     }
 
     public enum Outcome: Sendable, Equatable { case watching(Int32), missing, refused }
@@ -77,16 +67,14 @@ public final class DirectoryWatch: @unchecked Sendable {
     /// Waits up to `milliseconds` for a change or a `wake()`; answers the
     /// ids of the watches that saw a change.
     public func wait(milliseconds: Int32) -> Set<Int32> {
-        var fds = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0), pollfd(fd: wakePipe.read, events: Int16(POLLIN), revents: 0)]
+        var fds = [pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0), pollfd(fd: wakePipe.descriptor, events: Int16(POLLIN), revents: 0)]
         _ = poll(&fds, 2, milliseconds)
-        var byte = [UInt8](repeating: 0, count: 64)
-        while read(wakePipe.read, &byte, byte.count) > 0 {}
+        wakePipe.drain()
         return changes()
     }
 
     /// Ends a `wait` on another thread now.
     public func wake() {
-        var byte: UInt8 = 1
-        _ = write(wakePipe.write, &byte, 1)
+        wakePipe.wake()
     }
 }

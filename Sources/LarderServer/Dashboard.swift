@@ -41,8 +41,7 @@ enum Dashboard {
         let total = s.registry.count
         // Where this page starts: the stores from the cursor on, counted
         // without opening any of them.
-        let fromCursor = cursor == nil ? total : try s.registry.list(limit: Int.max, cursor: cursor).stores.count
-        let first = max(total - fromCursor, 0) + 1
+        let first = max(total - page.remaining, 0) + 1
 
         // The status line sits in the header, beside the live part, so its
         // messages neither shift the list nor go with a refresh.

@@ -23,11 +23,14 @@ public struct StoreAccess: Sendable {
         }
     }
 
-    /// A store's directory: the file bits, `x` with every `r`, setgid with a group.
-    public var directoryMode: Int { fileMode | (fileMode & 0o444) >> 2 | (group == nil ? 0 : 0o2000) }
+    /// The file bits with `x` wherever there is `r`.
+    private var searchable: Int { fileMode | (fileMode & 0o444) >> 2 }
+
+    /// A store's directory: searchable, setgid with a group.
+    public var directoryMode: Int { searchable | (group == nil ? 0 : 0o2000) }
 
     /// The root and `stores/`: enough to pass through to a store, nothing more.
-    var passageMode: Int { (fileMode | (fileMode & 0o444) >> 2) & ~0o022 }
+    var passageMode: Int { searchable & ~0o022 }
 
     /// Lets the users the setting names pass through `directory` (the root, `stores/`).
     func open(_ directory: String) throws {

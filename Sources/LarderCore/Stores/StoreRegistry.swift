@@ -195,6 +195,8 @@ public final class StoreRegistry: Sendable {
     public struct Page: Sendable {
         public var stores: [Store]
         public var nextCursor: String?
+        /// How many stores match from the cursor on, this page's and later ones.
+        public var remaining: Int
     }
 
     /// Stores newest first, filtered; `cursor` is the `nextCursor` of the page before.
@@ -213,7 +215,7 @@ public final class StoreRegistry: Sendable {
         let records = all.map { ($0, $0.record) }.filter { wanted($0.1) }.sorted { $0.1.sequence > $1.1.sequence }
         let page = records.prefix(limit)
         let next = records.count > limit ? page.last.map { String($0.1.sequence) } : nil
-        return Page(stores: page.map(\.0), nextCursor: next)
+        return Page(stores: page.map(\.0), nextCursor: next, remaining: records.count)
     }
 
     public struct Patch: Sendable {
