@@ -34,7 +34,7 @@ let package = Package(
         .target(name: "LarderCore", dependencies: ["SQLite", "FileSystem", "Digest", "Zip"]),
         .target(name: "LarderServer", dependencies: ["LarderCore", "MicroHTTP", "Zip", "FileSystem", "Digest", .product(name: "Logging", package: "swift-log")]),
         .executableTarget(name: "larder", dependencies: [
-            "LarderServer", "LarderCore",
+            "LarderServer", "LarderCore", "MicroHTTP",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),

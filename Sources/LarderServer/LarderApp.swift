@@ -50,6 +50,7 @@ public final class LarderApp: Sendable {
         reaper.stop()
         services.waiter.cancelAll()
         server.stop()
+        services.registry.close()
     }
 
     public var port: UInt16 { server.port }

@@ -3,13 +3,14 @@ import Foundation
 import Glibc
 import LarderCore
 import LarderServer
+import MicroHTTP
 
 struct LarderCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "larder",
         abstract: "Isolated throwaway SQLite stores for test suites, over HTTP.",
         version: LarderVersion.current,
-        subcommands: [Serve.self, Check.self],
+        subcommands: [Serve.self, Check.self, Health.self, Warm.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -108,6 +109,100 @@ struct Check: ParsableCommand {
         if let junit { try MigrationCheck.junit(results).write(toFile: junit, atomically: true, encoding: .utf8) }
         let failed = results.filter { !$0.passed }.count
         printer.print("\(results.count - failed) passed, \(failed) failed")
+        if failed > 0 { throw ExitCode(1) }
+    }
+}
+
+struct Health: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Ask a running server whether it is up: exit 0 when GET /health answers ok, 1 otherwise.",
+        discussion: """
+            For container health checks, readiness probes and CI wait loops. The server is --url, else \
+            $LARDER_URL, else http://$LARDER_HOST:$LARDER_PORT (an any-address host is asked on loopback).
+            """)
+
+    @Option(help: "The server's base URL (http only).") var url: String?
+    @Option(help: "Seconds one attempt may take.") var timeout: Double = 2
+    @Option(help: "Keep asking, every 0.1 s, until it answers ok or this many seconds pass.") var wait: Double = 0
+
+    func validate() throws {
+        guard timeout > 0, timeout <= 3600 else { throw ValidationError("--timeout must be more than 0 and at most 3600 seconds") }
+        guard wait >= 0, wait <= 86_400 else { throw ValidationError("--wait must be 0 to 86400 seconds") }
+    }
+
+    func run() throws {
+        let base = url ?? Health.defaultURL(ProcessInfo.processInfo.environment)
+        let deadline = ContinuousClock.now + .milliseconds(Int(wait * 1000))
+        while true {
+            do {
+                let answer = try Probe.get(base, path: "/health", timeoutMs: Int(timeout * 1000))
+                let body = try? JSONValue.parse(answer.body)
+                guard answer.status == 200, body?["status"]?.stringValue == "ok" else {
+                    let said = body?["error"]?["message"]?.stringValue ?? String(decoding: answer.body.prefix(200), as: UTF8.self)
+                    throw Probe.Failure("answered \(answer.status): \(said)")
+                }
+                let version = body?["version"]?.stringValue ?? "?"
+                let stores = body?["stores"]?.intValue.map(String.init) ?? "?"
+                LinePrinter().print("ok: larder \(version) at \(base), \(stores) stores")
+                return
+            } catch {
+                guard ContinuousClock.now < deadline else {
+                    FileHandle.standardError.write(Data("larder health: \(base): \(error)\n".utf8))
+                    throw ExitCode(1)
+                }
+                Thread.sleep(forTimeInterval: 0.1)
+            }
+        }
+    }
+
+    /// `$LARDER_URL`, else the address `larder serve` would listen on.
+    static func defaultURL(_ environment: [String: String]) -> String {
+        if let url = environment["LARDER_URL"], !url.isEmpty { return url }
+        var host = environment["LARDER_HOST"].flatMap { $0.isEmpty ? nil : $0 } ?? "127.0.0.1"
+        if host == "0.0.0.0" { host = "127.0.0.1" }
+        if host == "::" || host == "[::]" { host = "::1" }
+        if host.contains(":") && !host.hasPrefix("[") { host = "[\(host)]" }
+        return "http://\(host):\(environment["LARDER_PORT"].flatMap { $0.isEmpty ? nil : $0 } ?? "7464")"
+    }
+}
+
+struct Warm: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Build the template cache ahead of time: each template at latest with its default fixtures, and each snapshot.",
+        discussion: """
+            Run it before `larder serve` on the same --root (an image build, a CI cache step): the server's \
+            first stores are then copies, not builds. Takes every setting `serve` takes (LARDER_* too). \
+            Exits 0 when every entry is in the cache, 1 when one failed to build, 2 when it cannot start \
+            (no fixtures directory or template, the root in use by a running server).
+            """)
+
+    @Option(help: "Warm only this template.") var template: String?
+    @OptionGroup var options: ServeOptions
+
+    func run() throws {
+        let configuration = try options.configuration()
+        let results: [Provisioner.Warmed]
+        do {
+            let registry = try StoreRegistry(configuration: configuration)
+            defer { registry.close() }
+            let cache = TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory,
+                                      maxBytes: configuration.cacheMaxBytes)
+            let provisioner = Provisioner(registry: registry, catalog: Catalog(directory: configuration.fixtures), cache: cache)
+            let printer = LinePrinter()
+            results = try provisioner.warm(template: template) { w in
+                let name = w.template + (w.snapshot.map { " snapshot " + $0 } ?? "")
+                if let failure = w.failure {
+                    FileHandle.standardError.write(Data("FAIL \(name): \(failure)\n".utf8))
+                } else {
+                    printer.print("\(w.built ? "built" : "cached") \(name) (\(w.bytes) bytes, \(String(format: "%.1f", w.milliseconds)) ms)")
+                }
+            }
+        } catch {
+            FileHandle.standardError.write(Data("larder warm: \((error as? LarderError)?.message ?? "\(error)")\n".utf8))
+            throw ExitCode(2)
+        }
+        let failed = results.filter { $0.failure != nil }.count
+        LinePrinter().print("\(results.count - failed) cache entries ready in \(configuration.root), \(failed) failed")
         if failed > 0 { throw ExitCode(1) }
     }
 }

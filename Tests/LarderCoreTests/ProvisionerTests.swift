@@ -54,6 +54,45 @@ final class ProvisionerTests: XCTestCase {
         XCTAssertEqual(Dictionary(provenance.counts!, uniquingKeysWith: { a, _ in a })["artists"], 1, "an edit is seen without a restart")
     }
 
+    func testWarmBuildsWhatTheFirstStoresCopyAndAServerOnTheSameRootFindsIt() throws {
+        let scratch = Scratch()
+        let warmed: [Provisioner.Warmed]
+        do {
+            let provisioner = try make(scratch)
+            warmed = try provisioner.warm()
+            XCTAssertEqual(try provisioner.warm().filter(\.built).count, 0, "a second warm finds everything cached")
+            provisioner.registry.close()
+        }
+        // Each template at latest with its default fixtures, and each snapshot.
+        XCTAssertEqual(warmed.map { $0.template + "/" + ($0.snapshot ?? "-") },
+                       ["boardgames/-", "boardgames/v1", "gallery/-", "gallery/v2", "gallery/v3", "gallery/v5"])
+        XCTAssertTrue(warmed.allSatisfy { $0.built && $0.failure == nil && $0.bytes > 0 })
+        // A later server's cache (a new process: a new cache over the same root) copies, never builds.
+        let provisioner = try make(scratch)
+        for (template, snapshot) in [("gallery", nil), ("gallery", "v2"), ("boardgames", "v1"), ("boardgames", nil)] {
+            _ = try provisioner.create(try provisioner.plan(request(template, snapshot: snapshot)), label: nil, ttlSeconds: nil)
+        }
+        XCTAssertEqual(provisioner.cache.stats.misses, 0)
+        XCTAssertEqual(provisioner.cache.stats.hits, 4)
+    }
+
+    func testWarmReportsATemplateThatDoesNotBuildAndWarmsTheRest() throws {
+        let scratch = Scratch()
+        let fixtures = scratch.path + "/fixtures"
+        try FileManager.default.copyItem(atPath: sampleFixtures, toPath: fixtures)
+        try "CREATE TABLE broken (".write(toFile: fixtures + "/boardgames/migrations/3_broken.up.sql", atomically: true, encoding: .utf8)
+        try "DROP TABLE broken;".write(toFile: fixtures + "/boardgames/migrations/3_broken.down.sql", atomically: true, encoding: .utf8)
+        let provisioner = try make(scratch, fixtures: fixtures)
+        let warmed = try provisioner.warm()
+        XCTAssertEqual(warmed.filter { $0.template == "boardgames" }.count, 2)
+        XCTAssertTrue(warmed.filter { $0.template == "boardgames" }.allSatisfy { $0.failure?.isEmpty == false }, "\(warmed)")
+        XCTAssertTrue(warmed.filter { $0.template == "gallery" }.allSatisfy { $0.failure == nil })
+        XCTAssertEqual(try provisioner.warm(template: "gallery").count, 4)
+        XCTAssertLarderError(.unknownTemplate, try provisioner.warm(template: "nope"))
+        XCTAssertLarderError(.notFound, try Provisioner(registry: provisioner.registry, catalog: Catalog(directory: scratch.path + "/none"),
+                                                        cache: provisioner.cache).warm())
+    }
+
     func testSnapshotsAreNeverWritten() throws {
         let scratch = Scratch()
         let provisioner = try make(scratch)

@@ -76,6 +76,18 @@ final class StoreRegistryTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: root + "/stores/st_norecord"))
     }
 
+    func testARootIsOneServersAtATime() throws {
+        let scratch = Scratch()
+        let root = scratch.path + "/root"
+        let first = try StoreRegistry(configuration: configuration(root))
+        XCTAssertThrowsError(try StoreRegistry(configuration: configuration(root))) { error in
+            XCTAssertEqual((error as? LarderError)?.code, .conflict)
+            XCTAssertTrue((error as? LarderError)?.message.contains("pid \(getpid())") == true, "\(error)")
+        }
+        first.close()
+        XCTAssertNoThrow(try StoreRegistry(configuration: configuration(root)))
+    }
+
     func testRefusesARootItDidNotCreate() throws {
         let scratch = Scratch()
         scratch.write(["precious.txt": "do not delete"], under: "someone-elses")

@@ -87,6 +87,47 @@ final class MicroHTTPServerTests: XCTestCase {
         Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\(extra)\r\n".utf8)
     }
 
+    func testTheProbeGetsAnAnswerAndFailsFastWhenThereIsNone() throws {
+        try withServer(handler: { request in
+            .now(Response(status: request.header("host")?.hasPrefix("127.0.0.1:") == true ? 200 : 400, contentType: "application/json",
+                          bytes: Array("{\"status\":\"ok\",\"path\":\"\(request.path)\"}".utf8)))
+        }) { server, _ in
+            let answer = try Probe.get("http://127.0.0.1:\(server.port)/prefix/", path: "/health", timeoutMs: 2000)
+            XCTAssertEqual(answer.status, 200)
+            XCTAssertEqual(String(decoding: answer.body, as: UTF8.self), "{\"status\":\"ok\",\"path\":\"/prefix/health\"}")
+        }
+        // Nobody listening: refused at once.
+        let closed = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(closed, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(closed, $0, &length) } }
+        let port = UInt16(bigEndian: address.sin_port)
+        XCTAssertThrowsError(try Probe.get("http://127.0.0.1:\(port)", path: "/health", timeoutMs: 2000)) { error in
+            XCTAssertTrue("\(error)".contains("refused"), "\(error)")
+        }
+        // Listening but never answering: given up at the deadline.
+        listen(closed, 4)
+        defer { close(closed) }
+        let started = ContinuousClock.now
+        XCTAssertThrowsError(try Probe.get("http://127.0.0.1:\(port)", path: "/health", timeoutMs: 300)) { error in
+            XCTAssertTrue("\(error)".contains("timed out"), "\(error)")
+        }
+        XCTAssertLessThan(ContinuousClock.now - started, .seconds(2))
+        for bad in ["https://127.0.0.1", "127.0.0.1:7464", "http://:80", "http://host:99999", "http://[::1"] {
+            XCTAssertThrowsError(try Probe.get(bad, path: "/health", timeoutMs: 100), bad)
+        }
+    }
+
+    func testTheProbeReadsChunkedAnswers() throws {
+        let chunked = Array("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n3;x=y\r\n:1}\r\n0\r\n\r\n".utf8)
+        XCTAssertEqual(String(decoding: try Probe.parse(chunked).body, as: UTF8.self), "{\"a\":1}")
+        XCTAssertThrowsError(try Probe.parse(Array("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n9\r\nab".utf8)))
+        XCTAssertThrowsError(try Probe.parse(Array("SSH-2.0-OpenSSH\r\n\r\n".utf8)))
+    }
+
     func testALaterAnswerResumesTheSuspendedConnection() throws {
         try withServer(handler: { request in
             .later { responder in

@@ -53,9 +53,18 @@ public final class StoreRegistry: Sendable {
     private let live = Mutex(Live())
 
     static let marker = ".larder-root"
+    /// Held for the registry's life: two servers (or a server and `larder
+    /// warm`) on one root would remove each other's half-built files.
+    private let rootLock: FileLock
 
     public init(configuration: Configuration) throws {
         let root = try StoreRegistry.prepareRoot(configuration.root)
+        switch try FileLock.acquire(root + "/.larder-lock") {
+        case .acquired(let lock): rootLock = lock
+        case .heldBy(let pid):
+            throw LarderError(.conflict, "the root '\(root)' is in use by another Larder" + (pid.map { " (pid \($0))" } ?? "")
+                                + "; stop it first, or give this one another --root", details: [("root", .string(root))])
+        }
         self.root = root
         storesDirectory = root + "/stores"
         buildingDirectory = root + "/building"
@@ -76,6 +85,10 @@ public final class StoreRegistry: Sendable {
         try access.open(storesDirectory)
         try recover()
     }
+
+    /// Lets another registry take the root (the server stopped); the
+    /// registry must not be used afterwards.
+    public func close() { rootLock.release() }
 
     /// Creates the root, or accepts it when it is Larder's (it has the marker)
     /// or empty. Anything else is refused: Larder removes files under its

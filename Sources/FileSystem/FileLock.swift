@@ -1,0 +1,48 @@
+import Foundation
+import Glibc
+
+/// An exclusive `flock(2)` on a file, held until `release()` or the end of
+/// the object (and by the kernel until the process ends, however it ends:
+/// a `kill -9` never leaves a stale lock). The file holds the holder's pid,
+/// to name it in the refusal of the next one.
+public final class FileLock: @unchecked Sendable {
+    private let lock = NSLock()
+    private var descriptor: Int32
+
+    private init(descriptor: Int32) { self.descriptor = descriptor }
+
+    /// The lock, or `.heldBy(pid)` when another open file holds it (another
+    /// process, or another lock of this process on the same file).
+    public enum Outcome {
+        case acquired(FileLock)
+        case heldBy(pid: Int32?)
+    }
+
+    public static func acquire(_ path: String) throws -> Outcome {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw FileSystem.Failure("cannot open", path) }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            let code = errno
+            defer { close(fd) }
+            guard code == EWOULDBLOCK else { throw FileSystem.Failure("cannot lock", path, code) }
+            var buffer = [UInt8](repeating: 0, count: 32)
+            let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+            let pid = n > 0 ? Int32(String(decoding: buffer[0..<n], as: UTF8.self).filter(\.isNumber)) : nil
+            return .heldBy(pid: pid)
+        }
+        let text = Array("\(getpid())\n".utf8)
+        _ = ftruncate(fd, 0)
+        _ = text.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        return .acquired(FileLock(descriptor: fd))
+    }
+
+    public func release() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard descriptor >= 0 else { return }
+        close(descriptor) // closing the last descriptor of the open file drops the flock
+        descriptor = -1
+    }
+
+    deinit { release() }
+}
