@@ -28,11 +28,12 @@ struct ServeOptions: ParsableArguments {
         }.joined(separator: "\n")
     }
 
-    func configuration() throws -> Configuration {
+    /// `serving: false` (warm): what only a listening server needs is not asked for.
+    func configuration(serving: Bool = true) throws -> Configuration {
         do {
             var configuration = try Configuration.fromEnvironment()
             try configuration.apply(arguments: settings)
-            try configuration.validate()
+            if serving { try configuration.validate() }
             return configuration
         } catch let error as Configuration.InvalidSetting {
             throw ValidationError(error.description)
@@ -180,7 +181,7 @@ struct Warm: ParsableCommand {
     @OptionGroup var options: ServeOptions
 
     func run() throws {
-        let configuration = try options.configuration()
+        let configuration = try options.configuration(serving: false)
         let results: [Provisioner.Warmed]
         do {
             let registry = try StoreRegistry(configuration: configuration)
