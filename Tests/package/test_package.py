@@ -1,0 +1,400 @@
+#!/usr/bin/env python3
+"""What scripts/package ships, tried as a machine without Swift would:
+
+- the tarball's binary needs no Swift library (ldd), and warms, serves and
+  answers the sample fixtures with the toolchain hidden (a tmpfs over it, in
+  a mount namespace of its own) and only /usr/bin:/bin on PATH;
+- the .deb declares the runtime libraries and carries the binary, the unit
+  (which systemd-analyze verifies) and the maintainer scripts;
+- the image: deploy/Dockerfile's runtime stage, instruction by instruction,
+  in a clean Debian bookworm (debootstrap --variant=minbase, what
+  debian:bookworm-slim is): the .deb installed with apt, WARM=1, the
+  entrypoint started as root, the HEALTHCHECK command, stores of the group
+  larder, and a root on a host path that belongs to root.
+
+    python3 Tests/package/test_package.py DIST_DIR
+
+No Docker engine runs here, so the image is checked that way. The chroot
+and namespace tests need root (CI machines here have it); with CI=true they
+fail rather than skip. The clean Debian is made once and kept as a tarball
+under ${XDG_CACHE_HOME:-~/.cache}/larder/.
+"""
+import glob
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import unittest
+import urllib.request
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+DIST = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(REPO, "dist"))
+IN_CI = os.environ.get("CI") == "true"
+IS_ROOT = os.geteuid() == 0
+CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "larder")
+CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def only(pattern):
+    found = glob.glob(os.path.join(DIST, pattern))
+    if len(found) != 1:
+        raise SystemExit("expected one %s in %s, found %s: run scripts/package first" % (pattern, DIST, found))
+    return found[0]
+
+
+TARBALL = only("larder-*-linux-*.tar.gz")
+DEB = only("larder_*_*.deb")
+VERSION = re.match(r"larder-(.+)-linux-", os.path.basename(TARBALL)).group(1)
+
+
+def apt_mirror():
+    """The Debian archive this machine's apt uses (a clean Debian comes from the same place)."""
+    texts = []
+    for path in ["/etc/apt/sources.list"] + sorted(glob.glob("/etc/apt/sources.list.d/*")):
+        if os.path.isfile(path):
+            with open(path) as f:
+                texts.append(f.read())
+    text = "\n".join(texts)
+    # one-line style: deb [options] URI SUITE ...; deb822 style: URIs: then Suites:
+    found = re.findall(r"^deb\s+(?:\[[^]]*\]\s+)?(\S+)\s+\w+(?:-updates)?\s", text, re.M)
+    found += [uri for stanza in re.split(r"\n\s*\n", text) if re.search(r"^Types:.*\bdeb\b", stanza, re.M)
+              and not re.search(r"^Suites:.*-security", stanza, re.M) for uri in re.findall(r"^URIs:\s*(\S+)", stanza, re.M)]
+    if not found:
+        raise SystemExit("no Debian archive in /etc/apt/sources.list*: debootstrap needs one")
+    return found[0]
+
+
+def needs_root(reason):
+    """Skips without root, unless in CI, where a skip would hide a missing test."""
+    if IS_ROOT or IN_CI:
+        return lambda test: test
+    return unittest.skip("needs root: " + reason)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def call(base, method, path, body=None, token=None):
+    request = urllib.request.Request(base + path, data=None if body is None else json.dumps(body).encode(), method=method)
+    if body is not None:
+        request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", "Bearer " + token)
+    with urllib.request.urlopen(request, timeout=30) as response:
+        payload = response.read()
+        return response.status, payload
+
+
+def metric(base, name, token=None):
+    text = call(base, "GET", "/metrics", token=token)[1].decode()
+    return int(re.search(r"^%s (\d+)$" % name, text, re.M).group(1))
+
+
+def started(process, what):
+    line = process.stdout.readline()
+    if not line.startswith("larder listening on "):
+        process.kill()
+        raise AssertionError("%s did not start: %r %s" % (what, line, process.stdout.read()))
+    return line.split(" on ", 1)[1].strip()
+
+
+def stop(process):
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+class TarballTests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.scratch = tempfile.mkdtemp(prefix="larder-package-")
+        with tarfile.open(TARBALL) as t:
+            t.extractall(cls.scratch)
+        cls.tree = os.path.join(cls.scratch, "larder-%s-linux-%s" % (VERSION, os.uname().machine))
+        cls.binary = os.path.join(cls.tree, "larder")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.scratch, ignore_errors=True)
+
+    def test_the_tarball_holds_the_binary_its_notices_and_the_unit(self):
+        for name in ["larder", "README.md", "NOTICE", "larder.service", "licenses/swift.txt", "fixtures/gallery"]:
+            self.assertTrue(os.path.exists(os.path.join(self.tree, name)), name)
+        self.assertTrue(os.access(self.binary, os.X_OK))
+
+    def test_ldd_shows_no_swift_library(self):
+        ldd = subprocess.run(["ldd", self.binary], capture_output=True, text=True, check=True).stdout
+        self.assertNotRegex(ldd.lower(), r"swift|foundation|dispatch|blocksruntime|icu")
+        self.assertNotIn("not found", ldd)
+        for library in ["libmicrohttpd.so.12", "libsqlite3.so.0", "libcrypto.so.3", "libz.so.1"]:
+            self.assertIn(library, ldd)
+
+    def run_hidden(self, *arguments, **options):
+        """Runs the tarball's binary with the Swift toolchain out of sight."""
+        command = ["env", "-i", "PATH=/usr/bin:/bin", "HOME=" + self.scratch, self.binary, *arguments]
+        swift = shutil.which("swift")
+        toolchain = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(swift)))) if swift else None
+        if toolchain and not toolchain.startswith("/usr") and (IS_ROOT or IN_CI):
+            # A tmpfs over the toolchain, seen by this command alone. No --fork:
+            # unshare execs the shell, which execs larder, so signals reach it.
+            command = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                       'mount -t tmpfs none "$0" && exec "$@"', toolchain] + command
+        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **options)
+
+    def finish(self, process, timeout=60):
+        out, _ = process.communicate(timeout=timeout)
+        return process.returncode, out
+
+    def test_warm_then_serve_the_sample_fixtures_without_a_toolchain(self):
+        self.assertEqual(self.finish(self.run_hidden("--version")), (0, VERSION + "\n"))
+        root = os.path.join(self.scratch, "root")
+        fixtures = os.path.join(self.tree, "fixtures")
+        began = time.monotonic()
+        code, out = self.finish(self.run_hidden("warm", "--root", root, "--fixtures", fixtures))
+        print("\n    larder warm of the sample fixtures: %.0f ms (%s)" % ((time.monotonic() - began) * 1000, out.strip().splitlines()[-1]),
+              file=sys.stderr)
+        self.assertEqual(code, 0, out)
+        self.assertIn("6 cache entries ready", out)
+
+        server = self.run_hidden("serve", "--port", "0", "--root", root, "--fixtures", fixtures, "--log-level", "error")
+        try:
+            base = started(server, "the tarball's binary")
+            code, out = self.finish(self.run_hidden("health", "--url", base))
+            self.assertEqual(code, 0, out)
+            self.assertIn("ok: larder " + VERSION, out)
+            status, body = call(base, "POST", "/stores", {"template": "gallery", "fixtures": ["artists", "artworks"]})
+            self.assertEqual(status, 201)
+            self.assertEqual(json.loads(body)["counts"]["artworks"], 12)
+            for request in [{"template": "gallery"}, {"template": "gallery", "snapshot": "v2"}, {"template": "boardgames", "snapshot": "v1"}]:
+                self.assertEqual(call(base, "POST", "/stores", request)[0], 201)
+            # The three warmed stores were copies; the one with named fixtures was built.
+            self.assertEqual(metric(base, "larder_template_cache_hits_total"), 3)
+            self.assertEqual(metric(base, "larder_template_cache_misses_total"), 1)
+            # warm beside a running server refuses rather than disturb it.
+            code, out = self.finish(self.run_hidden("warm", "--root", root, "--fixtures", fixtures))
+            self.assertEqual(code, 2, out)
+            self.assertIn("in use by another Larder", out)
+        finally:
+            stop(server)
+        self.assertEqual(server.returncode, 0)
+        began = time.monotonic()
+        code, out = self.finish(self.run_hidden("health", "--url", base, "--timeout", "1"))
+        self.assertEqual(code, 1, out)
+        self.assertLess(time.monotonic() - began, 5)
+        code, out = self.finish(self.run_hidden("health", "--url", base, "--wait", "1"))
+        self.assertEqual(code, 1, out)
+
+
+class DebTests(unittest.TestCase):
+    def dpkg_deb(self, *arguments):
+        return subprocess.run(["dpkg-deb", *arguments], capture_output=True, text=True, check=True).stdout
+
+    def test_info_declares_the_runtime_libraries(self):
+        info = self.dpkg_deb("--info", DEB)
+        depends = re.search(r"^ Depends: (.*)$", info, re.M).group(1)
+        names = [d.strip().split(" ")[0] for d in depends.split(",")]
+        for package in ["libc6", "libmicrohttpd12", "libsqlite3-0", "libssl3", "zlib1g", "passwd"]:
+            self.assertIn(package, names)
+        self.assertNotIn("swift", depends.lower())
+        self.assertIn(" Version: " + VERSION, info)
+        for script in ["postinst", "prerm", "postrm"]:
+            self.assertIn(script, info)
+
+    def test_contents_are_the_binary_the_unit_and_the_settings(self):
+        contents = self.dpkg_deb("--contents", DEB)
+        for path in ["./usr/bin/larder", "./lib/systemd/system/larder.service", "./etc/default/larder",
+                     "./usr/lib/tmpfiles.d/larder.conf", "./usr/share/doc/larder/copyright", "./usr/share/larder/fixtures/gallery/"]:
+            self.assertRegex(contents, r"\s%s\n" % re.escape(path), path)
+        self.assertRegex(contents, r"-rwxr-xr-x root/root .* \./usr/bin/larder\n")
+        self.assertEqual(self.dpkg_deb("--info", DEB, "conffiles").split(), ["/etc/default/larder"])
+
+    def test_the_unit_verifies_and_the_binary_is_the_tarballs(self):
+        scratch = tempfile.mkdtemp(prefix="larder-deb-")
+        try:
+            self.dpkg_deb("-x", DEB, scratch)
+            with tarfile.open(TARBALL) as t:
+                packed = t.extractfile("larder-%s-linux-%s/larder" % (VERSION, os.uname().machine)).read()
+            with open(os.path.join(scratch, "usr/bin/larder"), "rb") as f:
+                self.assertEqual(f.read(), packed, "the .deb and the tarball ship one binary")
+            if not shutil.which("systemd-analyze"):
+                self.skipTest("no systemd-analyze")
+            unit = os.path.join(scratch, "larder.service")
+            with open(os.path.join(scratch, "lib/systemd/system/larder.service")) as f:
+                text = f.read()
+            with open(unit, "w") as f:  # the binary where it was unpacked
+                f.write(text.replace("/usr/bin/larder", os.path.join(scratch, "usr/bin/larder")))
+            verify = subprocess.run(["systemd-analyze", "verify", unit], capture_output=True, text=True)
+            self.assertEqual((verify.returncode, verify.stdout + verify.stderr), (0, ""))
+            directives = [line.split("=", 1)[0] for line in text.splitlines() if "=" in line and not line.startswith("#")]
+            self.assertIn("User", directives)
+            self.assertNotIn("DynamicUser", directives)
+            self.assertNotIn("RestrictSUIDSGID", directives, "store directories are setgid")
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+class Dockerfile:
+    """The runtime stage of deploy/Dockerfile: its instructions in order."""
+
+    def __init__(self, path):
+        with open(path) as f:
+            text = f.read()
+        lines, current = [], ""
+        for raw in text.splitlines():
+            if not current and (not raw.strip() or raw.lstrip().startswith("#")):
+                continue
+            current += raw.rstrip()[:-1] + " " if raw.rstrip().endswith("\\") else raw
+            if not raw.rstrip().endswith("\\"):
+                lines.append(current.strip())
+                current = ""
+        stages = [i for i, line in enumerate(lines) if line.upper().startswith("FROM ")]
+        self.build_workdir = next(l.split(None, 1)[1] for l in lines[stages[0]:stages[-1]] if l.upper().startswith("WORKDIR "))
+        self.instructions = [tuple(l.split(None, 1)) for l in lines[stages[-1] + 1:]]
+
+    def exec_form(self, name):
+        values = [json.loads(v) for k, v in self.instructions if k == name]
+        return values[-1] if values else None
+
+    def healthcheck(self):
+        value = next(v for k, v in self.instructions if k == "HEALTHCHECK")
+        return json.loads(value[value.index("CMD") + 3:].strip())
+
+
+@needs_root("debootstrap, chroot and namespaces")
+class ImageTests(unittest.TestCase):
+    """deploy/Dockerfile's runtime stage run in a clean Debian, without Docker."""
+
+    @classmethod
+    def clean_debian(cls):
+        tarball = os.path.join(CACHE, "debian-bookworm-minbase.tar")
+        if not os.path.exists(tarball):
+            os.makedirs(CACHE, exist_ok=True)
+            target = tempfile.mkdtemp(prefix="larder-debootstrap-")
+            subprocess.run(["debootstrap", "--variant=minbase", "bookworm", target, apt_mirror()],
+                           check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(["tar", "-C", target, "-cf", tarball + ".part", "."], check=True)
+            os.rename(tarball + ".part", tarball)
+            shutil.rmtree(target, ignore_errors=True)
+        return tarball
+
+    @classmethod
+    def setUpClass(cls):
+        cls.chroot = tempfile.mkdtemp(prefix="larder-image-")
+        subprocess.run(["tar", "-C", cls.chroot, "-xf", cls.clean_debian()], check=True)
+        os.chmod(cls.chroot, 0o755)  # its / (mkdtemp makes 0700), which the user larder must pass
+        shutil.copy("/etc/resolv.conf", os.path.join(cls.chroot, "etc/resolv.conf"))
+        cls.dockerfile = Dockerfile(os.path.join(REPO, "deploy/Dockerfile"))
+        cls.env = {"PATH": CLEAN_PATH, "HOME": "/root"}
+        build_args = {"WARM": "1"}  # the warm image: one build argument away
+        for instruction, value in cls.dockerfile.instructions:
+            if instruction == "RUN":
+                cls.inside(["/bin/sh", "-c", value], check=True, stdout=subprocess.DEVNULL)
+            elif instruction == "COPY":
+                parts = value.split()
+                sources, target = parts[:-1], parts[-1]
+                for source in sources:
+                    if source.startswith("--from="):
+                        continue
+                    if "--from=build" in sources:  # the build stage is the repository after scripts/package
+                        source = os.path.join(REPO, os.path.relpath(source, cls.dockerfile.build_workdir))
+                    else:
+                        source = os.path.join(REPO, source)
+                    for found in glob.glob(source):
+                        destination = cls.chroot + target
+                        if target.endswith("/"):
+                            destination = os.path.join(destination, os.path.basename(found))
+                        os.makedirs(os.path.dirname(destination), exist_ok=True)
+                        shutil.copy2(found, destination)
+            elif instruction == "ENV":
+                cls.env.update(dict(p.split("=", 1) for p in shlex.split(value)))
+            elif instruction == "ARG":
+                name, _, default = value.partition("=")
+                cls.env[name] = build_args.get(name, default)
+        cls.env.pop("WARM", None)  # ARG values are the build's, not the container's
+
+    @classmethod
+    def tearDownClass(cls):
+        subprocess.run(["umount", "-R", os.path.join(cls.chroot, "proc")], stderr=subprocess.DEVNULL)
+        shutil.rmtree(cls.chroot, ignore_errors=True)
+
+    @classmethod
+    def inside(cls, command, env=None, popen=False, **options):
+        """Runs `command` in the chroot, with its own /proc (Swift reads its arguments there)."""
+        full = ["unshare", "--mount", "--pid", "--fork", "--mount-proc=" + os.path.join(cls.chroot, "proc"),
+                "chroot", cls.chroot, "env", "-i"] + ["%s=%s" % kv for kv in (env or cls.env).items()] + command
+        return subprocess.Popen(full, **options) if popen else subprocess.run(full, **options)
+
+    def container(self, **extra):
+        """The container as `docker run` starts it: ENTRYPOINT + CMD, as root."""
+        env = dict(self.env, LARDER_PORT=str(free_port()), LARDER_TOKEN="image-token", **extra)
+        command = self.dockerfile.exec_form("ENTRYPOINT") + self.dockerfile.exec_form("CMD")
+        process = self.inside(command, env=env, popen=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.addCleanup(self.stop_container, process)
+        base = "http://127.0.0.1:" + env["LARDER_PORT"]
+        return process, base, env
+
+    @staticmethod
+    def stop_container(process):
+        """As `docker stop`: SIGTERM to the container's first process. unshare,
+        which forked it, holds SIGTERM back while it waits, so the signal goes
+        to its child (the server: the entrypoint execs larder)."""
+        if process.poll() is None:
+            with open("/proc/%d/task/%d/children" % (process.pid, process.pid)) as f:
+                for child in f.read().split():
+                    os.kill(int(child), signal.SIGTERM)
+        stop(process)
+
+    def test_the_stage_declares_the_volume_health_check_and_entrypoint(self):
+        self.assertEqual(self.dockerfile.healthcheck(), ["larder", "health"])
+        volumes = [v for k, v in self.dockerfile.instructions if k == "VOLUME"]
+        self.assertEqual(volumes, ["/var/lib/larder"])
+        self.assertTrue(self.env["LARDER_ROOT"].startswith("/var/lib/larder/"))
+        self.assertEqual(self.env["LARDER_STORE_MODE"], "0664")
+        self.assertEqual(self.env["LARDER_FIXTURES"], "/srv/larder/fixtures")
+        self.assertFalse(os.path.exists(os.path.join(self.chroot, "opt/swift")) or glob.glob(os.path.join(self.chroot, "usr/lib/swift*")))
+
+    def test_the_container_serves_warm_healthy_and_as_larder(self):
+        process, base, env = self.container()
+        started(process, "the container")
+        health = self.inside(self.dockerfile.healthcheck(), env=env, capture_output=True, text=True, timeout=30)
+        self.assertEqual(health.returncode, 0, health.stdout + health.stderr)
+        status, body = call(base, "POST", "/stores", {"template": "gallery"}, token="image-token")
+        self.assertEqual(status, 201)
+        store = json.loads(body)
+        self.assertEqual(metric(base, "larder_template_cache_misses_total", token="image-token"), 0, "WARM=1 built it in the image")
+        on_disk = os.path.join(self.chroot, store["path"].lstrip("/"))
+        info, folder = os.stat(on_disk), os.stat(os.path.dirname(on_disk))
+        self.assertEqual((info.st_uid, info.st_gid, info.st_mode & 0o7777), (7464, 7464, 0o664), "the server runs as larder")
+        self.assertTrue(folder.st_mode & 0o2000, "setgid store directories")
+        self.stop_container(process)
+        self.assertEqual(process.returncode, 0, "larder stopped cleanly on SIGTERM")
+        health = self.inside(self.dockerfile.healthcheck(), env=env, capture_output=True, text=True, timeout=30)
+        self.assertEqual(health.returncode, 1)
+
+    def test_a_root_on_a_host_path_that_docker_made_is_handed_to_larder(self):
+        host_path = os.path.join(self.chroot, "tmp/larder-host")
+        os.makedirs(host_path)
+        os.chown(host_path, 0, 0)
+        process, base, _ = self.container(LARDER_ROOT="/tmp/larder-host/root")
+        started(process, "the container on a root-owned host path")
+        self.assertEqual(call(base, "POST", "/stores", {"template": "boardgames"}, token="image-token")[0], 201)
+        self.assertEqual(os.stat(host_path).st_uid, 7464)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v"])
