@@ -235,8 +235,15 @@ public enum FileSystem {
         if mkdir(path, 0o755) != 0 && errno != EEXIST { throw Failure("cannot create directory", path) }
     }
 
+    /// `mkdir -p`: each missing directory on the way, with errors that name
+    /// the path and the reason ("Not a directory", "Permission denied").
     public static func makeDirectories(_ path: String) throws {
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            prefix += "/" + component
+            if mkdir(prefix, 0o755) != 0 && errno != EEXIST { throw Failure("cannot create directory", prefix) }
+        }
+        guard isDirectory(path) else { throw Failure("cannot create directory", path, ENOTDIR) }
     }
 
     /// Removes `path` and everything below it, refusing anything that is not

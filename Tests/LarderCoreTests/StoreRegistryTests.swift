@@ -95,6 +95,22 @@ final class StoreRegistryTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: scratch.path + "/someone-elses/precious.txt"))
     }
 
+    func testARootThatCannotBeMadeSaysWhereAndWhy() throws {
+        let scratch = Scratch()
+        scratch.write(["in-the-way": "a file"], under: "state")
+        XCTAssertThrowsError(try StoreRegistry(configuration: configuration(scratch.path + "/state/in-the-way/larder/root"))) { error in
+            XCTAssertEqual("\(error)", "cannot create directory \(scratch.path)/state/in-the-way/larder: Not a directory")
+        }
+        XCTAssertThrowsError(try StoreRegistry(configuration: configuration(scratch.path + "/state/in-the-way"))) { error in
+            XCTAssertTrue("\(error)".contains("is not a directory"), "\(error)")
+        }
+        // Every missing level is made; a second call finds them all there.
+        let nested = scratch.path + "/made/step/by/step"
+        try FileSystem.makeDirectories(nested)
+        XCTAssertTrue(FileSystem.isDirectory(nested))
+        XCTAssertNoThrow(try FileSystem.makeDirectories(nested))
+    }
+
     func testAFailedBuildLeavesNothingBehind() throws {
         let scratch = Scratch()
         let registry = try StoreRegistry(configuration: configuration(scratch.path + "/root"))
