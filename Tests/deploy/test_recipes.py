@@ -19,7 +19,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,9 @@ import unittest
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ElementTree
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from processes import free_port, stop  # noqa: E402
 
 try:
     import yaml
@@ -58,12 +60,6 @@ def image_environment():
 def image_group():
     with open(os.path.join(DEPLOY, "Dockerfile")) as f:
         return int(re.search(r"groupadd .*--gid (\d+) larder", f.read()).group(1))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def request(url, method="GET", body=None, token=None):
@@ -126,17 +122,7 @@ class Scratch(unittest.TestCase):
             self.fail("the server did not start with the recipe's settings: %r %s" % (line, process.stdout.read()))
         return process, "http://127.0.0.1:" + env["LARDER_PORT"]
 
-    @staticmethod
-    def stop(process):
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if process.stdout:
-            process.stdout.close()
+    stop = staticmethod(stop)
 
     def run_shell(self, script, env, cwd=None, timeout=60, shell="bash"):
         return subprocess.run([shell, "-euc" if shell == "bash" else "-ec", script], env=env, cwd=cwd,

@@ -26,7 +26,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tarfile
@@ -34,6 +33,9 @@ import tempfile
 import time
 import unittest
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from processes import free_port, stop  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 DIST = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(REPO, "dist"))
@@ -79,12 +81,6 @@ def needs_root(reason):
     return unittest.skip("needs root: " + reason)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def call(base, method, path, body=None, token=None):
     request = urllib.request.Request(base + path, data=None if body is None else json.dumps(body).encode(), method=method)
     if body is not None:
@@ -109,14 +105,6 @@ def started(process, what):
     return line.split(" on ", 1)[1].strip()
 
 
-def stop(process):
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 class TarballTests(unittest.TestCase):
