@@ -193,6 +193,15 @@ public enum FileSystem {
         return Array(out.prefix(n))
     }
 
+    /// A second name for an immutable file (a hard link: no bytes copied, and
+    /// the file lives on while either name does), or a copy where the file
+    /// system will not link (another device, a protected link).
+    public static func linkOrCopy(_ source: String, to target: String) throws {
+        if link(source, target) == 0 { return }
+        guard errno == EXDEV || errno == EPERM || errno == EMLINK else { throw Failure("cannot link \(source) to", target) }
+        try copyFile(from: source, to: target)
+    }
+
     /// Moves a file with `rename`, or by copying across file systems.
     public static func move(_ source: String, to target: String) throws {
         if Glibc.rename(source, target) == 0 { return }
@@ -204,6 +213,12 @@ public enum FileSystem {
     public static func exists(_ path: String) -> Bool {
         var info = stat()
         return lstat(path, &info) == 0
+    }
+
+    /// A plain file itself, not a symbolic link to one.
+    public static func isPlainFile(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
     }
 
     public static func isDirectory(_ path: String) -> Bool {

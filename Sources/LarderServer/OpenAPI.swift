@@ -82,7 +82,8 @@ enum OpenAPI {
                       description: "An empty body gives an empty store. A raw upload (`Content-Type: application/vnd.sqlite3`, a SQLite "
                           + "database file as the body) takes the query parameters `template`, `version`, `label` and `ttl_seconds` "
                           + "(1 to 31536000), which do what the JSON fields do; a JSON body takes no query parameters. An upload "
-                          + "that is not a SQLite database is a 400."),
+                          + "that is not a SQLite database is a 400. `from` forks a live store (404 `store_not_found` when there is none): "
+                          + "a consistent copy of its committed state, then `fixtures` (named fixtures of its template)."),
             Operation(method: "delete", path: "/stores", summary: "Remove every store with a label, or a label prefix (kept ones too)", success: 200,
                       errors: [400],
                       query: [
@@ -93,6 +94,12 @@ enum OpenAPI {
             Operation(method: "patch", path: "/stores/{id}", summary: "Keep, relabel or extend a store", success: 200, errors: [400, 404, 413, 415],
                       body: "PatchStore", answer: "Store"),
             Operation(method: "delete", path: "/stores/{id}", summary: "Remove a store and its files", success: 204, errors: [404, 409]),
+            Operation(method: "post", path: "/stores/{id}/reset", summary: "Back to the creation state, in place", success: 200,
+                      errors: [400, 404, 408, 409, 413, 415, 422, 507], answer: "Store",
+                      description: "The contents the store was created with (its template entry and creation fixtures, its fork or its upload) "
+                          + "are copied into the live file through SQLite: same `path`, same file, so connections the test holds stay valid "
+                          + "and see the reset state at their next transaction. A write transaction the test holds is a 409 with Retry-After. "
+                          + "Takes no body, or an empty JSON object."),
             Operation(method: "post", path: "/stores/{id}/fixtures", summary: "Load fixtures, SQL or rows, all or nothing", success: 200,
                       errors: [400, 404, 408, 409, 413, 415, 422, 429, 507], body: "LoadFixtures", bodyRequired: true, answer: "Loaded",
                       description: "Named fixtures need a store made from a template (400 otherwise). SQL that reaches outside the store is a 403 `forbidden_sql`."),
@@ -185,10 +192,13 @@ enum OpenAPI {
                 ("template", template), ("version", ["type": ["string", "null"], "description": "\"latest\" (the default) or a version; null keeps a snapshot as it is."]),
                 ("snapshot", nullableString), ("fixtures", ["type": ["array", "null"], "items": ["type": "string"]]),
                 ("label", nullableString), ("ttl_seconds", ttl),
+                ("from", ["type": ["string", "null"], "description": "The id of a live store to fork; not with `template`, `snapshot` or `version`."]),
             ], extra: [("allOf", [
-                // Without a template there is nothing to migrate, snapshot or load.
-                ["if": isString("template"), "else": ["not": ["required": ["version"]],
-                                                       "properties": ["snapshot": ["type": "null"], "fixtures": ["type": "null"]]]],
+                // A fork is of a store as it is; without a template there is nothing to migrate or snapshot.
+                ["if": isString("template"), "then": ["properties": ["from": ["type": "null"]]],
+                 "else": ["not": ["required": ["version"]], "properties": ["snapshot": ["type": "null"]]]],
+                // Named fixtures come from a template, or from the template of the store forked.
+                ["if": ["not": ["anyOf": [isString("template"), isString("from")]]], "then": ["properties": ["fixtures": ["type": "null"]]]],
                 // `"version": null` keeps a snapshot as it is, so it needs one.
                 ["if": isNull("version"), "then": isString("snapshot")],
             ]), ("examples", [[:], ["template": "gallery", "fixtures": ["artists", "artworks"], "label": "test_album_sync", "ttl_seconds": 600]])])),

@@ -21,6 +21,7 @@ extension Router {
         add("/stores/{id}/migrate", ["POST": { r, c in try MigrationRoutes.migrate(s, r, c["id"]) }])
         add("/stores/{id}/migrations", ["GET": { _, c in try MigrationRoutes.migrations(s, c["id"]) }])
         add("/stores/{id}/fixtures", ["POST": { r, c in try FixtureRoutes.fixtures(s, r, c["id"]) }])
+        add("/stores/{id}/reset", ["POST": { r, c in try StoreRoutes.reset(s, r, c["id"]) }])
         add("/stores/{id}/counts", ["GET": { r, c in try InspectRoutes.counts(s, r, c["id"]) }])
         add("/stores/{id}/schema", ["GET": { r, c in try InspectRoutes.schema(s, r, c["id"]) }])
         add("/stores/{id}/query", ["POST": { r, c in try InspectRoutes.query(s, r, c["id"]) }])

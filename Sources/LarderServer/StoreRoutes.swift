@@ -3,7 +3,7 @@ import MicroHTTP
 
 /// `/stores` and `/stores/{id}`.
 enum StoreRoutes {
-    static let createFields: Set<String> = ["template", "version", "snapshot", "fixtures", "label", "ttl_seconds"]
+    static let createFields: Set<String> = ["template", "version", "snapshot", "fixtures", "label", "ttl_seconds", "from"]
 
     static func create(_ s: Services, _ request: Request) throws -> Outcome {
         if request.mediaType == "application/vnd.sqlite3" {
@@ -32,6 +32,17 @@ enum StoreRoutes {
         wanted.fixtures = try body.stringArray("fixtures")
         wanted.snapshot = try body.string("snapshot")
         if body.has("version") { wanted.version = try body.string("version") }
+        if let source = try body.string("from") {
+            guard wanted.template == nil, wanted.snapshot == nil, !body.has("version") else {
+                throw LarderError.badRequest("'from' forks a live store as it is: not with 'template', 'snapshot' or 'version'")
+            }
+            let label = wanted.label, ttl = wanted.ttlSeconds, fixtures = wanted.fixtures
+            // A copy of a live database, of any size: off the pool.
+            return .later {
+                let (store, provenance) = try s.provisioner.createFork(of: source, fixtures: fixtures, label: label, ttlSeconds: ttl)
+                return json(201, try render(s, store, counts: provenance.counts))
+            }
+        }
         guard wanted.template != nil else {
             if wanted.fixtures != nil || wanted.snapshot != nil || body.has("version") {
                 throw LarderError.badRequest("'version', 'snapshot' and 'fixtures' need a 'template'")
@@ -88,6 +99,16 @@ enum StoreRoutes {
         patch.ttlSeconds = try body.int("ttl_seconds", in: 1...31_536_000)
         if body.has("label") { patch.label = .some(try body.string("label")) }
         return .now(json(200, try render(s, try s.registry.update(id, patch), counts: nil)))
+    }
+
+    /// `POST /stores/{id}/reset`: back to the creation state, in place.
+    static func reset(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
+        try request.checkQuery(allowed: [])
+        _ = try JSONBody(request, allowed: [])
+        return .later {
+            let store = try s.editor.reset(id)
+            return json(200, try render(s, store, counts: store.lastCounts))
+        }
     }
 
     static func delete(_ s: Services, _ id: String) throws -> Outcome {

@@ -11,11 +11,14 @@ public final class Connection: @unchecked Sendable {
 
     public enum Mode: Sendable {
         case readWrite, readWriteCreate, readOnly
+        /// Read-only, refusing a symbolic link: see `immutable(path:)`.
+        case readOnlyNoFollow
         var flags: Int32 {
             switch self {
             case .readWrite: return SQLITE_OPEN_READWRITE
             case .readWriteCreate: return SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
             case .readOnly: return SQLITE_OPEN_READONLY
+            case .readOnlyNoFollow: return SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW
             }
         }
     }
@@ -173,6 +176,39 @@ public final class Connection: @unchecked Sendable {
         guard rc == SQLITE_DONE, finish == SQLITE_OK else {
             throw SQLiteError(connection: target.handle, code: rc == SQLITE_DONE ? finish : rc)
         }
+    }
+
+    /// Replaces this database's contents with `source`'s in one write
+    /// transaction, in place (the backup API, into this connection): other
+    /// connections to this file stay valid and see the new contents at their
+    /// next transaction. A lock another connection holds on this file is
+    /// waited for as this connection's busy timeout says, then `SQLITE_BUSY`.
+    public func restore(from source: Connection) throws {
+        guard let backup = sqlite3_backup_init(handle, "main", source.handle, "main") else {
+            throw SQLiteError(connection: handle, code: sqlite3_errcode(handle))
+        }
+        let rc = sqlite3_backup_step(backup, -1)
+        let finish = sqlite3_backup_finish(backup)
+        guard rc == SQLITE_DONE, finish == SQLITE_OK else {
+            throw SQLiteError(connection: handle, code: rc == SQLITE_DONE ? finish : rc)
+        }
+    }
+
+    /// A read-only connection to a file nothing will ever change (a template
+    /// cache file, a store's base): no locks, and no `-wal` or `-shm` beside
+    /// it. A symbolic link is refused (`SQLITE_CANTOPEN_SYMLINK`): the file
+    /// may sit in a directory that other users can write.
+    public static func immutable(path: String) throws -> Connection {
+        var escaped = ""
+        for character in path {
+            switch character {
+            case "%": escaped += "%25"
+            case "?": escaped += "%3f"
+            case "#": escaped += "%23"
+            default: escaped.append(character)
+            }
+        }
+        return try Connection(path: "file:" + escaped + "?immutable=1", mode: .readOnlyNoFollow, uri: true)
     }
 
     /// Whether the file at `path` is a readable SQLite database.

@@ -78,3 +78,30 @@ public func XCTAssertLarderError<T>(_ code: LarderError.Code, _ expression: @aut
 extension LarderError {
     public func detail(_ key: String) -> JSONValue? { details.first { $0.0 == key }?.1 }
 }
+
+/// A registry on a new root under `scratch`, with its provisioner and editor.
+public struct CoreServices {
+    public let registry: StoreRegistry
+    public let provisioner: Provisioner
+    public let editor: StoreEditor
+
+    public init(_ scratch: Scratch, fixtures: String = sampleFixtures, configure: (inout Configuration) -> Void = { _ in }) throws {
+        var c = Configuration()
+        c.root = scratch.path + "/root"
+        configure(&c)
+        registry = try StoreRegistry(configuration: c)
+        let catalog = Catalog(directory: fixtures)
+        provisioner = Provisioner(registry: registry, catalog: catalog,
+                                  cache: TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory, maxBytes: 1 << 30))
+        editor = StoreEditor(registry: registry, catalog: catalog)
+    }
+
+    /// A store of `template` at `version` with `fixtures`.
+    public func store(_ template: String, version: String = "latest", fixtures: [String]? = nil, label: String? = nil) throws -> Store {
+        var request = Provisioner.Request()
+        request.template = template
+        request.version = version
+        request.fixtures = fixtures
+        return try provisioner.create(try provisioner.plan(request), label: label, ttlSeconds: nil).0
+    }
+}

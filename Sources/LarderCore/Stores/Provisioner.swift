@@ -73,7 +73,7 @@ public final class Provisioner: Sendable {
         return try registry.create(label: label, ttlSeconds: ttlSeconds) { path in
             try FileSystem.copyFile(from: entry.path, to: path)
             return Provenance(template: plan.template.name, version: entry.version, snapshot: plan.snapshot?.name,
-                              fixtures: plan.fixtures.map(\.name), counts: entry.counts)
+                              fixtures: plan.fixtures.map(\.name), counts: entry.counts, immutableSource: entry.path)
         }
     }
 
@@ -104,6 +104,41 @@ public final class Provisioner: Sendable {
             let db = try Connection(path: path, mode: .readWriteCreate)
             try db.execute("PRAGMA journal_mode=WAL")
             return Provenance(counts: [])
+        }
+    }
+
+    /// A fork: a new store that starts as a consistent copy of the live
+    /// store `source` (its committed state, taken with the backup API while
+    /// its test may be writing, as an artifact is), then loads `fixtures`
+    /// (named fixtures of the source's template).
+    public func createFork(of sourceID: String, fixtures names: [String]?, label: String?,
+                           ttlSeconds: Int?) throws -> (Store, Provenance) {
+        let source = try registry.get(sourceID)
+        let origin = source.record
+        var fixtures: [DataFixture] = []
+        if let names, !names.isEmpty {
+            guard let name = origin.template else {
+                throw LarderError.badRequest("store '\(sourceID)' was not made from a template, so a fork of it has no named fixtures")
+            }
+            let template = try catalog.template(name)
+            fixtures = try names.map { try template.fixture($0) }
+        }
+        return try registry.create(label: label, ttlSeconds: ttlSeconds) { path in
+            do {
+                try source.connect().backup(to: path)
+            } catch {
+                throw source.isDeleted ? source.notFound : error
+            }
+            // The source holds whatever its test put there (triggers fire on
+            // the fixtures): hardened and time-limited like a client's SQL.
+            let db = try Connection(path: path, mode: .readWrite)
+            try db.harden()
+            return try db.limited(milliseconds: registry.operationTimeoutMs, "forking store '\(sourceID)'") {
+                try db.execute("PRAGMA journal_mode=WAL")
+                if !fixtures.isEmpty { try FixtureLoader.load(db, fixtures.map { .file($0) }) }
+                return Provenance(template: origin.template, version: origin.version, snapshot: origin.snapshot,
+                                  fixtures: origin.fixtures + fixtures.map(\.name), counts: try Inspector.counts(db))
+            }
         }
     }
 

@@ -3,8 +3,8 @@ import Foundation
 import SQLite
 import Synchronization
 
-/// One live store: a directory under the root holding `store.sqlite` and
-/// `store.json`. Work that cannot interleave (migrations, fixtures, writes
+/// One live store: a directory under the root holding `store.sqlite`,
+/// `store.json` and `base.sqlite` (its creation state). Work that cannot interleave (migrations, fixtures, writes
 /// through the query endpoint, deletion) runs one at a time; a second such
 /// request meanwhile is a `conflict`. Reads open their own connection.
 public final class Store: Sendable {
@@ -38,6 +38,9 @@ public final class Store: Sendable {
     }
 
     public var databasePath: String { directory + "/store.sqlite" }
+    /// The store's contents when it was made, read-only: what a reset restores.
+    static let baseName = "base.sqlite"
+    var basePath: String { directory + "/" + Store.baseName }
     var recordPath: String { directory + "/store.json" }
     public var record: StoreRecord { state.withLock { $0.record } }
 

@@ -1,3 +1,4 @@
+import FileSystem
 import SQLite
 
 /// Changes to a live store: migrations and data, each as the store's only
@@ -53,6 +54,32 @@ public struct StoreEditor: Sendable {
         return MigrationStatus(version: state.current,
                                migrations: template.migrations.migrations.map { ($0.version, $0.name, applied.contains($0.version)) },
                                dirty: state.dirty)
+    }
+
+    /// The store's contents back to its creation state, in place: the base
+    /// is copied into the live file through SQLite (the backup API), so the
+    /// file, its inode and connections the test holds stay as they are, and
+    /// those see the reset state at their next transaction. All or nothing;
+    /// a write transaction the test holds is waited for, then `conflict`.
+    public func reset(_ id: String) throws -> Store {
+        let store = try registry.get(id)
+        // The base sits in the store's directory, which the test's users may
+        // write: it must still be a plain file (and is opened without following links).
+        guard let creation = store.record.creation, FileSystem.isPlainFile(store.basePath) else {
+            throw LarderError(.badRequest, "store '\(id)' keeps no creation state to reset to: an older Larder made it, "
+                                  + "or its base.sqlite was removed or replaced by a link",
+                              details: [("id", .string(id))])
+        }
+        return try registry.operate(store, exclusive: "reset", timeoutMs: registry.operationTimeoutMs) { db in
+            try db.restore(from: try Connection.immutable(path: store.basePath))
+            _ = store.update {
+                $0.version = creation.version
+                $0.fixtures = creation.fixtures
+            }
+            try registry.save(store)
+            store.remember(counts: try Inspector.counts(db))
+            return store
+        }
     }
 
     public enum FixtureRequest: Sendable {

@@ -11,9 +11,19 @@ public struct StoreRecord: Sendable {
     public var createdAt: Timestamp
     public var expiresAt: Timestamp
     public var keep: Bool
+    /// What the store was made as, which a reset returns it to (its
+    /// contents are the `base.sqlite` beside it); nil for stores an older
+    /// Larder made, which kept no base.
+    public var creation: Creation?
+
+    public struct Creation: Sendable, Equatable {
+        public var version: String?
+        public var fixtures: [String]
+    }
 
     public init(id: String, sequence: Int64, template: String? = nil, version: String? = nil, snapshot: String? = nil,
-                fixtures: [String] = [], label: String? = nil, createdAt: Timestamp, expiresAt: Timestamp, keep: Bool = false) {
+                fixtures: [String] = [], label: String? = nil, createdAt: Timestamp, expiresAt: Timestamp, keep: Bool = false,
+                creation: Creation? = nil) {
         self.id = id
         self.sequence = sequence
         self.template = template
@@ -24,6 +34,7 @@ public struct StoreRecord: Sendable {
         self.createdAt = createdAt
         self.expiresAt = expiresAt
         self.keep = keep
+        self.creation = creation
     }
 
     public var json: JSONValue {
@@ -33,6 +44,7 @@ public struct StoreRecord: Sendable {
             ("fixtures", JSONValue(fixtures)), ("label", JSONValue(label)),
             ("created_at", .double(createdAt.seconds)), ("expires_at", .double(expiresAt.seconds)),
             ("keep", .bool(keep)),
+            ("creation", creation.map { .object([("version", JSONValue($0.version)), ("fixtures", JSONValue($0.fixtures))]) } ?? .null),
         ])
     }
 
@@ -51,6 +63,9 @@ public struct StoreRecord: Sendable {
                   snapshot: json["snapshot"]?.stringValue,
                   fixtures: json["fixtures"]?.arrayValue?.compactMap(\.stringValue) ?? [],
                   label: json["label"]?.stringValue, createdAt: Timestamp(seconds: c), expiresAt: Timestamp(seconds: e),
-                  keep: json["keep"]?.boolValue ?? false)
+                  keep: json["keep"]?.boolValue ?? false,
+                  creation: json["creation"]?["fixtures"]?.arrayValue.map { fixtures in
+                      Creation(version: json["creation"]?["version"]?.stringValue, fixtures: fixtures.compactMap(\.stringValue))
+                  })
     }
 }

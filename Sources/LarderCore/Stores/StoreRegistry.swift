@@ -11,14 +11,18 @@ public struct Provenance: Sendable {
     public var fixtures: [String]
     /// Row counts when the builder knows them (a copy of a cached template).
     public var counts: [(String, Int64)]?
+    /// An immutable file holding what the builder made (a template cache
+    /// entry), which the store's base links to; nil: the base is a copy.
+    public var immutableSource: String?
 
     public init(template: String? = nil, version: String? = nil, snapshot: String? = nil,
-                fixtures: [String] = [], counts: [(String, Int64)]? = nil) {
+                fixtures: [String] = [], counts: [(String, Int64)]? = nil, immutableSource: String? = nil) {
         self.template = template
         self.version = version
         self.snapshot = snapshot
         self.fixtures = fixtures
         self.counts = counts
+        self.immutableSource = immutableSource
     }
 }
 
@@ -166,6 +170,16 @@ public final class StoreRegistry: Sendable {
         try FileSystem.makeDirectory(staging)
         do {
             let provenance = try build(staging + "/store.sqlite")
+            // The creation state, which a reset restores: a link to the
+            // immutable cache file it was copied from, else a copy (its
+            // builder's connections are closed: the file is whole).
+            let base = staging + "/" + Store.baseName
+            if let source = provenance.immutableSource {
+                try FileSystem.linkOrCopy(source, to: base)
+            } else {
+                try FileSystem.copyFile(from: staging + "/store.sqlite", to: base)
+                FileSystem.makeReadOnly(base)
+            }
             let now = Timestamp.now
             let sequence = live.withLock { l -> Int64 in
                 defer { l.nextSequence += 1 }
@@ -173,7 +187,8 @@ public final class StoreRegistry: Sendable {
             }
             let record = StoreRecord(id: id, sequence: sequence, template: provenance.template, version: provenance.version,
                                      snapshot: provenance.snapshot, fixtures: provenance.fixtures, label: label,
-                                     createdAt: now, expiresAt: now.adding(seconds: ttlSeconds ?? defaultTTL))
+                                     createdAt: now, expiresAt: now.adding(seconds: ttlSeconds ?? defaultTTL),
+                                     creation: .init(version: provenance.version, fixtures: provenance.fixtures))
             // The staging directory is invisible until renamed: a plain write is atomic enough.
             try FileSystem.writeFile(record.json.serialized(), to: staging + "/store.json")
             try access.grant(store: staging)

@@ -1,0 +1,180 @@
+import FileSystem
+import Foundation
+import LarderCore
+import SQLite
+import TestSupport
+import XCTest
+
+/// `reset` (StoreEditor) and forks (Provisioner.createFork): the creation
+/// state each store keeps, restored in place under a test's open connection.
+final class ResetAndForkTests: XCTestCase {
+    func inode(_ path: String) throws -> UInt64 {
+        (try FileManager.default.attributesOfItem(atPath: path)[.systemFileNumber] as? NSNumber)?.uint64Value ?? 0
+    }
+
+    func count(_ db: Connection, _ table: String) throws -> Int64? {
+        try db.scalar("SELECT count(*) FROM \(table)")?.int64
+    }
+
+    func testResetRestoresTheCreationStateInPlaceUnderATestsOpenConnection() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let store = try core.store("gallery", version: "3", fixtures: ["artists", "artworks"])
+        let path = store.databasePath
+        let before = try inode(path)
+        // The test's own connection, open across the reset.
+        let held = try Connection(path: path, mode: .readWrite)
+        try held.execute("DELETE FROM artworks; INSERT INTO artists (name) VALUES ('Sonia Delaunay'); CREATE TABLE scratch (x)")
+        _ = try core.editor.loadFixtures(store.id, .names(["albums"]))
+        _ = try core.editor.migrate(store.id, to: "latest")
+        XCTAssertEqual(store.record.version, "6")
+        XCTAssertNotNil(try held.scalar("SELECT name FROM sqlite_schema WHERE name = 'partners'"))
+
+        let reset = try core.editor.reset(store.id)
+        XCTAssertEqual(try inode(path), before, "the same file")
+        XCTAssertEqual(reset.record.version, "3")
+        XCTAssertEqual(reset.record.fixtures, ["artists", "artworks"])
+        XCTAssertEqual(Dictionary(uniqueKeysWithValues: reset.lastCounts ?? [])["artworks"], 12)
+        // The held connection sees the reset state at its next transaction, and writes on.
+        XCTAssertEqual(try count(held, "artworks"), 12)
+        XCTAssertEqual(try count(held, "artists"), 4)
+        XCTAssertNil(try held.scalar("SELECT name FROM sqlite_schema WHERE name = 'scratch'"))
+        XCTAssertNil(try held.scalar("SELECT name FROM sqlite_schema WHERE name = 'partners'"), "the schema of version 3 again")
+        try held.execute("INSERT INTO artists (name) VALUES ('after the reset')")
+        XCTAssertEqual(try store.counts().first { $0.0 == "artists" }?.1, 5)
+        // The record on disk says so too: a restart finds the creation state again.
+        core.registry.close()
+        let again = try CoreServices(scratch)
+        XCTAssertEqual(try again.registry.get(store.id).record.fixtures, ["artists", "artworks"])
+        _ = try again.editor.reset(store.id)
+        XCTAssertEqual(try count(held, "artists"), 4)
+    }
+
+    func testATemplateStoresBaseIsALinkToTheImmutableCacheFile() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let store = try core.store("gallery")
+        let base = store.directory + "/base.sqlite"
+        let entries = FileSystem.entries(core.registry.cacheDirectory).filter { $0.hasSuffix(".sqlite") }
+        XCTAssertEqual(entries.count, 1)
+        XCTAssertEqual(try inode(base), try inode(core.registry.cacheDirectory + "/" + entries[0]), "no bytes copied")
+        let mode = (try FileManager.default.attributesOfItem(atPath: base)[.posixPermissions] as? NSNumber)?.intValue
+        XCTAssertEqual(mode, 0o444, "read-only")
+        // A reset leaves nothing beside the base (it is read as immutable: no -wal, no -shm).
+        _ = try core.editor.reset(store.id)
+        XCTAssertEqual(FileSystem.entries(store.directory).filter { $0.hasPrefix("base") }, ["base.sqlite"])
+    }
+
+    func testAResetWaitsForATestsWriteTransactionThenConflicts() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch) { $0.busyTimeoutMs = 100 }
+        let store = try core.store("boardgames", fixtures: ["board_games"])
+        let held = try Connection(path: store.databasePath, mode: .readWrite)
+        try held.execute("BEGIN IMMEDIATE; DELETE FROM board_games")
+        XCTAssertLarderError(.conflict, try core.editor.reset(store.id))
+        try held.execute("COMMIT")
+        XCTAssertEqual(try count(held, "board_games"), 0)
+        _ = try core.editor.reset(store.id)
+        XCTAssertGreaterThan(try count(held, "board_games") ?? 0, 0)
+    }
+
+    func testResetOfAnEmptyStoreAndOfAnUpload() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let (empty, _) = try core.provisioner.createEmpty(label: nil, ttlSeconds: nil)
+        let held = try Connection(path: empty.databasePath, mode: .readWrite)
+        try held.execute("CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('x')")
+        _ = try core.editor.reset(empty.id)
+        XCTAssertEqual(try held.scalar("SELECT count(*) FROM sqlite_schema")?.int64, 0)
+
+        let upload = try scratch.database("upload.sqlite")
+        try upload.execute("CREATE TABLE t (x); INSERT INTO t VALUES (1), (2), (3)")
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: scratch.path + "/upload.sqlite")))
+        let (uploaded, _) = try core.provisioner.createFromUpload(.bytes(bytes), template: nil, version: nil, label: nil, ttlSeconds: nil)
+        let test = try Connection(path: uploaded.databasePath, mode: .readWrite)
+        try test.execute("DELETE FROM t WHERE x > 1; INSERT INTO t VALUES (9)")
+        _ = try core.editor.reset(uploaded.id)
+        XCTAssertEqual(try rows(test, "SELECT x FROM t ORDER BY x"), [["1"], ["2"], ["3"]])
+    }
+
+    func testAStoreWithoutABaseSaysItCannotBeReset() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let store = try core.store("boardgames")
+        // As an older Larder left it: no base beside the store.
+        unlink(store.directory + "/base.sqlite")
+        XCTAssertLarderError(.badRequest, try core.editor.reset(store.id)) { error in
+            XCTAssertTrue(error.message.contains("no creation state"), error.message)
+        }
+        XCTAssertLarderError(.storeNotFound, try core.editor.reset("st_missing"))
+        // A base a test replaced by a link to another store is not followed.
+        let other = try core.store("gallery")
+        XCTAssertEqual(symlink(other.databasePath, store.directory + "/base.sqlite"), 0)
+        XCTAssertLarderError(.badRequest, try core.editor.reset(store.id))
+        XCTAssertThrowsError(try Connection.immutable(path: store.directory + "/base.sqlite")) { error in
+            XCTAssertEqual((error as? SQLiteError)?.code, 1550, "SQLITE_CANTOPEN_SYMLINK")
+        }
+        XCTAssertNil(try store.withReader { try $0.scalar("SELECT name FROM sqlite_schema WHERE name = 'artists'") })
+    }
+
+    func testAForkIsTheSourcesCommittedStateThenItsFixtures() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let source = try core.store("gallery", fixtures: ["artists", "artworks"], label: "expensive setup")
+        let test = try Connection(path: source.databasePath, mode: .readWrite)
+        try test.execute("INSERT INTO artists (name) VALUES ('committed')")
+        // The source's test is writing: its open transaction is not in the fork.
+        try test.execute("BEGIN IMMEDIATE; INSERT INTO artists (name) VALUES ('not committed'); DELETE FROM artworks")
+        let (fork, provenance) = try core.provisioner.createFork(of: source.id, fixtures: ["albums"], label: "forked", ttlSeconds: 60)
+        try test.execute("COMMIT")
+
+        XCTAssertNotEqual(fork.id, source.id)
+        XCTAssertEqual(fork.record.template, "gallery")
+        XCTAssertEqual(fork.record.version, "6")
+        XCTAssertEqual(fork.record.fixtures, ["artists", "artworks", "albums"])
+        XCTAssertEqual(fork.record.label, "forked")
+        let counts = Dictionary(uniqueKeysWithValues: provenance.counts ?? [])
+        XCTAssertEqual(counts["artists"], 5)
+        XCTAssertEqual(counts["artworks"], 12)
+        XCTAssertGreaterThan(counts["albums"] ?? 0, 0)
+        let db = try fork.connect()
+        XCTAssertEqual(try db.scalar("PRAGMA journal_mode")?.string, "wal")
+        XCTAssertEqual(try rows(db, "SELECT name FROM artists WHERE name LIKE '%committed'"), [["committed"]])
+
+        // A reset of the fork goes back to the fork, not to the template.
+        try db.execute("DELETE FROM artists WHERE id > 2")
+        _ = try core.editor.reset(fork.id)
+        XCTAssertEqual(try count(db, "artists"), 5)
+        XCTAssertEqual(try count(test, "artworks"), 0, "the source is its own")
+    }
+
+    func testForkErrors() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        XCTAssertLarderError(.storeNotFound, try core.provisioner.createFork(of: "st_missing", fixtures: nil, label: nil, ttlSeconds: nil))
+        let (empty, _) = try core.provisioner.createEmpty(label: nil, ttlSeconds: nil)
+        XCTAssertLarderError(.badRequest, try core.provisioner.createFork(of: empty.id, fixtures: ["artists"], label: nil, ttlSeconds: nil))
+        let gallery = try core.store("gallery")
+        XCTAssertThrowsError(try core.provisioner.createFork(of: gallery.id, fixtures: ["no-such-fixture"], label: nil, ttlSeconds: nil))
+        XCTAssertEqual(core.registry.count, 2, "a failed fork leaves nothing behind")
+        XCTAssertEqual(FileSystem.entries(core.registry.buildingDirectory), [])
+    }
+
+    func testAForkedStoresTriggersRunSandboxedWhenItsFixturesLoad() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let source = try core.store("gallery")
+        let test = try Connection(path: source.databasePath, mode: .readWrite)
+        // What a hostile test leaves in its store: a trigger that reaches out.
+        try test.execute("""
+            CREATE TRIGGER reach AFTER INSERT ON artists BEGIN
+              SELECT load_extension('/tmp/evil.so');
+            END
+            """)
+        XCTAssertThrowsError(try core.provisioner.createFork(of: source.id, fixtures: ["artists"], label: nil, ttlSeconds: nil)) { error in
+            XCTAssertTrue("\(error)".contains("load_extension") || "\(error)".contains("not authorized") || "\(error)".contains("forbidden"),
+                          "\(error)")
+        }
+        XCTAssertEqual(core.registry.count, 1)
+    }
+}
