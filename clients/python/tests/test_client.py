@@ -1,7 +1,7 @@
 """The client against a real server: every call is real HTTP.
 
-Not tested here yet, because the server does not have them yet: reset(),
-diff(), create_store(build=...) and create_store(from_store=...).
+Not tested here yet, because the server does not have them yet: diff()
+and create_store(build=...).
 """
 import ast
 import contextlib
@@ -11,6 +11,7 @@ import pickle
 import sqlite3
 import threading
 import time
+import urllib.request
 import zipfile
 
 import pytest
@@ -151,6 +152,96 @@ def test_other_errors(client):
     assert (caught.value.status, caught.value.code) == (422, "sql_error")
     assert caught.value.details
     store.delete()
+
+
+def test_reset_in_place_under_an_open_connection_that_then_writes(client):
+    store = client.create_store(template="gallery", fixtures=["artists", "artworks"])
+    path, inode = store.path, os.stat(store.path).st_ino
+    # This process's own connection stays open across the reset.
+    with open_db(path) as db:
+        db.execute("DELETE FROM artworks")
+        db.execute("INSERT INTO artists (name) VALUES ('Sonia Delaunay')")
+        store.load(fixtures=["albums"])
+        assert store.reset() is store
+        assert store.info["fixtures"] == ["artists", "artworks"]
+        assert store.info["counts"]["artworks"] == 12
+        assert store.info["counts"]["albums"] == 0
+        assert store.path == path and os.stat(path).st_ino == inode
+        assert db.execute("SELECT count(*) FROM artworks").fetchone()[0] == 12
+        db.execute("INSERT INTO artists (name) VALUES ('after the reset')")
+    assert store.counts("artists") == {"artists": 5}
+    store.delete()
+
+
+def test_reset_waits_for_a_write_transaction_then_conflicts(client):
+    store = client.create_store(template="gallery", fixtures=["artists", "artworks"])
+    with open_db(store.path) as db:
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("DELETE FROM artworks")
+        with pytest.raises(larder.LarderError) as caught:
+            store.reset()
+        assert (caught.value.status, caught.value.code, caught.value.retry_after) == (409, "conflict", 1)
+        db.execute("COMMIT")
+        assert store.reset().info["counts"]["artworks"] == 12
+        assert db.execute("SELECT count(*) FROM artworks").fetchone()[0] == 12
+    store.delete()
+
+
+def test_reset_of_an_upload(client, tmp_path):
+    upload = tmp_path / "app.sqlite"
+    with open_db(upload) as db:
+        db.execute("CREATE TABLE notes (body TEXT)")
+        db.execute("INSERT INTO notes VALUES ('kept')")
+    request = urllib.request.Request(client.url + "/stores", data=upload.read_bytes(), method="POST",
+                                     headers={"Content-Type": "application/vnd.sqlite3"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        store = client.store(json.loads(answer.read())["id"])
+    with open_db(store.path) as db:
+        db.execute("DELETE FROM notes")
+        db.execute("CREATE TABLE more (x)")
+        store.reset()
+        assert db.execute("SELECT body FROM notes").fetchall() == [("kept",)]
+        assert db.execute("SELECT count(*) FROM sqlite_schema WHERE name = 'more'").fetchone()[0] == 0
+    store.delete()
+
+
+def test_fork_is_the_committed_state_then_its_fixtures(client):
+    source = client.create_store(template="gallery", fixtures=["artists", "artworks"], label="expensive setup")
+    with open_db(source.path) as db:
+        db.execute("INSERT INTO artists (name) VALUES ('committed')")
+        # The source's test is writing: what it has not committed stays out of the fork.
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("INSERT INTO artists (name) VALUES ('not committed')")
+        fork = client.create_store(from_store=source, fixtures=["albums"], label="forked")
+        db.execute("COMMIT")
+    assert fork.id != source.id
+    assert (fork.info["template"], fork.info["version"], fork.info["label"]) == ("gallery", "6", "forked")
+    assert fork.info["fixtures"] == ["artists", "artworks", "albums"]
+    assert fork.info["counts"]["artists"] == 5
+    assert fork.info["counts"]["albums"] > 0
+    assert source.counts("artists") == {"artists": 6}
+    # A reset of the fork goes back to the fork as it was made.
+    with open_db(fork.path) as db:
+        db.execute("DELETE FROM artists WHERE id > 1")
+    assert fork.reset().info["counts"]["artists"] == 5
+    fork.delete()
+    source.delete()
+
+
+def test_fork_errors(client):
+    source = client.create_store(template="gallery")
+    with pytest.raises(larder.LarderError) as caught:
+        client.create_store(from_store=source, template="gallery")
+    assert (caught.value.status, caught.value.code) == (400, "bad_request")
+    with pytest.raises(larder.LarderError) as caught:
+        client.create_store(from_store="st_nothere")
+    assert (caught.value.status, caught.value.code) == (404, "store_not_found")
+    gone = client.create_store()
+    gone.delete()
+    with pytest.raises(larder.LarderError) as caught:
+        gone.reset()
+    assert (caught.value.status, caught.value.code) == (404, "store_not_found")
+    source.delete()
 
 
 def test_query_with_params(client):
