@@ -73,6 +73,7 @@ enum ServiceRoutes {
         let text = s.metrics.render(gauges: [
             ("larder_live_stores", "Stores on disk now.", "gauge", String(s.registry.count)),
             ("larder_count_waits", "Count waits (long polls) under way.", "gauge", String(s.waiter.waiting)),
+            ("larder_trash_backlog", "Deleted stores whose files are still being removed.", "gauge", String(s.registry.trashBacklog)),
             ("larder_store_bytes", "Bytes the stores take on disk (refreshed by the reaper).", "gauge", String(s.registry.diskBytes)),
             ("larder_template_cache_hits_total", "Stores copied from a cached template.", "counter", String(s.cache.stats.hits)),
             ("larder_template_cache_misses_total", "Template databases built.", "counter", String(s.cache.stats.misses)),

@@ -47,6 +47,8 @@ public final class StoreRegistry: Sendable {
     public let access: StoreAccess
     /// The root as tests see it (`--client-root`).
     let clientRoot: String
+    /// Deleted stores on their way out, removed in the background.
+    let trash: Trash
 
     struct Live {
         var stores: [String: Store] = [:]
@@ -85,14 +87,18 @@ public final class StoreRegistry: Sendable {
         for directory in [storesDirectory, buildingDirectory, temporaryDirectory, cacheDirectory] {
             try FileSystem.makeDirectory(directory)
         }
+        trash = try Trash(directory: root + "/trash", root: root)
         try access.open(root)
         try access.open(storesDirectory)
         try recover()
     }
 
-    /// Lets another registry take the root (the server stopped); the
-    /// registry must not be used afterwards.
-    public func close() { rootLock.release() }
+    /// Lets another registry take the root (the server stopped), once the
+    /// trash is empty; the registry must not be used afterwards.
+    public func close() {
+        trash.drain()
+        rootLock.release()
+    }
 
     /// Creates the root, or accepts it when it is Larder's (it has the marker)
     /// or empty. Anything else is refused: Larder removes files under its
@@ -268,8 +274,9 @@ public final class StoreRegistry: Sendable {
         return store
     }
 
-    /// Removes the store and every file of it. Operations under way on it
-    /// are interrupted first (they answer `store_not_found`), and so does any later one.
+    /// Removes the store: gone from every answer at once, its files removed
+    /// in the background. Operations under way on it are interrupted first
+    /// (they answer `store_not_found`), and so does any later one.
     public func delete(_ id: String) throws {
         let store = try live.withLock { l -> Store in
             guard let store = l.stores.removeValue(forKey: id) else {
@@ -280,17 +287,17 @@ public final class StoreRegistry: Sendable {
         store.markDeleted()
         let size = store.sizeBytes
         live.withLock { $0.diskBytes = max(0, $0.diskBytes - size) }
-        // Rename first so the store disappears at once even if removal is cut short.
-        let doomed = temporaryDirectory + "/deleted-" + id
-        if (try? FileSystem.rename(store.directory, to: doomed)) != nil {
-            // The files a store has; anything else falls back to a full walk.
-            FileSystem.removeDatabase(doomed + "/store.sqlite")
-            FileSystem.remove(doomed + "/store.json")
-            if !FileSystem.removeEmptyDirectory(doomed) { try FileSystem.removeTree(doomed, within: root) }
-        } else {
+        // Into the trash with one rename; its files go in the background.
+        if !trash.discard(store.directory, name: id) {
             try FileSystem.removeTree(store.directory, within: root)
         }
     }
+
+    /// Deleted stores whose files are still being removed.
+    public var trashBacklog: Int { trash.backlog }
+
+    /// Waits until the files of every store deleted so far are gone.
+    func drainTrash() { trash.drain() }
 
     /// Deletes every store labelled `label`, or whose label starts with
     /// `prefix` (kept ones too); answers how many.

@@ -1,0 +1,57 @@
+import Dispatch
+import FileSystem
+import Foundation
+import Synchronization
+
+/// Where deleted stores go: `DELETE` renames a store's directory in here
+/// (one `rename`, so the store is gone from every answer at once) and a
+/// background queue removes the files, off the request path. What a stop or
+/// a crash left here is removed when the next registry opens the root.
+final class Trash: Sendable {
+    let directory: String
+    private let root: String
+    private let queue = DispatchQueue(label: "larder.trash", qos: .utility)
+    private let pending = Atomic<Int>(0)
+    /// Held while removal is held back (tests of a trash that is behind).
+    private let hold = NSLock()
+
+    init(directory: String, root: String) throws {
+        self.directory = directory
+        self.root = root
+        try FileSystem.makeDirectory(directory)
+        for name in FileSystem.entries(directory) { empty(directory + "/" + name) }
+    }
+
+    /// Directories waiting to be removed.
+    var backlog: Int { pending.load(ordering: .relaxed) }
+
+    /// Moves a store's directory into the trash; false when it could not be
+    /// moved (then nothing happened to it).
+    func discard(_ storeDirectory: String, name: String) -> Bool {
+        let target = directory + "/" + name
+        guard (try? FileSystem.rename(storeDirectory, to: target)) != nil else { return false }
+        empty(target)
+        return true
+    }
+
+    private func empty(_ path: String) {
+        pending.add(1, ordering: .relaxed)
+        queue.async { [self] in
+            hold.lock()
+            hold.unlock()
+            // The files a store has; anything else falls back to a full walk.
+            FileSystem.removeDatabase(path + "/store.sqlite")
+            FileSystem.remove(path + "/" + Store.baseName)
+            FileSystem.remove(path + "/store.json")
+            if !FileSystem.removeEmptyDirectory(path) { try? FileSystem.removeTree(path, within: root) }
+            pending.subtract(1, ordering: .relaxed)
+        }
+    }
+
+    /// Waits until everything discarded so far is removed.
+    func drain() { queue.sync {} }
+
+    /// Holds removal back until `resume()` (for tests of a trash that is behind).
+    func pause() { hold.lock() }
+    func resume() { hold.unlock() }
+}
