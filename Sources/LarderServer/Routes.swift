@@ -70,6 +70,7 @@ enum ServiceRoutes {
     }
 
     static func metrics(_ s: Services) -> Response {
+        let ready = s.provisioner.readyCopies.stats
         let text = s.metrics.render(gauges: [
             ("larder_live_stores", "Stores on disk now.", "gauge", String(s.registry.count)),
             ("larder_count_waits", "Count waits (long polls) under way.", "gauge", String(s.waiter.waiting)),
@@ -78,6 +79,10 @@ enum ServiceRoutes {
             ("larder_template_cache_hits_total", "Stores copied from a cached template.", "counter", String(s.cache.stats.hits)),
             ("larder_template_cache_misses_total", "Template databases built.", "counter", String(s.cache.stats.misses)),
             ("larder_template_cache_bytes", "Bytes the template cache takes.", "gauge", String(s.cache.stats.bytes)),
+            ("larder_ready_copies", "Ready copies waiting to be handed out.", "gauge", String(ready.copies)),
+            ("larder_ready_copy_bytes", "Bytes the ready copies take.", "gauge", String(ready.bytes)),
+            ("larder_ready_copy_handouts_total", "Stores handed out from ready copies.", "counter", String(ready.handouts)),
+            ("larder_ready_copy_misses_total", "Stores of a template entry made with no ready copy at hand.", "counter", String(ready.misses)),
         ])
         return Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", bytes: Array(text.utf8))
     }

@@ -41,7 +41,7 @@ final class Services: Sendable {
         catalog = Catalog(directory: configuration.fixtures)
         cache = TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory,
                               maxBytes: configuration.cacheMaxBytes)
-        provisioner = Provisioner(registry: registry, catalog: catalog, cache: cache)
+        provisioner = Provisioner(registry: registry, catalog: catalog, cache: cache, readyCopies: configuration.poolSize)
         editor = StoreEditor(registry: registry, catalog: catalog)
     }
 

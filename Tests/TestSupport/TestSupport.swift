@@ -85,14 +85,16 @@ public struct CoreServices {
     public let provisioner: Provisioner
     public let editor: StoreEditor
 
-    public init(_ scratch: Scratch, fixtures: String = sampleFixtures, configure: (inout Configuration) -> Void = { _ in }) throws {
+    public init(_ scratch: Scratch, fixtures: String = sampleFixtures, readyCopies: Int = 0,
+                configure: (inout Configuration) -> Void = { _ in }) throws {
         var c = Configuration()
         c.root = scratch.path + "/root"
         configure(&c)
         registry = try StoreRegistry(configuration: c)
         let catalog = Catalog(directory: fixtures)
         provisioner = Provisioner(registry: registry, catalog: catalog,
-                                  cache: TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory, maxBytes: 1 << 30))
+                                  cache: TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory, maxBytes: 1 << 30),
+                                  readyCopies: readyCopies)
         editor = StoreEditor(registry: registry, catalog: catalog)
     }
 

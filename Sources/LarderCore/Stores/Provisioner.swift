@@ -9,11 +9,16 @@ public final class Provisioner: Sendable {
     public let registry: StoreRegistry
     public let catalog: Catalog
     public let cache: TemplateCache
+    /// Stores of recently used template entries, made ahead of the requests.
+    public let readyCopies: ReadyCopies
 
-    public init(registry: StoreRegistry, catalog: Catalog, cache: TemplateCache) {
+    /// `readyCopies`: how many ready copies to keep per recently used
+    /// template entry (`--pool-size`; 0: none).
+    public init(registry: StoreRegistry, catalog: Catalog, cache: TemplateCache, readyCopies: Int = 0) {
         self.registry = registry
         self.catalog = catalog
         self.cache = cache
+        self.readyCopies = ReadyCopies(registry: registry, perKey: readyCopies, maxBytes: cache.maxBytes)
     }
 
     /// What a client asks `POST /stores` for.
@@ -67,13 +72,18 @@ public final class Provisioner: Sendable {
 
     public func isCached(_ plan: Plan) -> Bool { cache.contains(plan.key) }
 
-    /// A store copied from the cached template database of `plan`.
+    /// A store of the cached template database of `plan`: a ready copy when
+    /// there is one, else a copy made now.
     public func create(_ plan: Plan, label: String?, ttlSeconds: Int?) throws -> (Store, Provenance) {
         let entry = try cache.entry(plan.key) { path in try build(plan, at: path) }
+        let provenance = Provenance(template: plan.template.name, version: entry.version, snapshot: plan.snapshot?.name,
+                                    fixtures: plan.fixtures.map(\.name), counts: entry.counts, immutableSource: entry.path)
+        if let ready = readyCopies.take(entry) {
+            return try registry.adopt(ready, provenance: provenance, label: label, ttlSeconds: ttlSeconds)
+        }
         return try registry.create(label: label, ttlSeconds: ttlSeconds) { path in
             try FileSystem.copyFile(from: entry.path, to: path)
-            return Provenance(template: plan.template.name, version: entry.version, snapshot: plan.snapshot?.name,
-                              fixtures: plan.fixtures.map(\.name), counts: entry.counts, immutableSource: entry.path)
+            return provenance
         }
     }
 

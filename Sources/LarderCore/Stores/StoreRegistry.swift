@@ -35,6 +35,8 @@ public final class StoreRegistry: Sendable {
     public let buildingDirectory: String
     public let temporaryDirectory: String
     public let cacheDirectory: String
+    /// Ready copies (`ReadyCopies`): private until handed out, thrown away at start.
+    let readyDirectory: String
     let defaultTTL: Int
     let maxStores: Int
     let maxDiskBytes: Int64
@@ -76,6 +78,7 @@ public final class StoreRegistry: Sendable {
         buildingDirectory = root + "/building"
         temporaryDirectory = root + "/tmp"
         cacheDirectory = root + "/cache"
+        readyDirectory = root + "/ready"
         defaultTTL = configuration.ttlSeconds
         maxStores = configuration.maxStores
         maxDiskBytes = configuration.maxDiskBytes
@@ -88,6 +91,14 @@ public final class StoreRegistry: Sendable {
             try FileSystem.makeDirectory(directory)
         }
         trash = try Trash(directory: root + "/trash", root: root)
+        // Ready copies are only a cache: those of the last run go.
+        try FileSystem.makeDirectory(readyDirectory)
+        try FileSystem.setAccess(readyDirectory, mode: 0o700, group: nil)
+        for name in FileSystem.entries(readyDirectory) {
+            if !trash.discard(readyDirectory + "/" + name, name: name) {
+                try FileSystem.removeTree(readyDirectory + "/" + name, within: root)
+            }
+        }
         try access.open(root)
         try access.open(storesDirectory)
         try recover()
@@ -159,18 +170,8 @@ public final class StoreRegistry: Sendable {
     /// Builds a store: `build` fills the file at the path it is given. On any
     /// error nothing is left behind.
     public func create(label: String?, ttlSeconds: Int?, build: (String) throws -> Provenance) throws -> (Store, Provenance) {
-        try live.withLock { l in
-            guard l.stores.count + l.reserved < maxStores else {
-                throw LarderError(.quotaExceeded, "the store limit (\(maxStores)) is reached; delete stores or raise --max-stores",
-                                  details: [("limit", .int(Int64(maxStores)))])
-            }
-            if maxDiskBytes > 0 && l.diskBytes >= maxDiskBytes {
-                throw LarderError(.quotaExceeded, "the disk quota (\(maxDiskBytes) bytes) is reached",
-                                  details: [("limit_bytes", .int(maxDiskBytes)), ("used_bytes", .int(l.diskBytes))])
-            }
-            l.reserved += 1
-        }
-        defer { live.withLock { $0.reserved -= 1 } }
+        try reserveSlot()
+        defer { releaseSlot() }
         let id = newID()
         let staging = buildingDirectory + "/" + id
         try FileSystem.makeDirectory(staging)
@@ -186,32 +187,92 @@ public final class StoreRegistry: Sendable {
                 try FileSystem.copyFile(from: staging + "/store.sqlite", to: base)
                 FileSystem.makeReadOnly(base)
             }
-            let now = Timestamp.now
-            let sequence = live.withLock { l -> Int64 in
-                defer { l.nextSequence += 1 }
-                return l.nextSequence
-            }
-            let record = StoreRecord(id: id, sequence: sequence, template: provenance.template, version: provenance.version,
-                                     snapshot: provenance.snapshot, fixtures: provenance.fixtures, label: label,
-                                     createdAt: now, expiresAt: now.adding(seconds: ttlSeconds ?? defaultTTL),
-                                     creation: .init(version: provenance.version, fixtures: provenance.fixtures))
-            // The staging directory is invisible until renamed: a plain write is atomic enough.
-            try FileSystem.writeFile(record.json.serialized(), to: staging + "/store.json")
             try access.grant(store: staging)
-            let directory = storesDirectory + "/" + id
-            try FileSystem.rename(staging, to: directory)
-            let store = Store(record: record, directory: directory, readTimeoutMs: readTimeoutMs)
-            if let counts = provenance.counts { store.remember(counts: counts) }
-            let size = store.sizeBytes
-            live.withLock { l in
-                l.stores[id] = store
-                l.diskBytes += size
-            }
-            return (store, provenance)
+            return (try enter(staging, id: id, provenance: provenance, label: label, ttlSeconds: ttlSeconds), provenance)
         } catch {
             try? FileSystem.removeTree(staging, within: root)
             throw error
         }
+    }
+
+    /// A ready copy, finished ahead of time (`ReadyCopies`), made a store
+    /// with the request's label and ttl: one rename. On any error the copy
+    /// goes to the trash.
+    func adopt(_ copy: ReadyCopy, provenance: Provenance, label: String?, ttlSeconds: Int?) throws -> (Store, Provenance) {
+        do {
+            try reserveSlot()
+            defer { releaseSlot() }
+            return (try enter(copy.directory, id: copy.id, provenance: provenance, label: label, ttlSeconds: ttlSeconds), provenance)
+        } catch {
+            discard(copy)
+            throw error
+        }
+    }
+
+    /// A ready copy of the immutable file `source`: a store directory, all
+    /// but its record, made aside in `ready/`.
+    func makeReady(from source: String) throws -> ReadyCopy {
+        let id = newID()
+        let directory = readyDirectory + "/" + id
+        try FileSystem.makeDirectory(directory)
+        do {
+            try FileSystem.copyFile(from: source, to: directory + "/store.sqlite")
+            try FileSystem.linkOrCopy(source, to: directory + "/" + Store.baseName)
+            try access.grant(store: directory)
+            return ReadyCopy(id: id, directory: directory, bytes: FileSystem.size(directory + "/store.sqlite"))
+        } catch {
+            try? FileSystem.removeTree(directory, within: root)
+            throw error
+        }
+    }
+
+    /// A ready copy no longer wanted, into the trash.
+    func discard(_ copy: ReadyCopy) {
+        if !trash.discard(copy.directory, name: copy.id) { try? FileSystem.removeTree(copy.directory, within: root) }
+    }
+
+    /// Counts a store about to be made against `--max-stores` and the disk
+    /// quota (`quota_exceeded` past them) until `releaseSlot()`.
+    private func reserveSlot() throws {
+        try live.withLock { l in
+            guard l.stores.count + l.reserved < maxStores else {
+                throw LarderError(.quotaExceeded, "the store limit (\(maxStores)) is reached; delete stores or raise --max-stores",
+                                  details: [("limit", .int(Int64(maxStores)))])
+            }
+            if maxDiskBytes > 0 && l.diskBytes >= maxDiskBytes {
+                throw LarderError(.quotaExceeded, "the disk quota (\(maxDiskBytes) bytes) is reached",
+                                  details: [("limit_bytes", .int(maxDiskBytes)), ("used_bytes", .int(l.diskBytes))])
+            }
+            l.reserved += 1
+        }
+    }
+
+    private func releaseSlot() { live.withLock { $0.reserved -= 1 } }
+
+    /// Writes the record of a finished store directory and renames it into
+    /// `stores/`: from then on it is listed and counted.
+    private func enter(_ staging: String, id: String, provenance: Provenance, label: String?, ttlSeconds: Int?) throws -> Store {
+        let now = Timestamp.now
+        let sequence = live.withLock { l -> Int64 in
+            defer { l.nextSequence += 1 }
+            return l.nextSequence
+        }
+        let record = StoreRecord(id: id, sequence: sequence, template: provenance.template, version: provenance.version,
+                                 snapshot: provenance.snapshot, fixtures: provenance.fixtures, label: label,
+                                 createdAt: now, expiresAt: now.adding(seconds: ttlSeconds ?? defaultTTL),
+                                 creation: .init(version: provenance.version, fixtures: provenance.fixtures))
+        // The staging directory is invisible until renamed: a plain write is atomic enough.
+        try FileSystem.writeFile(record.json.serialized(), to: staging + "/store.json")
+        let directory = storesDirectory + "/" + id
+        try FileSystem.rename(staging, to: directory)
+        let store = Store(record: record, directory: directory, readTimeoutMs: readTimeoutMs)
+        if let counts = provenance.counts { store.remember(counts: counts) }
+        let size = store.sizeBytes
+        live.withLock { l in
+            l.stores[id] = store
+            l.diskBytes += size
+        }
+        return store
     }
 
     /// Where test code finds a file under the root: the same path under `--client-root`.

@@ -32,6 +32,8 @@ public struct Configuration: Sendable {
     public var logFormat: String?
     public var logLevel = "info"
     public var cacheMaxBytes: Int64 = 1 << 30
+    /// Ready copies kept per recently used template entry (0: none).
+    public var poolSize = 16
     /// Permission bits of store files (`-wal` and `-shm` follow); their
     /// directories get the same with `x` wherever there is `r`.
     public var storeMode = 0o664
@@ -134,6 +136,8 @@ public struct Configuration: Sendable {
         .choice("log-level", \.logLevel, ["trace", "debug", "info", "notice", "warning", "error", "critical"],
                 "trace, debug, info, notice, warning, error or critical; each request is an info line."),
         .bytes("cache-max-bytes", \.cacheMaxBytes, "Disk budget of the template cache; least recently used entries go first."),
+        .int("pool-size", \.poolSize, 0...1024,
+             "Ready copies kept per recently used template entry (the 8 latest), made in the background so POST /stores is a rename (0: none)."),
         Setting(name: "store-mode",
                 help: "Permission bits of store files, in octal; their -wal and -shm follow, and their directories get x wherever there is r (0664: 0775).",
                 show: { "0" + String($0.storeMode, radix: 8) },

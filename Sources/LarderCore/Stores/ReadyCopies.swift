@@ -1,0 +1,131 @@
+import Dispatch
+import FileSystem
+import Synchronization
+
+/// A ready copy: a store's directory (database, base) finished ahead of
+/// time in `ready/`, waiting for its record.
+struct ReadyCopy: Sendable {
+    let id: String
+    let directory: String
+    let bytes: Int64
+}
+
+/// Ready copies of recently used template cache entries, so that `POST
+/// /stores` is one rename instead of a file copy: made in the background,
+/// handed out one per request, refilled after each hand-out. Bounded per key
+/// (`--pool-size`), in keys (the most recently used stay stocked) and in
+/// bytes (the template cache's budget again). A key is the cache key, a
+/// hash of the template's files: after a change, requests name a new key
+/// and copies of the old one are never handed out. Invisible to listings
+/// and quotas until handed out; thrown away at a restart.
+public final class ReadyCopies: Sendable {
+    public struct Stats: Sendable {
+        public var copies: Int
+        public var bytes: Int64
+        public var handouts: Int
+        public var misses: Int
+    }
+
+    let perKey: Int
+    let maxKeys: Int
+    let maxBytes: Int64
+    private let registry: StoreRegistry
+    private let queue = DispatchQueue(label: "larder.ready-copies", qos: .utility)
+
+    private struct Shelf {
+        var entry: TemplateCache.Entry
+        var copies: [ReadyCopy] = []
+        var lastUsed: UInt64 = 0
+        var filling = false
+    }
+    private struct State {
+        var shelves: [String: Shelf] = [:]
+        var clock: UInt64 = 0
+        var bytes: Int64 = 0
+        var handouts = 0
+        var misses = 0
+    }
+    private let state = Mutex(State())
+
+    init(registry: StoreRegistry, perKey: Int, maxKeys: Int = 8, maxBytes: Int64) {
+        self.registry = registry
+        self.perKey = perKey
+        self.maxKeys = maxKeys
+        self.maxBytes = maxBytes
+    }
+
+    public var stats: Stats {
+        state.withLock { s in
+            Stats(copies: s.shelves.values.reduce(0) { $0 + $1.copies.count }, bytes: s.bytes, handouts: s.handouts, misses: s.misses)
+        }
+    }
+
+    /// A ready copy of `entry`, or nil (none yet, or turned off); either way
+    /// the key's shelf is refilled in the background.
+    func take(_ entry: TemplateCache.Entry) -> ReadyCopy? {
+        guard perKey > 0 else { return nil }
+        let (copy, fill, dropped) = state.withLock { s -> (ReadyCopy?, Bool, [ReadyCopy]) in
+            s.clock += 1
+            var shelf = s.shelves[entry.key] ?? Shelf(entry: entry)
+            shelf.entry = entry  // the file may have been rebuilt after an eviction
+            shelf.lastUsed = s.clock
+            let copy = shelf.copies.popLast()
+            if let copy {
+                s.handouts += 1
+                s.bytes -= copy.bytes
+            } else {
+                s.misses += 1
+            }
+            let fill = !shelf.filling
+            shelf.filling = true
+            s.shelves[entry.key] = shelf
+            // Only the most recently used keys stay stocked.
+            var dropped: [ReadyCopy] = []
+            while s.shelves.count > maxKeys, let coldest = s.shelves.min(by: { $0.value.lastUsed < $1.value.lastUsed }) {
+                dropped += coldest.value.copies
+                s.bytes -= coldest.value.copies.reduce(0) { $0 + $1.bytes }
+                s.shelves[coldest.key] = nil
+            }
+            return (copy, fill, dropped)
+        }
+        dropped.forEach(registry.discard)
+        if fill { queue.async { [self] in refill(entry.key) } }
+        return copy
+    }
+
+    /// Makes copies for `key` until its shelf is full or the byte budget is
+    /// reached; stops at the first failure (the next request tries again).
+    private func refill(_ key: String) {
+        while true {
+            let source = state.withLock { s -> TemplateCache.Entry? in
+                guard var shelf = s.shelves[key] else { return nil }
+                guard shelf.copies.count < perKey, s.bytes + shelf.entry.size <= maxBytes else {
+                    shelf.filling = false
+                    s.shelves[key] = shelf
+                    return nil
+                }
+                return shelf.entry
+            }
+            guard let source else { return }
+            let made = Result { try registry.makeReady(from: source.path) }
+            let unwanted = state.withLock { s -> ReadyCopy? in
+                guard var shelf = s.shelves[key] else { return try? made.get() }  // dropped meanwhile
+                guard let copy = try? made.get() else {
+                    shelf.filling = false
+                    s.shelves[key] = shelf
+                    return nil
+                }
+                shelf.copies.append(copy)
+                s.bytes += copy.bytes
+                s.shelves[key] = shelf
+                return nil
+            }
+            if let unwanted { registry.discard(unwanted) }
+            if case .failure = made { return }
+            if unwanted != nil { return }
+        }
+    }
+
+    /// Waits until the refills asked for so far are done.
+    func drain() { queue.sync {} }
+}

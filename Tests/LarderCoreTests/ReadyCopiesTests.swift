@@ -1,0 +1,121 @@
+import FileSystem
+import Foundation
+@testable import LarderCore
+import SQLite
+import TestSupport
+import XCTest
+
+/// Ready copies: stores made ahead of the requests and handed out by a rename.
+final class ReadyCopiesTests: XCTestCase {
+    func bytes(_ path: String) throws -> Data { try Data(contentsOf: URL(fileURLWithPath: path)) }
+
+    func testAHandOutIsByteForByteTheTemplatesCopyAndIsRefilled() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch, readyCopies: 3)
+        let first = try core.store("gallery", fixtures: ["artists", "artworks"], label: "first")
+        core.provisioner.readyCopies.drain()
+        XCTAssertEqual(core.provisioner.readyCopies.stats.copies, 3)
+        XCTAssertEqual(core.provisioner.readyCopies.stats.misses, 1)
+        // Ready copies are no stores yet: not listed, not counted.
+        XCTAssertEqual(core.registry.count, 1)
+        XCTAssertEqual(try core.registry.list().stores.map(\.id), [first.id])
+
+        let second = try core.store("gallery", fixtures: ["artists", "artworks"], label: "second")
+        XCTAssertEqual(core.provisioner.readyCopies.stats.handouts, 1)
+        XCTAssertEqual(second.record.label, "second")
+        XCTAssertEqual(second.record.fixtures, ["artists", "artworks"])
+        XCTAssertEqual(Dictionary(uniqueKeysWithValues: second.lastCounts ?? [])["artworks"], 12)
+        XCTAssertEqual(try bytes(second.databasePath), try bytes(first.databasePath), "the same bytes as a copy made now")
+        XCTAssertEqual(try core.registry.list().stores.map(\.id), [second.id, first.id])
+        XCTAssertEqual(try second.connect().scalar("SELECT count(*) FROM artworks")?.int64, 12)
+        // It resets like any store, and is refilled behind the hand-out.
+        try second.connect().execute("DELETE FROM artworks")
+        _ = try core.editor.reset(second.id)
+        XCTAssertEqual(try second.connect().scalar("SELECT count(*) FROM artworks")?.int64, 12)
+        core.provisioner.readyCopies.drain()
+        XCTAssertEqual(core.provisioner.readyCopies.stats.copies, 3)
+        XCTAssertEqual(FileSystem.entries(core.registry.readyDirectory).count, 3)
+    }
+
+    func testATemplateChangeIsNeverServedFromStaleCopies() throws {
+        let scratch = Scratch()
+        let fixtures = scratch.path + "/fixtures"
+        try FileManager.default.copyItem(atPath: sampleFixtures, toPath: fixtures)
+        let core = try CoreServices(scratch, fixtures: fixtures, readyCopies: 2)
+        _ = try core.store("gallery")
+        core.provisioner.readyCopies.drain()
+        XCTAssertEqual(core.provisioner.readyCopies.stats.copies, 2)
+        scratch.write(["0007_create_exhibitions.sql": "CREATE TABLE exhibitions (id INTEGER PRIMARY KEY, title TEXT);"],
+                      under: "fixtures/gallery/migrations")
+        let changed = try core.store("gallery")
+        XCTAssertEqual(changed.record.version, "7")
+        XCTAssertNotNil(try changed.connect().scalar("SELECT name FROM sqlite_schema WHERE name = 'exhibitions'"))
+        XCTAssertEqual(core.provisioner.readyCopies.stats.handouts, 0)
+        // Its own copies follow; the old key's are never handed out.
+        core.provisioner.readyCopies.drain()
+        let again = try core.store("gallery")
+        XCTAssertEqual(core.provisioner.readyCopies.stats.handouts, 1)
+        XCTAssertEqual(again.record.version, "7")
+        XCTAssertNotNil(try again.connect().scalar("SELECT name FROM sqlite_schema WHERE name = 'exhibitions'"))
+    }
+
+    func testOnlyTheMostRecentlyUsedKeysStayStocked() throws {
+        let scratch = Scratch()
+        var c = Configuration()
+        c.root = scratch.path + "/root"
+        let registry = try StoreRegistry(configuration: c)
+        let cache = TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory, maxBytes: 1 << 30)
+        let provisioner = Provisioner(registry: registry, catalog: Catalog(directory: sampleFixtures), cache: cache)
+        let copies = ReadyCopies(registry: registry, perKey: 2, maxKeys: 2, maxBytes: 1 << 30)
+        var entries: [TemplateCache.Entry] = []
+        for fixtures in [["artists"], ["artworks"], ["albums"]] {
+            var request = Provisioner.Request()
+            request.template = "gallery"
+            request.fixtures = fixtures
+            let plan = try provisioner.plan(request)
+            entries.append(try cache.entry(plan.key) { try provisioner.build(plan, at: $0) })
+        }
+        for entry in entries {
+            XCTAssertNil(copies.take(entry))
+            copies.drain()
+        }
+        XCTAssertEqual(copies.stats.copies, 4, "two keys of two copies")
+        XCTAssertNil(copies.take(entries[0]), "the coldest key was dropped")
+        let taken = try XCTUnwrap(copies.take(entries[2]))
+        registry.discard(taken)  // as a refused hand-out does
+        copies.drain()
+        registry.drainTrash()
+        XCTAssertEqual(FileSystem.entries(registry.readyDirectory).count, copies.stats.copies)
+        XCTAssertEqual(FileSystem.entries(registry.root + "/trash"), [])
+    }
+
+    func testAtTheStoreLimitAHandOutIsRefusedAndItsCopyThrownAway() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch, readyCopies: 2) { $0.maxStores = 1 }
+        _ = try core.store("boardgames")
+        core.provisioner.readyCopies.drain()
+        XCTAssertLarderError(.quotaExceeded, try core.store("boardgames"))
+        XCTAssertEqual(core.registry.count, 1)
+        core.provisioner.readyCopies.drain()
+        core.registry.drainTrash()
+        XCTAssertEqual(FileSystem.entries(core.registry.readyDirectory).count, 2, "refilled; the refused copy is gone")
+    }
+
+    func testARestartThrowsReadyCopiesAndTheTrashAway() throws {
+        let scratch = Scratch()
+        var core: CoreServices? = try CoreServices(scratch, readyCopies: 4)
+        let kept = try core!.store("gallery")
+        core!.provisioner.readyCopies.drain()
+        let root = core!.registry.root
+        XCTAssertEqual(FileSystem.entries(root + "/ready").count, 4)
+        core!.registry.close()
+        core = nil
+
+        let again = try CoreServices(scratch, readyCopies: 4)
+        again.registry.drainTrash()
+        XCTAssertEqual(FileSystem.entries(root + "/ready"), [])
+        XCTAssertEqual(FileSystem.entries(root + "/trash"), [])
+        XCTAssertEqual(try again.registry.list().stores.map(\.id), [kept.id])
+        XCTAssertEqual(again.provisioner.readyCopies.stats.copies, 0)
+    }
+}
