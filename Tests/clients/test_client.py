@@ -8,6 +8,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -258,6 +259,40 @@ while time.time() < end:
         self.assertEqual(status, 200)
         self.assertEqual((again["label"], again["keep"], again["version"]), ("survivor", True, "2"))
         self.assertEqual(os.listdir(os.path.join(self.root, "building")), [])
+
+    def metric(self, name):
+        text = self.larder.call("GET", "/metrics", raw=True)[1].decode()
+        return int(re.search(r"^%s (\d+)$" % name, text, re.M).group(1))
+
+    def eventually(self, check, what, seconds=10):
+        deadline = time.monotonic() + seconds
+        while not check():
+            self.assertLess(time.monotonic(), deadline, what)
+            time.sleep(0.02)
+
+    def test_ready_copies_and_the_trash_across_kill_9(self):
+        request = {"template": "gallery", "fixtures": ["artists"]}
+        first = self.larder.call("POST", "/stores", request)[1]
+        self.eventually(lambda: self.metric("larder_ready_copies") == 16, "the pool fills in the background")
+        second = self.larder.call("POST", "/stores", dict(request, label="from the pool"))[1]
+        self.assertEqual(self.metric("larder_ready_copy_handouts_total"), 1)
+        self.assertEqual(second["counts"]["artists"], 4)
+        with open(first["path"], "rb") as a, open(second["path"], "rb") as b:
+            self.assertEqual(a.read(), b.read())
+        self.assertEqual([s["id"] for s in self.larder.call("GET", "/stores")[1]["stores"]], [second["id"], first["id"]])
+        self.larder.call("PATCH", "/stores/%s" % first["id"], {"keep": True})
+        self.assertEqual(self.larder.call("DELETE", "/stores/%s" % second["id"])[0], 204)
+        self.larder.stop(signal.SIGKILL)
+        # As a crash mid-removal leaves it: a deleted store still in the trash.
+        os.makedirs(os.path.join(self.root, "trash", "st_cut_short"))
+        open(os.path.join(self.root, "trash", "st_cut_short", "store.sqlite"), "wb").close()
+        self.assertGreater(len(os.listdir(os.path.join(self.root, "ready"))), 0)
+
+        self.larder = Larder(self.root)
+        self.assertEqual([s["id"] for s in self.larder.call("GET", "/stores")[1]["stores"]], [first["id"]])
+        self.eventually(lambda: os.listdir(os.path.join(self.root, "trash")) == [], "the trash is emptied")
+        self.assertEqual(os.listdir(os.path.join(self.root, "ready")), [])
+        self.assertEqual(self.metric("larder_ready_copies"), 0)
 
     def test_large_deflated_artifact_is_one_valid_stream(self):
         store = self.big_store(150)  # ~10 MB: compressed in parallel chunks
