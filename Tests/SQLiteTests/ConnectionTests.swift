@@ -94,4 +94,39 @@ final class ConnectionTests: XCTestCase {
         try Data("SQLite format 3\0".utf8 + [UInt8](repeating: 7, count: 200)).write(to: URL(fileURLWithPath: path))
         XCTAssertThrowsError(try Connection.validate(path: path))
     }
+
+    func testImmutableOpensAnyPathAndLeavesNothingBeside() throws {
+        let scratch = Scratch()
+        let directory = scratch.path + "/odd ?#% name"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        do {  // a WAL database, closed, as a template cache file is once built
+            let source = try Connection(path: directory + "/base.sqlite")
+            try source.execute("PRAGMA journal_mode=WAL; CREATE TABLE t (x); INSERT INTO t VALUES (1), (2)")
+        }
+        let immutable = try Connection.immutable(path: directory + "/base.sqlite")
+        XCTAssertEqual(try immutable.scalar("SELECT count(*) FROM t")?.int64, 2)
+        XCTAssertThrowsError(try immutable.execute("INSERT INTO t VALUES (3)"), "read-only")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory), ["base.sqlite"], "no -wal, no -shm")
+    }
+
+    func testRestoreReplacesTheContentsInPlaceUnderAnOpenConnection() throws {
+        let scratch = Scratch()
+        let base = try scratch.database("base.sqlite")
+        try base.execute("CREATE TABLE t (x); INSERT INTO t VALUES ('base')")
+        let live = try scratch.database("live.sqlite")
+        try live.execute("PRAGMA journal_mode=WAL; CREATE TABLE t (x); CREATE TABLE extra (y); INSERT INTO t VALUES ('changed')")
+        let other = try scratch.database("live.sqlite")
+        XCTAssertEqual(try rows(other, "SELECT x FROM t"), [["changed"]])
+        try live.restore(from: base)
+        XCTAssertEqual(try rows(other, "SELECT x FROM t"), [["base"]])
+        XCTAssertNil(try other.scalar("SELECT name FROM sqlite_schema WHERE name = 'extra'"))
+        // Another connection's write transaction: the busy timeout, then SQLITE_BUSY.
+        try other.execute("BEGIN IMMEDIATE; INSERT INTO t VALUES ('held')")
+        let waiting = try Connection(path: scratch.path + "/live.sqlite", mode: .readWrite, busyTimeoutMs: 50)
+        XCTAssertThrowsError(try waiting.restore(from: base)) { error in
+            XCTAssertEqual((error as? SQLiteError)?.primaryCode, 5, "SQLITE_BUSY")
+        }
+        try other.execute("ROLLBACK")
+        XCTAssertNoThrow(try waiting.restore(from: base))
+    }
 }
