@@ -28,12 +28,17 @@ final class ReadyCopiesTests: XCTestCase {
         XCTAssertEqual(try bytes(second.databasePath), try bytes(first.databasePath), "the same bytes as a copy made now")
         XCTAssertEqual(try core.registry.list().stores.map(\.id), [second.id, first.id])
         XCTAssertEqual(try second.connect().scalar("SELECT count(*) FROM artworks")?.int64, 12)
-        // It resets like any store, and is refilled behind the hand-out.
+        // It resets like any store.
         try second.connect().execute("DELETE FROM artworks")
         _ = try core.editor.reset(second.id)
         XCTAssertEqual(try second.connect().scalar("SELECT count(*) FROM artworks")?.int64, 12)
+        // Refills come in batches, once half the shelf is handed out.
+        core.provisioner.readyCopies.drain()
+        XCTAssertEqual(core.provisioner.readyCopies.stats.copies, 2)
+        _ = try core.store("gallery", fixtures: ["artists", "artworks"])
         core.provisioner.readyCopies.drain()
         XCTAssertEqual(core.provisioner.readyCopies.stats.copies, 3)
+        XCTAssertEqual(core.provisioner.readyCopies.stats.handouts, 2)
         XCTAssertEqual(FileSystem.entries(core.registry.readyDirectory).count, 3)
     }
 

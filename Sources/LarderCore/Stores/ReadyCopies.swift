@@ -60,8 +60,8 @@ public final class ReadyCopies: Sendable {
         }
     }
 
-    /// A ready copy of `entry`, or nil (none yet, or turned off); either way
-    /// the key's shelf is refilled in the background.
+    /// A ready copy of `entry`, or nil (none yet, or turned off); the key's
+    /// shelf is refilled in the background once half of it is handed out.
     func take(_ entry: TemplateCache.Entry) -> ReadyCopy? {
         guard perKey > 0 else { return nil }
         let (copy, fill, dropped) = state.withLock { s -> (ReadyCopy?, Bool, [ReadyCopy]) in
@@ -76,8 +76,10 @@ public final class ReadyCopies: Sendable {
             } else {
                 s.misses += 1
             }
-            let fill = !shelf.filling
-            shelf.filling = true
+            // Refilled in batches, when half is gone: one wake-up of the
+            // background queue per perKey/2 hand-outs, not one per request.
+            let fill = !shelf.filling && shelf.copies.count <= perKey / 2
+            if fill { shelf.filling = true }
             s.shelves[entry.key] = shelf
             // Only the most recently used keys stay stocked.
             var dropped: [ReadyCopy] = []

@@ -12,6 +12,10 @@ final class Trash: Sendable {
     private let root: String
     private let queue = DispatchQueue(label: "larder.trash", qos: .utility)
     private let pending = Atomic<Int>(0)
+    /// Directories not yet handed to the queue, and whether a removal pass is
+    /// scheduled: deletions are removed in batches, one wake-up of the queue
+    /// per pass rather than one per request.
+    private let waiting = Mutex<(paths: [String], scheduled: Bool)>(([], false))
     /// Held while removal is held back (tests of a trash that is behind).
     private let hold = NSLock()
 
@@ -36,9 +40,23 @@ final class Trash: Sendable {
 
     private func empty(_ path: String) {
         pending.add(1, ordering: .relaxed)
-        queue.async { [self] in
-            hold.lock()
-            hold.unlock()
+        let schedule = waiting.withLock { w -> Bool in
+            w.paths.append(path)
+            defer { w.scheduled = true }
+            return !w.scheduled
+        }
+        // A short delay gathers the deletions of a busy suite into one pass.
+        if schedule { queue.asyncAfter(deadline: .now() + .milliseconds(5)) { [self] in removeWaiting() } }
+    }
+
+    private func removeWaiting() {
+        hold.lock()
+        hold.unlock()
+        let paths = waiting.withLock { w -> [String] in
+            defer { w = ([], false) }
+            return w.paths
+        }
+        for path in paths {
             // The files a store has; anything else falls back to a full walk.
             FileSystem.removeDatabase(path + "/store.sqlite")
             FileSystem.remove(path + "/" + Store.baseName)
@@ -49,7 +67,9 @@ final class Trash: Sendable {
     }
 
     /// Waits until everything discarded so far is removed.
-    func drain() { queue.sync {} }
+    func drain() {
+        queue.sync { removeWaiting() }
+    }
 
     /// Holds removal back until `resume()` (for tests of a trash that is behind).
     func pause() { hold.lock() }
