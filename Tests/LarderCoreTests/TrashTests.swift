@@ -42,7 +42,7 @@ final class TrashTests: XCTestCase {
         // As a crash leaves it: a store moved into the trash, its files still there,
         // and a stray file of a removal cut short.
         try FileSystem.rename(doomed.directory, to: root + "/trash/" + doomed.id)
-        FileManager.default.createFile(atPath: root + "/trash/" + doomed.id + "/store.sqlite-journal", contents: Data([1]))
+        XCTAssertTrue(FileManager.default.createFile(atPath: root + "/trash/" + doomed.id + "/store.sqlite-journal", contents: Data([1])))
         core!.registry.close()
         core = nil
 

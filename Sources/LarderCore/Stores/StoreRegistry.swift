@@ -94,11 +94,7 @@ public final class StoreRegistry: Sendable {
         // Ready copies are only a cache: those of the last run go.
         try FileSystem.makeDirectory(readyDirectory)
         try FileSystem.setAccess(readyDirectory, mode: 0o700, group: nil)
-        for name in FileSystem.entries(readyDirectory) {
-            if !trash.discard(readyDirectory + "/" + name, name: name) {
-                try FileSystem.removeTree(readyDirectory + "/" + name, within: root)
-            }
-        }
+        for name in FileSystem.entries(readyDirectory) { try trash.discard(readyDirectory + "/" + name, name: name) }
         try access.open(root)
         try access.open(storesDirectory)
         try recover()
@@ -228,7 +224,7 @@ public final class StoreRegistry: Sendable {
 
     /// A ready copy no longer wanted, into the trash.
     func discard(_ copy: ReadyCopy) {
-        if !trash.discard(copy.directory, name: copy.id) { try? FileSystem.removeTree(copy.directory, within: root) }
+        try? trash.discard(copy.directory, name: copy.id)
     }
 
     /// Counts a store about to be made against `--max-stores` and the disk
@@ -349,9 +345,7 @@ public final class StoreRegistry: Sendable {
         let size = store.sizeBytes
         live.withLock { $0.diskBytes = max(0, $0.diskBytes - size) }
         // Into the trash with one rename; its files go in the background.
-        if !trash.discard(store.directory, name: id) {
-            try FileSystem.removeTree(store.directory, within: root)
-        }
+        try trash.discard(store.directory, name: id)
     }
 
     /// Deleted stores whose files are still being removed.

@@ -29,13 +29,15 @@ final class Trash: Sendable {
     /// Directories waiting to be removed.
     var backlog: Int { pending.load(ordering: .relaxed) }
 
-    /// Moves a store's directory into the trash; false when it could not be
-    /// moved (then nothing happened to it).
-    func discard(_ storeDirectory: String, name: String) -> Bool {
+    /// Moves a store's directory into the trash, whose queue removes its
+    /// files; where it cannot be moved, removes it at once.
+    func discard(_ storeDirectory: String, name: String) throws {
         let target = directory + "/" + name
-        guard (try? FileSystem.rename(storeDirectory, to: target)) != nil else { return false }
+        guard (try? FileSystem.rename(storeDirectory, to: target)) != nil else {
+            try FileSystem.removeTree(storeDirectory, within: root)
+            return
+        }
         empty(target)
-        return true
     }
 
     private func empty(_ path: String) {
