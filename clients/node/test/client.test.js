@@ -92,6 +92,39 @@ describe('Larder client', () => {
     }
   });
 
+  test('reset brings a store back in place; a fork starts from a live store', async () => {
+    const store = await larder.createStore({ template: 'gallery', fixtures: ['artists', 'artworks'] });
+    let fork;
+    try {
+      const path = store.path;
+      await store.query('DELETE FROM artworks');
+      await store.load({ fixtures: ['albums'] });
+      assert.equal(await store.reset(), store.info);
+      assert.equal(store.path, path);
+      assert.deepEqual(store.info.fixtures, ['artists', 'artworks']);
+      assert.equal(store.info.counts.artworks, 12);
+      assert.deepEqual(await store.counts({ tables: 'artworks,albums' }), { artworks: 12, albums: 0 });
+
+      await store.query("INSERT INTO artists (name) VALUES ('Sonia Delaunay')");
+      fork = await larder.createStore({ from: store.id, fixtures: ['albums'], label: 'node fork' });
+      assert.notEqual(fork.id, store.id);
+      assert.equal(fork.info.counts.artists, 5);
+      assert.ok(fork.info.counts.albums > 0);
+      assert.deepEqual(fork.info.fixtures, ['artists', 'artworks', 'albums']);
+      await fork.query('DELETE FROM artists WHERE id > 1');
+      await fork.reset();
+      assert.equal(fork.info.counts.artists, 5);
+
+      await assert.rejects(larder.createStore({ from: store.id, template: 'gallery' }),
+        (e) => e instanceof LarderError && e.status === 400 && e.code === 'bad_request');
+      await assert.rejects(larder.createStore({ from: 'st_nothere' }),
+        (e) => e instanceof LarderError && e.status === 404 && e.code === 'store_not_found');
+    } finally {
+      await fork?.delete();
+      await store.delete();
+    }
+  });
+
   test('a wait is released by a write made meanwhile', async () => {
     const store = await larder.createStore({ template: 'gallery', fixtures: ['artists', 'artworks'] });
     try {
