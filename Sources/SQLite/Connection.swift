@@ -164,18 +164,7 @@ public final class Connection: @unchecked Sendable {
     public func backup(to path: String) throws {
         let target = try Connection(path: path, mode: .readWriteCreate)
         try target.execute("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF")
-        guard let backup = sqlite3_backup_init(target.handle, "main", handle, "main") else {
-            throw SQLiteError(connection: target.handle, code: SQLITE_ERROR)
-        }
-        var rc: Int32
-        repeat {
-            rc = sqlite3_backup_step(backup, -1)
-            if rc == SQLITE_BUSY || rc == SQLITE_LOCKED { sqlite3_sleep(5) }
-        } while rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED
-        let finish = sqlite3_backup_finish(backup)
-        guard rc == SQLITE_DONE, finish == SQLITE_OK else {
-            throw SQLiteError(connection: target.handle, code: rc == SQLITE_DONE ? finish : rc)
-        }
+        try Connection.copyPages(from: self, into: target, retryingWhileBusy: true)
     }
 
     /// Replaces this database's contents with `source`'s in one write
@@ -184,13 +173,25 @@ public final class Connection: @unchecked Sendable {
     /// next transaction. A lock another connection holds on this file is
     /// waited for as this connection's busy timeout says, then `SQLITE_BUSY`.
     public func restore(from source: Connection) throws {
-        guard let backup = sqlite3_backup_init(handle, "main", source.handle, "main") else {
-            throw SQLiteError(connection: handle, code: sqlite3_errcode(handle))
+        try Connection.copyPages(from: source, into: self, retryingWhileBusy: false)
+    }
+
+    /// The backup API in one step: every page of `source` into `target`.
+    /// `retryingWhileBusy`: a busy or locked answer is tried again until it
+    /// goes (a snapshot of a store whose test writes); else it is the error.
+    private static func copyPages(from source: Connection, into target: Connection, retryingWhileBusy: Bool) throws {
+        guard let backup = sqlite3_backup_init(target.handle, "main", source.handle, "main") else {
+            throw SQLiteError(connection: target.handle, code: SQLITE_ERROR)
         }
-        let rc = sqlite3_backup_step(backup, -1)
+        var rc: Int32
+        repeat {
+            rc = sqlite3_backup_step(backup, -1)
+            let busy = rc == SQLITE_BUSY || rc == SQLITE_LOCKED
+            if busy && retryingWhileBusy { sqlite3_sleep(5) } else if busy { break }
+        } while rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED
         let finish = sqlite3_backup_finish(backup)
         guard rc == SQLITE_DONE, finish == SQLITE_OK else {
-            throw SQLiteError(connection: handle, code: rc == SQLITE_DONE ? finish : rc)
+            throw SQLiteError(connection: target.handle, code: rc == SQLITE_DONE ? finish : rc)
         }
     }
 
