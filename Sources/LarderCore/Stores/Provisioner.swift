@@ -77,14 +77,9 @@ public final class Provisioner: Sendable {
     public func create(_ plan: Plan, label: String?, ttlSeconds: Int?) throws -> (Store, Provenance) {
         let entry = try cache.entry(plan.key) { path in try build(plan, at: path) }
         let provenance = Provenance(template: plan.template.name, version: entry.version, snapshot: plan.snapshot?.name,
-                                    fixtures: plan.fixtures.map(\.name), counts: entry.counts, immutableSource: entry.path)
-        if let ready = readyCopies.take(entry) {
-            return try registry.adopt(ready, provenance: provenance, label: label, ttlSeconds: ttlSeconds)
-        }
-        return try registry.create(label: label, ttlSeconds: ttlSeconds) { path in
-            try FileSystem.copyFile(from: entry.path, to: path)
-            return provenance
-        }
+                                    fixtures: plan.fixtures.map(\.name), counts: entry.counts)
+        return try registry.create(copyOf: entry.path, ready: readyCopies.take(entry), provenance: provenance,
+                                   label: label, ttlSeconds: ttlSeconds)
     }
 
     /// Builds the database of `plan` at `path`; answers the version it is at.

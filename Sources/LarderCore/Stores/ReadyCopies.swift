@@ -109,22 +109,21 @@ public final class ReadyCopies: Sendable {
                 return shelf.entry
             }
             guard let source else { return }
-            let made = Result { try registry.makeReady(from: source.path) }
-            let unwanted = state.withLock { s -> ReadyCopy? in
-                guard var shelf = s.shelves[key] else { return try? made.get() }  // dropped meanwhile
-                guard let copy = try? made.get() else {
-                    shelf.filling = false
-                    s.shelves[key] = shelf
-                    return nil
-                }
-                shelf.copies.append(copy)
-                s.bytes += copy.bytes
-                s.shelves[key] = shelf
-                return nil
+            guard let copy = try? registry.makeReady(from: source.path) else {
+                state.withLock { $0.shelves[key]?.filling = false }
+                return
             }
-            if let unwanted { registry.discard(unwanted) }
-            if case .failure = made { return }
-            if unwanted != nil { return }
+            // A shelf dropped meanwhile (its key went cold) takes no more copies.
+            let kept = state.withLock { s -> Bool in
+                guard s.shelves[key] != nil else { return false }
+                s.shelves[key]?.copies.append(copy)
+                s.bytes += copy.bytes
+                return true
+            }
+            guard kept else {
+                registry.discard(copy)
+                return
+            }
         }
     }
 

@@ -11,18 +11,14 @@ public struct Provenance: Sendable {
     public var fixtures: [String]
     /// Row counts when the builder knows them (a copy of a cached template).
     public var counts: [(String, Int64)]?
-    /// An immutable file holding what the builder made (a template cache
-    /// entry), which the store's base links to; nil: the base is a copy.
-    public var immutableSource: String?
 
     public init(template: String? = nil, version: String? = nil, snapshot: String? = nil,
-                fixtures: [String] = [], counts: [(String, Int64)]? = nil, immutableSource: String? = nil) {
+                fixtures: [String] = [], counts: [(String, Int64)]? = nil) {
         self.template = template
         self.version = version
         self.snapshot = snapshot
         self.fixtures = fixtures
         self.counts = counts
-        self.immutableSource = immutableSource
     }
 }
 
@@ -163,8 +159,9 @@ public final class StoreRegistry: Sendable {
 
     public var count: Int { live.withLock { $0.stores.count } }
 
-    /// Builds a store: `build` fills the file at the path it is given. On any
-    /// error nothing is left behind.
+    /// Builds a store: `build` fills the file at the path it is given, and
+    /// the store keeps a copy of it as its creation state. On any error
+    /// nothing is left behind.
     public func create(label: String?, ttlSeconds: Int?, build: (String) throws -> Provenance) throws -> (Store, Provenance) {
         try reserveSlot()
         defer { releaseSlot() }
@@ -173,16 +170,11 @@ public final class StoreRegistry: Sendable {
         try FileSystem.makeDirectory(staging)
         do {
             let provenance = try build(staging + "/store.sqlite")
-            // The creation state, which a reset restores: a link to the
-            // immutable cache file it was copied from, else a copy (its
-            // builder's connections are closed: the file is whole).
+            // The creation state, which a reset restores (the builder's
+            // connections are closed: the file is whole).
             let base = staging + "/" + Store.baseName
-            if let source = provenance.immutableSource {
-                try FileSystem.linkOrCopy(source, to: base)
-            } else {
-                try FileSystem.copyFile(from: staging + "/store.sqlite", to: base)
-                FileSystem.makeReadOnly(base)
-            }
+            try FileSystem.copyFile(from: staging + "/store.sqlite", to: base)
+            FileSystem.makeReadOnly(base)
             try access.grant(store: staging)
             return (try enter(staging, id: id, provenance: provenance, label: label, ttlSeconds: ttlSeconds), provenance)
         } catch {
@@ -191,13 +183,22 @@ public final class StoreRegistry: Sendable {
         }
     }
 
-    /// A ready copy, finished ahead of time (`ReadyCopies`), made a store
-    /// with the request's label and ttl: one rename. On any error the copy
-    /// goes to the trash.
-    func adopt(_ copy: ReadyCopy, provenance: Provenance, label: String?, ttlSeconds: Int?) throws -> (Store, Provenance) {
+    /// A store that is a copy of the immutable file `source` (a template
+    /// cache entry), its base a link to it: `ready`, a copy finished ahead
+    /// of time (`ReadyCopies`), when there is one, else one made now; then
+    /// the request's record and one rename. On any error the copy goes to
+    /// the trash.
+    func create(copyOf source: String, ready: ReadyCopy?, provenance: Provenance, label: String?,
+                ttlSeconds: Int?) throws -> (Store, Provenance) {
         do {
             try reserveSlot()
-            defer { releaseSlot() }
+        } catch {
+            if let ready { discard(ready) }
+            throw error
+        }
+        defer { releaseSlot() }
+        let copy = try ready ?? makeReady(from: source)
+        do {
             return (try enter(copy.directory, id: copy.id, provenance: provenance, label: label, ttlSeconds: ttlSeconds), provenance)
         } catch {
             discard(copy)
@@ -205,8 +206,8 @@ public final class StoreRegistry: Sendable {
         }
     }
 
-    /// A ready copy of the immutable file `source`: a store directory, all
-    /// but its record, made aside in `ready/`.
+    /// A copy of the immutable file `source`: a store directory, all but its
+    /// record, made aside in `ready/`.
     func makeReady(from source: String) throws -> ReadyCopy {
         let id = newID()
         let directory = readyDirectory + "/" + id
