@@ -57,7 +57,7 @@ struct JSONLinesLogHandler: LogHandler {
         for key in all.keys.sorted() { members.append((key, JSONLinesLogHandler.json(all[key]!))) }
         var bytes = JSONValue.object(members).serialized()
         bytes.append(0x0A)
-        FileHandle.standardError.write(Data(bytes))
+        bytes.withUnsafeBytes { try? FileSystem.writeAll(2, $0, path: "standard error") }
     }
 
     static func json(_ value: Logger.Metadata.Value) -> JSONValue {
