@@ -2,6 +2,7 @@ import Digest
 import FileSystem
 import Foundation
 import SQLite
+import Synchronization
 
 /// Builds the database file of a new store: empty, from an upload, or from
 /// a template (+ snapshot, version, fixtures) through the template cache.
@@ -11,6 +12,8 @@ public final class Provisioner: Sendable {
     public let cache: TemplateCache
     /// Stores of recently used template entries, made ahead of the requests.
     public let readyCopies: ReadyCopies
+    /// Plans already worked out, by request, while their template's reading is current.
+    private let plans = Mutex<[PlanQuestion: Plan]>([:])
 
     /// `readyCopies`: how many ready copies to keep per recently used
     /// template entry (`--pool-size`; 0: none).
@@ -42,9 +45,28 @@ public final class Provisioner: Sendable {
         public var key: String
     }
 
+    /// What a plan depends on besides the template's files.
+    private struct PlanQuestion: Hashable {
+        var template: String
+        var version: String?
+        var snapshot: String?
+        var fixtures: [String]?
+    }
+
     public func plan(_ request: Request) throws -> Plan {
         guard let name = request.template else { throw LarderError.badRequest("no template named") }
         let template = try catalog.template(name)
+        let question = PlanQuestion(template: name, version: request.version, snapshot: request.snapshot, fixtures: request.fixtures)
+        if let known = plans.withLock({ $0[question] }), known.template.reading == template.reading { return known }
+        let plan = try plan(request, template)
+        plans.withLock { known in
+            if known.count >= 512 { known.removeAll() }
+            known[question] = plan
+        }
+        return plan
+    }
+
+    private func plan(_ request: Request, _ template: Template) throws -> Plan {
         let snapshot = try request.snapshot.map { try template.snapshot($0) }
         let version: String?
         if let requested = request.version {

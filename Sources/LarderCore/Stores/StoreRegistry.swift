@@ -199,7 +199,8 @@ public final class StoreRegistry: Sendable {
         defer { releaseSlot() }
         let copy = try ready ?? makeReady(from: source)
         do {
-            return (try enter(copy.directory, id: copy.id, provenance: provenance, label: label, ttlSeconds: ttlSeconds), provenance)
+            return (try enter(copy.directory, id: copy.id, provenance: provenance, label: label, ttlSeconds: ttlSeconds,
+                              bytes: copy.bytes), provenance)
         } catch {
             discard(copy)
             throw error
@@ -247,8 +248,9 @@ public final class StoreRegistry: Sendable {
     private func releaseSlot() { live.withLock { $0.reserved -= 1 } }
 
     /// Writes the record of a finished store directory and renames it into
-    /// `stores/`: from then on it is listed and counted.
-    private func enter(_ staging: String, id: String, provenance: Provenance, label: String?, ttlSeconds: Int?) throws -> Store {
+    /// `stores/`: from then on it is listed and counted. `bytes`: its size when known.
+    private func enter(_ staging: String, id: String, provenance: Provenance, label: String?, ttlSeconds: Int?,
+                       bytes: Int64? = nil) throws -> Store {
         let now = Timestamp.now
         let sequence = live.withLock { l -> Int64 in
             defer { l.nextSequence += 1 }
@@ -264,7 +266,7 @@ public final class StoreRegistry: Sendable {
         try FileSystem.rename(staging, to: directory)
         let store = Store(record: record, directory: directory, readTimeoutMs: readTimeoutMs)
         if let counts = provenance.counts { store.remember(counts: counts) }
-        let size = store.sizeBytes
+        let size = bytes ?? store.sizeBytes
         live.withLock { l in
             l.stores[id] = store
             l.diskBytes += size

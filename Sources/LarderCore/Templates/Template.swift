@@ -1,3 +1,5 @@
+import Synchronization
+
 /// One application's schema as its fixtures folder describes it.
 public struct Template: Sendable {
     public struct Snapshot: Sendable {
@@ -17,6 +19,13 @@ public struct Template: Sendable {
     public var snapshots: [String: Snapshot]
     /// Fixtures applied when a request names none (`template.json` "fixtures").
     public var defaultFixtures: [String]
+    /// Which reading of the folder this is: a new number each time the
+    /// catalog (re)reads a template, so what was worked out from one
+    /// reading can be kept while it is current.
+    public var reading: Int = Template.nextReading()
+
+    private static let readings = Atomic<Int>(0)
+    private static func nextReading() -> Int { readings.add(1, ordering: .relaxed).newValue }
 
     public var fixtureNames: [String] { fixtures.keys.sorted() }
     public var snapshotNames: [String] { snapshots.keys.sorted() }
