@@ -30,7 +30,9 @@ enum ArtifactRoutes {
                 let snapshot: DatabaseSnapshot
                 let stream: BodyStream
                 do {
-                    snapshot = try DatabaseSnapshot(store: store, temporaryDirectory: s.registry.temporaryDirectory)
+                    var diff = StoreDiff.Options()
+                    diff.maxBytes = s.configuration.queryMaxBytes
+                    snapshot = try DatabaseSnapshot(store: store, temporaryDirectory: s.registry.temporaryDirectory, diff: diff)
                     stream = try BodyStream(spoolDirectory: s.registry.temporaryDirectory)
                 } catch {
                     respond(errorResponse(larderError(error, requestID: context.requestID, logger: context.logger)))
@@ -44,6 +46,7 @@ enum ArtifactRoutes {
                     "sqlite_version": .string(LarderVersion.sqlite), "sha256": .string(sha256),
                     "size_bytes": .int(Int64(snapshot.size)), "created_at": .string(record.createdAt.rfc3339),
                     "snapshot_at": .string(Timestamp.now.rfc3339), "larder_version": .string(LarderVersion.current),
+                    "changes": snapshot.changeCounts ?? .null,
                 ] }
                 // Made a few MiB ahead of what the client has read, one round at
                 // a time on the artifact pool: a client that stops reading stops

@@ -37,6 +37,26 @@ enum InspectRoutes {
         return .now(json(200, try s.registry.get(id).withReader { try Inspector.schema($0) }))
     }
 
+    /// What the test changed since the store was created.
+    static func diff(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
+        try request.checkQuery(allowed: ["limit", "tables"])
+        var options = StoreDiff.Options()
+        options.limit = try request.queryInt("limit", in: 0...10_000) ?? 100
+        options.maxBytes = s.configuration.queryMaxBytes
+        options.tables = try tableList(request)
+        let store = try s.registry.get(id)
+        // Proportional to the tables' sizes: off the pool.
+        return .later { [options] in json(200, try store.diff(options).json(base: store.record.creationDescription)) }
+    }
+
+    /// `?tables=a,b`: nil when absent; an empty list is a bad request.
+    static func tableList(_ request: Request) throws -> [String]? {
+        guard let text = request.queryValue("tables") else { return nil }
+        let names = text.split(separator: ",").map { String($0).trimmingSpaces() }.filter { !$0.isEmpty }
+        guard !names.isEmpty else { throw LarderError.badRequest("'tables' names no table; give them as tables=a,b") }
+        return names
+    }
+
     static func query(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
         let body = try JSONBody(request, allowed: ["sql", "params", "max_rows", "timeout_ms"])
         guard let sql = try body.string("sql") else { throw LarderError.badRequest("field 'sql' is required") }

@@ -13,8 +13,12 @@ public final class Connection: @unchecked Sendable {
         case readWrite, readWriteCreate, readOnly
         /// Read-only, refusing a symbolic link: see `immutable(path:)`.
         case readOnlyNoFollow
+        /// Read and write, refusing a symbolic link here and in every
+        /// database attached later (see `attachImmutable`).
+        case readWriteNoFollow
         var flags: Int32 {
             switch self {
+            case .readWriteNoFollow: return SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW
             case .readWrite: return SQLITE_OPEN_READWRITE
             case .readWriteCreate: return SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
             case .readOnly: return SQLITE_OPEN_READONLY
@@ -200,6 +204,11 @@ public final class Connection: @unchecked Sendable {
     /// it. A symbolic link is refused (`SQLITE_CANTOPEN_SYMLINK`): the file
     /// may sit in a directory that other users can write.
     public static func immutable(path: String) throws -> Connection {
+        try Connection(path: immutableURI(path), mode: .readOnlyNoFollow, uri: true)
+    }
+
+    /// `file:PATH?immutable=1`, the path escaped for SQLite's URI parser.
+    static func immutableURI(_ path: String) -> String {
         var escaped = ""
         for character in path {
             switch character {
@@ -209,7 +218,22 @@ public final class Connection: @unchecked Sendable {
             default: escaped.append(character)
             }
         }
-        return try Connection(path: "file:" + escaped + "?immutable=1", mode: .readOnlyNoFollow, uri: true)
+        return "file:" + escaped + "?immutable=1"
+    }
+
+    /// Attaches the file at `path`, which nothing will ever change, read-only
+    /// as `name` (`immutable=1`: no locks, no `-wal` or `-shm`). The
+    /// connection must have been opened with `uri: true`; opened
+    /// `.readWriteNoFollow`, a symbolic link is refused here too. Works on a
+    /// hardened connection (whose limit of attached databases is 0) by
+    /// lifting the limit for this one statement of Larder's own.
+    public func attachImmutable(path: String, as name: String) throws {
+        let limit = sqlite3_limit(handle, SQLITE_LIMIT_ATTACHED, -1)
+        sqlite3_limit(handle, SQLITE_LIMIT_ATTACHED, max(limit, 1))
+        defer { sqlite3_limit(handle, SQLITE_LIMIT_ATTACHED, limit) }
+        let statement = try prepare("ATTACH ? AS " + "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"")
+        try statement.bind(.text(Connection.immutableURI(path)), at: 1)
+        _ = try statement.step()
     }
 
     /// Whether the file at `path` is a readable SQLite database.

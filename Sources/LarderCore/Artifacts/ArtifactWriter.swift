@@ -2,7 +2,8 @@ import Digest
 import SQLite
 import Zip
 
-/// The artifact of a snapshot — `store.sqlite`, then `manifest.json` — made
+/// The artifact of a snapshot — `store.sqlite`, `manifest.json`, then
+/// `diff.json` when the snapshot has a diff — made
 /// a bounded piece at a time (at most `ZipWriter.batchSize` of the database
 /// per `step`), so whoever sends it makes only as much as the client is
 /// ready to take, and a client that stops reading stops the work too.
@@ -56,6 +57,9 @@ public final class ArtifactWriter: @unchecked Sendable {
             if bytes.isEmpty {
                 try zip.endEntry()
                 try zip.add(name: "manifest.json", bytes: manifest(hash.finalize()).prettySerialized(), method: method)
+                if let diff = snapshot.diffJSON {
+                    try zip.add(name: "diff.json", bytes: diff.prettySerialized(), method: method)
+                }
                 try zip.finish()
                 phase = .done
                 return true

@@ -13,8 +13,13 @@ public final class DatabaseSnapshot: Sendable {
     public let tables: [String]
     /// Each user table's columns, for the manifest's schema summary.
     public let columns: [(String, [String])]
+    /// What the test changed (`GET /stores/{id}/diff`'s answer for the copy),
+    /// or the error that kept it from being made; nil when not asked for.
+    public let diff: Result<StoreDiff.Result, Error>?
+    public let creation: String
 
-    public init(store: Store, temporaryDirectory: String) throws {
+    /// `diff`: also compare the copy with the store's base.
+    public init(store: Store, temporaryDirectory: String, diff options: StoreDiff.Options? = nil) throws {
         let path = temporaryDirectory + "/snapshot-\(store.id)-\(UInt64.random(in: 0...UInt64.max)).sqlite"
         defer { FileSystem.removeDatabase(path) }
         do {
@@ -34,7 +39,18 @@ public final class DatabaseSnapshot: Sendable {
             columns = try tables.map { table in
                 (table, try copy.rows("SELECT name FROM pragma_table_info(?) ORDER BY cid", [.text(table)]).compactMap { $0[0].string })
             }
+            // The copy is this snapshot's own: the diff is of exactly what the artifact holds.
+            diff = options.map { options in
+                Result {
+                    _ = try store.creationState()
+                    let db = try StoreDiff.connect(path, base: store.basePath)
+                    return try db.limited(milliseconds: store.readTimeoutMs, "comparing the store with its base") {
+                        try StoreDiff.compare(db, options: options)
+                    }
+                }
+            }
         }
+        creation = store.record.creationDescription
         file = try ReadableFile(path: path)
     }
 
@@ -51,6 +67,25 @@ public final class DatabaseSnapshot: Sendable {
             crc = Digest.crc32(bytes, initial: crc)
         }
         return (hash.finalize(), crc)
+    }
+
+    /// `diff.json`: the diff as `GET /stores/{id}/diff` answers it, or the
+    /// contract's error body of what kept it from being made.
+    public var diffJSON: JSONValue? {
+        diff.map { result in
+            switch result {
+            case .success(let diff): return diff.json(base: creation)
+            case .failure(let error):
+                return (LarderError.classify(error) ?? LarderError(.internalError, "the diff failed: \(error)")).body
+            }
+        }
+    }
+
+    /// Per changed table, how many rows were inserted, updated and deleted
+    /// (the manifest's `changes`); nil without a diff.
+    public var changeCounts: JSONValue? {
+        guard case .success(let diff)? = diff else { return nil }
+        return .object(diff.tables.map { ($0.0, $0.1.counts) })
     }
 
     /// Hands the open descriptor of the copy over (to an HTTP response that closes it).

@@ -3,26 +3,29 @@ import SQLite
 extension Inspector {
     /// The structure of a database: tables with columns, indexes and foreign
     /// keys, then views and triggers. Compared structurally by the migration
-    /// checks, so it leaves out SQL text for tables and indexes.
-    public static func schema(_ db: Connection, includeBookkeeping: Bool = false) throws -> JSONValue {
-        var names = try db.rows("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")
+    /// checks, so it leaves out SQL text for tables and indexes. `database`:
+    /// which of the connection's databases (`main`, or an attached one).
+    public static func schema(_ db: Connection, database: String = "main", includeBookkeeping: Bool = false) throws -> JSONValue {
+        let catalog = quoteIdentifier(database) + ".sqlite_schema"
+        let on: SQLiteValue = .text(database)
+        var names = try db.rows("SELECT name FROM \(catalog) WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")
             .compactMap { $0.first?.string }
         if !includeBookkeeping { names = names.filter { !bookkeepingTables.contains($0) } }
         var tables: [JSONValue] = []
         for name in names {
-            let columns: [JSONValue] = try db.rows("SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?) ORDER BY cid", [.text(name)]).map { r in
+            let columns: [JSONValue] = try db.rows("SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?, ?) ORDER BY cid", [.text(name), on]).map { r in
                 ["name": .string(r[0].string ?? ""), "type": .string(r[1].string ?? ""), "notnull": .bool(r[2].isTrue),
                  "default": JSONValue(r[3].string), "pk": .int(r[4].int64 ?? 0)]
             }
             var indexes: [JSONValue] = []
-            for r in try db.rows("SELECT name, \"unique\", origin, partial FROM pragma_index_list(?) ORDER BY name", [.text(name)]) {
+            for r in try db.rows("SELECT name, \"unique\", origin, partial FROM pragma_index_list(?, ?) ORDER BY name", [.text(name), on]) {
                 let indexName = r[0].string ?? ""
-                let cols = try db.rows("SELECT name FROM pragma_index_info(?) ORDER BY seqno", [.text(indexName)]).map { JSONValue($0[0].string) }
+                let cols = try db.rows("SELECT name FROM pragma_index_info(?, ?) ORDER BY seqno", [.text(indexName), on]).map { JSONValue($0[0].string) }
                 indexes.append(["name": .string(indexName), "unique": .bool(r[1].isTrue), "origin": .string(r[2].string ?? ""),
                                 "partial": .bool(r[3].isTrue), "columns": .array(cols)])
             }
             var keys: [Int64: (table: String, from: [JSONValue], to: [JSONValue], onUpdate: String, onDelete: String)] = [:]
-            for r in try db.rows("SELECT id, \"table\", \"from\", \"to\", on_update, on_delete FROM pragma_foreign_key_list(?) ORDER BY id, seq", [.text(name)]) {
+            for r in try db.rows("SELECT id, \"table\", \"from\", \"to\", on_update, on_delete FROM pragma_foreign_key_list(?, ?) ORDER BY id, seq", [.text(name), on]) {
                 let id = r[0].int64 ?? 0
                 var k = keys[id] ?? (r[1].string ?? "", [], [], r[4].string ?? "", r[5].string ?? "")
                 k.from.append(JSONValue(r[2].string))
@@ -35,7 +38,7 @@ extension Inspector {
             tables.append(["name": .string(name), "columns": .array(columns), "indexes": .array(indexes), "foreign_keys": .array(foreignKeys)])
         }
         func named(_ type: String) throws -> [JSONValue] {
-            try db.rows("SELECT name, tbl_name, sql FROM sqlite_schema WHERE type = ? ORDER BY name", [.text(type)]).map { r in
+            try db.rows("SELECT name, tbl_name, sql FROM \(catalog) WHERE type = ? ORDER BY name", [.text(type)]).map { r in
                 ["name": .string(r[0].string ?? ""), "table": .string(r[1].string ?? ""), "sql": JSONValue(r[2].string)]
             }
         }

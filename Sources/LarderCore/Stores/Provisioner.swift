@@ -130,7 +130,7 @@ public final class Provisioner: Sendable {
         try registry.create(label: label, ttlSeconds: ttlSeconds) { path in
             let db = try Connection(path: path, mode: .readWriteCreate)
             try db.execute("PRAGMA journal_mode=WAL")
-            return Provenance(counts: [])
+            return Provenance(counts: [], source: "empty")
         }
     }
 
@@ -164,7 +164,8 @@ public final class Provisioner: Sendable {
                 try db.execute("PRAGMA journal_mode=WAL")
                 if !fixtures.isEmpty { try FixtureLoader.load(db, fixtures.map { .file($0) }) }
                 return Provenance(template: origin.template, version: origin.version, snapshot: origin.snapshot,
-                                  fixtures: origin.fixtures + fixtures.map(\.name), counts: try Inspector.counts(db))
+                                  fixtures: origin.fixtures + fixtures.map(\.name), counts: try Inspector.counts(db),
+                                  source: "fork of \(sourceID)")
             }
         }
     }
@@ -210,10 +211,10 @@ public final class Provisioner: Sendable {
             try db.harden()
             return try db.limited(milliseconds: registry.operationTimeoutMs, "migrating the upload") {
                 try db.execute("PRAGMA journal_mode=WAL")
-                guard let template else { return Provenance() }
+                guard let template else { return Provenance(source: "upload") }
                 let migrator = Migrator(set: template.migrations)
                 let migrated = try target.map { try migrator.migrate(db, to: $0).to }
-                return Provenance(template: template.name, version: try migrated ?? migrator.state(db).current)
+                return Provenance(template: template.name, version: try migrated ?? migrator.state(db).current, source: "upload")
             }
         }
     }

@@ -152,6 +152,35 @@ public final class Store: Sendable {
         }
     }
 
+    /// What the store was created as, whose contents are its base; a bad
+    /// request when it keeps none.
+    func creationState() throws -> StoreRecord.Creation {
+        // The base sits in the store's directory, which the test's users may
+        // write: it must still be a plain file (and is opened without following links).
+        guard let creation = record.creation, FileSystem.isPlainFile(basePath) else {
+            throw LarderError(.badRequest, "store '\(id)' keeps no creation state: an older Larder made it, "
+                                  + "or its base.sqlite was removed or replaced by a link",
+                              details: [("id", .string(id))])
+        }
+        return creation
+    }
+
+    /// What the test changed since the store was created: its contents
+    /// against its base, in one consistent read of the live file, within
+    /// `readTimeoutMs`.
+    public func diff(_ options: StoreDiff.Options = StoreDiff.Options()) throws -> StoreDiff.Result {
+        _ = try creationState()
+        let db: Connection
+        do { db = try StoreDiff.connect(databasePath, base: basePath) } catch { throw isDeleted ? notFound : error }
+        try begin(nil, on: db)
+        defer { end(nil, on: db) }
+        do {
+            return try db.limited(milliseconds: readTimeoutMs, "comparing the store with its base") { try StoreDiff.compare(db, options: options) }
+        } catch {
+            throw isDeleted ? notFound : error
+        }
+    }
+
     /// A new connection to the live file (WAL, busy timeout), hardened: a
     /// store holds whatever a client put there, triggers and views included.
     public func connect(busyTimeoutMs: Int32 = 5000) throws -> Connection {

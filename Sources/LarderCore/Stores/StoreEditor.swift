@@ -63,13 +63,7 @@ public struct StoreEditor: Sendable {
     /// a write transaction the test holds is waited for, then `conflict`.
     public func reset(_ id: String) throws -> Store {
         let store = try registry.get(id)
-        // The base sits in the store's directory, which the test's users may
-        // write: it must still be a plain file (and is opened without following links).
-        guard let creation = store.record.creation, FileSystem.isPlainFile(store.basePath) else {
-            throw LarderError(.badRequest, "store '\(id)' keeps no creation state to reset to: an older Larder made it, "
-                                  + "or its base.sqlite was removed or replaced by a link",
-                              details: [("id", .string(id))])
-        }
+        let creation = try store.creationState()
         return try registry.operate(store, exclusive: "reset", timeoutMs: registry.operationTimeoutMs) { db in
             try db.restore(from: try Connection.immutable(path: store.basePath))
             _ = store.update {

@@ -19,6 +19,21 @@ public struct StoreRecord: Sendable {
     public struct Creation: Sendable, Equatable {
         public var version: String?
         public var fixtures: [String]
+        /// What it started from when not a template's entry: "empty", "upload", "fork of st_...".
+        public var source: String?
+    }
+
+    /// What the store was created as, in words (the `base` of its diff).
+    public var creationDescription: String {
+        guard let creation else { return "unknown (made by an older Larder)" }
+        var words: [String] = []
+        if let source = creation.source { words.append(source) }
+        if let template {
+            words.append((creation.source == nil ? "" : "of ") + "template \(template)" + (snapshot.map { " from snapshot \($0)" } ?? "")
+                         + (creation.version.map { " at version \($0)" } ?? ""))
+        }
+        if !creation.fixtures.isEmpty { words.append("with fixtures " + creation.fixtures.joined(separator: ", ")) }
+        return words.joined(separator: " ")
     }
 
     public init(id: String, sequence: Int64, template: String? = nil, version: String? = nil, snapshot: String? = nil,
@@ -44,7 +59,8 @@ public struct StoreRecord: Sendable {
             ("fixtures", JSONValue(fixtures)), ("label", JSONValue(label)),
             ("created_at", .double(createdAt.seconds)), ("expires_at", .double(expiresAt.seconds)),
             ("keep", .bool(keep)),
-            ("creation", creation.map { .object([("version", JSONValue($0.version)), ("fixtures", JSONValue($0.fixtures))]) } ?? .null),
+            ("creation", creation.map { .object([("version", JSONValue($0.version)), ("fixtures", JSONValue($0.fixtures)),
+                                                 ("source", JSONValue($0.source))]) } ?? .null),
         ])
     }
 
@@ -65,7 +81,8 @@ public struct StoreRecord: Sendable {
                   label: json["label"]?.stringValue, createdAt: Timestamp(seconds: c), expiresAt: Timestamp(seconds: e),
                   keep: json["keep"]?.boolValue ?? false,
                   creation: json["creation"]?["fixtures"]?.arrayValue.map { fixtures in
-                      Creation(version: json["creation"]?["version"]?.stringValue, fixtures: fixtures.compactMap(\.stringValue))
+                      Creation(version: json["creation"]?["version"]?.stringValue, fixtures: fixtures.compactMap(\.stringValue),
+                               source: json["creation"]?["source"]?.stringValue)
                   })
     }
 }

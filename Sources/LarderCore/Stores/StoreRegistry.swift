@@ -11,9 +11,13 @@ public struct Provenance: Sendable {
     public var fixtures: [String]
     /// Row counts when the builder knows them (a copy of a cached template).
     public var counts: [(String, Int64)]?
+    /// What the store starts from when it is not a template's entry:
+    /// "empty", "upload", "fork of st_...".
+    public var source: String?
 
     public init(template: String? = nil, version: String? = nil, snapshot: String? = nil,
-                fixtures: [String] = [], counts: [(String, Int64)]? = nil) {
+                fixtures: [String] = [], counts: [(String, Int64)]? = nil, source: String? = nil) {
+        self.source = source
         self.template = template
         self.version = version
         self.snapshot = snapshot
@@ -259,7 +263,7 @@ public final class StoreRegistry: Sendable {
         let record = StoreRecord(id: id, sequence: sequence, template: provenance.template, version: provenance.version,
                                  snapshot: provenance.snapshot, fixtures: provenance.fixtures, label: label,
                                  createdAt: now, expiresAt: now.adding(seconds: ttlSeconds ?? defaultTTL),
-                                 creation: .init(version: provenance.version, fixtures: provenance.fixtures))
+                                 creation: .init(version: provenance.version, fixtures: provenance.fixtures, source: provenance.source))
         // The staging directory is invisible until renamed: a plain write is atomic enough.
         try FileSystem.writeFile(record.json.serialized(), to: staging + "/store.json")
         let directory = storesDirectory + "/" + id

@@ -1,0 +1,232 @@
+import SQLite
+
+/// What a test changed in a store: its schema and rows against its base
+/// (the database it was created as). Runs on one connection with the store
+/// as `main` and the base attached as `base`, inside one read transaction,
+/// so the answer is one consistent state even while the test writes.
+///
+/// Rows are matched by key: the declared primary key (an `INTEGER PRIMARY
+/// KEY` is the rowid), the `rowid` where none is declared, the key of a
+/// `WITHOUT ROWID` table. SQLite compares the rows (two joins on the key
+/// per table), so the cost grows with the tables' sizes, and only the
+/// changed rows come back to Swift.
+public enum StoreDiff {
+    public struct Options: Sendable {
+        /// Rows listed per table (the counts are always whole).
+        public var limit = 100
+        /// Only these tables (nil: every user table).
+        public var tables: [String]?
+        /// About how many bytes of row values the answer may hold in all.
+        public var maxBytes = 64 * 1024 * 1024
+        public init() {}
+    }
+
+    public struct TableChanges: Sendable {
+        public var inserted: Int64 = 0
+        public var updated: Int64 = 0
+        public var deleted: Int64 = 0
+        /// Up to `limit` rows: `{"op", "key", "old", "new"}`.
+        public var rows: [JSONValue] = []
+        public var total: Int64 { inserted + updated + deleted }
+
+        public var counts: JSONValue {
+            ["inserted": .int(inserted), "updated": .int(updated), "deleted": .int(deleted)]
+        }
+        public var json: JSONValue {
+            .object([("inserted", .int(inserted)), ("updated", .int(updated)), ("deleted", .int(deleted)),
+                     ("rows", .array(rows)), ("truncated", .bool(Int64(rows.count) < total))])
+        }
+    }
+
+    public struct Result: Sendable {
+        public var schema: [SchemaChange]
+        /// Changed tables only, by name.
+        public var tables: [(String, TableChanges)]
+
+        /// `GET /stores/{id}/diff`'s answer; `base` says what the store was created as.
+        public func json(base: String) -> JSONValue {
+            func list(_ kind: SchemaChange.Kind) -> JSONValue { .array(schema.filter { $0.kind == kind }.map(\.json)) }
+            return .object([
+                ("base", .string(base)),
+                ("schema", .object([("added", list(.added)), ("removed", list(.removed)), ("changed", list(.changed))])),
+                ("tables", .object(tables.map { ($0.0, $0.1.json) })),
+            ])
+        }
+    }
+
+    /// A hardened connection to the database at `path` (a store's live
+    /// file, or a copy of it) with `base` attached, read-only, as `base`;
+    /// neither may be a symbolic link.
+    public static func connect(_ path: String, base: String) throws -> Connection {
+        let db = try Connection(path: path, mode: .readWriteNoFollow, uri: true)
+        try db.harden()
+        try db.attachImmutable(path: base, as: "base")
+        return db
+    }
+
+    /// The diff of `main` against the attached `base` on `db`.
+    public static func compare(_ db: Connection, options: Options = Options()) throws -> Result {
+        try db.execute("BEGIN")
+        defer { try? db.execute("COMMIT") }
+        let schema = SchemaComparison.changes(from: try Inspector.schema(db, database: "base"), to: try Inspector.schema(db, database: "main"))
+        let now = try shapes(db, "main"), was = try shapes(db, "base")
+        var names = Set(now.keys).union(was.keys).sorted()
+        if let wanted = options.tables {
+            if let unknown = wanted.first(where: { now[$0] == nil && was[$0] == nil }) {
+                throw LarderError(.badRequest, "no table '\(unknown)' in this store or its base",
+                                  details: [("table", .string(unknown)), ("tables", JSONValue(names))])
+            }
+            names = names.filter(Set(wanted).contains)
+        }
+        var budget = options.maxBytes
+        var tables: [(String, TableChanges)] = []
+        for name in names {
+            let changes = try compare(db, now[name], was[name], limit: options.limit, budget: &budget)
+            if changes.total > 0 { tables.append((name, changes)) }
+        }
+        return Result(schema: schema, tables: tables)
+    }
+
+    /// A table as the diff sees it.
+    struct Shape {
+        var name: String
+        var columns: [String]
+        var key: Key
+        var withoutRowid: Bool
+        /// How to name the rowid in SQL (nil when columns take all of
+        /// `rowid`, `_rowid_` and `oid`, or for `WITHOUT ROWID`).
+        var rowid: String?
+    }
+
+    enum Key: Equatable {
+        /// The rowid, shown as this column (an `INTEGER PRIMARY KEY`) or as "rowid".
+        case rowid(shownAs: String)
+        /// Declared key columns.
+        case columns([String])
+    }
+
+    /// The user tables of `database` (no `sqlite_*`, no bookkeeping, no
+    /// virtual tables, whose shadow tables hold their rows).
+    static func shapes(_ db: Connection, _ database: String) throws -> [String: Shape] {
+        var out: [String: Shape] = [:]
+        let list = try db.rows("SELECT name, type, wr FROM pragma_table_list WHERE schema = ? AND type IN ('table', 'shadow') "
+                               + "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'", [.text(database)])
+        for row in list {
+            guard let name = row[0].string, !Inspector.bookkeepingTables.contains(name) else { continue }
+            let info = try db.rows("SELECT name, type, pk FROM pragma_table_info(?, ?) ORDER BY cid", [.text(name), .text(database)])
+            let columns = info.compactMap { $0[0].string }
+            let keyColumns = info.filter { ($0[2].int64 ?? 0) > 0 }.sorted { ($0[2].int64 ?? 0) < ($1[2].int64 ?? 0) }.compactMap { $0[0].string }
+            let withoutRowid = row[2].isTrue
+            let rowid = withoutRowid ? nil : ["rowid", "_rowid_", "oid"].first { alias in !columns.contains { $0.lowercased() == alias } }
+            let key: Key
+            if withoutRowid {
+                key = .columns(keyColumns)
+            } else if keyColumns.isEmpty, rowid != nil {
+                key = .rowid(shownAs: "rowid")
+            } else if keyColumns.count == 1, rowid != nil,
+                      info.first(where: { $0[0].string == keyColumns[0] })?[1].string?.uppercased() == "INTEGER" {
+                key = .rowid(shownAs: keyColumns[0])
+            } else {
+                key = .columns(keyColumns.isEmpty ? columns : keyColumns)
+            }
+            out[name] = Shape(name: name, columns: columns, key: key, withoutRowid: withoutRowid, rowid: rowid)
+        }
+        return out
+    }
+
+    /// The changes of one table, present in the store (`now`), the base
+    /// (`was`) or both.
+    static func compare(_ db: Connection, _ now: Shape?, _ was: Shape?, limit: Int, budget: inout Int) throws -> TableChanges {
+        var changes = TableChanges()
+        guard let table = now?.name ?? was?.name else { return changes }
+        let newTable = "main." + quoteIdentifier(table), oldTable = "base." + quoteIdentifier(table)
+        // How rows are matched: by the store's key when the base has the
+        // same, else by rowid when both have one; else nothing matches.
+        var join: String?
+        if let now, let was {
+            switch (now.key, was.key) {
+            case (.rowid, .rowid): join = "n.\(now.rowid!) = o.\(was.rowid!)"
+            case let (.columns(a), .columns(b)) where a == b:
+                join = a.map { "n.\(quoteIdentifier($0)) IS o.\(quoteIdentifier($0))" }.joined(separator: " AND ")
+            default:
+                if let r = now.rowid, let s = was.rowid { join = "n.\(r) = o.\(s)" }
+            }
+        }
+        func keyColumns(_ shape: Shape, _ alias: String) -> (names: [String], sql: [String]) {
+            switch shape.key {
+            case .rowid(let shown): return ([shown], ["\(alias).\(shape.rowid!)"])
+            case .columns(let names): return (names, names.map { "\(alias).\(quoteIdentifier($0))" })
+            }
+        }
+        /// A row present on a side: a rowid, or a `WITHOUT ROWID` key column (never NULL).
+        func present(_ shape: Shape, _ alias: String) -> String {
+            shape.rowid.map { "\(alias).\($0) IS NOT NULL" } ?? "\(alias).\(quoteIdentifier(keyColumns(shape, alias).names[0])) IS NOT NULL"
+        }
+        func columns(_ shape: Shape, _ alias: String) -> [String] { shape.columns.map { "\(alias).\(quoteIdentifier($0))" } }
+
+        // Inserted and updated rows: the store's rows with no match in the
+        // base, or whose common columns differ.
+        if let now {
+            let key = keyColumns(now, "n")
+            var sql = "SELECT "
+            var selected = key.sql + columns(now, "n")
+            var oldColumns: [String] = []
+            if let was, let join {
+                let common = now.columns.filter(was.columns.contains)
+                let differs = common.map { "n.\(quoteIdentifier($0)) IS NOT o.\(quoteIdentifier($0))" }
+                oldColumns = was.columns
+                selected = [present(was, "o")] + selected + columns(was, "o")
+                sql += selected.joined(separator: ", ") + " FROM \(newTable) AS n LEFT JOIN \(oldTable) AS o ON \(join) WHERE NOT \(present(was, "o"))"
+                if !differs.isEmpty { sql += " OR " + differs.joined(separator: " OR ") }
+            } else {
+                selected = ["0"] + selected
+                sql += selected.joined(separator: ", ") + " FROM \(newTable) AS n"
+            }
+            let statement = try db.prepare(sql)
+            while try statement.step() {
+                let matched = statement.int64(0) != 0
+                if matched { changes.updated += 1 } else { changes.inserted += 1 }
+                guard changes.rows.count < limit else { continue }
+                let keyStart = 1, newStart = keyStart + key.names.count, oldStart = newStart + now.columns.count
+                let size = rowSize(statement, from: keyStart, to: matched ? oldStart + oldColumns.count : oldStart)
+                guard size <= budget else { budget = 0; continue }
+                budget -= size
+                changes.rows.append(.object([
+                    ("op", .string(matched ? "update" : "insert")),
+                    ("key", object(statement, key.names, from: keyStart)),
+                    ("old", matched ? object(statement, oldColumns, from: oldStart) : .null),
+                    ("new", object(statement, now.columns, from: newStart)),
+                ]))
+            }
+        }
+        // Deleted rows: the base's rows with no match in the store.
+        if let was {
+            let key = keyColumns(was, "o")
+            var sql = "SELECT " + (key.sql + columns(was, "o")).joined(separator: ", ") + " FROM \(oldTable) AS o"
+            if let now, let join { sql += " LEFT JOIN \(newTable) AS n ON \(join) WHERE NOT \(present(now, "n"))" }
+            let statement = try db.prepare(sql)
+            while try statement.step() {
+                changes.deleted += 1
+                guard changes.rows.count < limit else { continue }
+                let size = rowSize(statement, from: 0, to: key.names.count + was.columns.count)
+                guard size <= budget else { budget = 0; continue }
+                budget -= size
+                changes.rows.append(.object([
+                    ("op", .string("delete")), ("key", object(statement, key.names, from: 0)),
+                    ("old", object(statement, was.columns, from: key.names.count)), ("new", .null),
+                ]))
+            }
+        }
+        return changes
+    }
+
+    /// Columns `from..<from + names.count` of the current row as an object.
+    static func object(_ statement: Statement, _ names: [String], from: Int) -> JSONValue {
+        .object(names.enumerated().map { i, name in (name, QueryRunner.json(statement.column(from + i))) })
+    }
+
+    /// About how many bytes columns `from..<to` take as JSON, known before any is copied.
+    static func rowSize(_ statement: Statement, from: Int, to: Int) -> Int {
+        (from..<to).reduce(64) { $0 + QueryRunner.encodedSize(statement, $1) + 16 }
+    }
+}

@@ -1,0 +1,195 @@
+import FileSystem
+import Foundation
+import LarderCore
+import SQLite
+import TestSupport
+import XCTest
+
+/// `Store.diff`: what a test changed against the store's base, on real
+/// store files changed through a connection of the test's own.
+final class StoreDiffTests: XCTestCase {
+    func table(_ diff: StoreDiff.Result, _ name: String) -> StoreDiff.TableChanges? {
+        diff.tables.first { $0.0 == name }?.1
+    }
+
+    func row(_ changes: StoreDiff.TableChanges?, _ op: String) -> JSONValue? {
+        changes?.rows.first { $0["op"]?.stringValue == op }
+    }
+
+    func testInsertsUpdatesAndDeletesWithTheirKeysAndValues() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let store = try core.store("gallery", fixtures: ["artists", "artworks"])
+        XCTAssertTrue(try store.diff().tables.isEmpty, "a new store has no changes")
+        XCTAssertTrue(try store.diff().schema.isEmpty)
+        let db = try Connection(path: store.databasePath, mode: .readWrite)
+        try db.execute("""
+            INSERT INTO artists (id, name, born) VALUES (100, 'Sonia Delaunay', 1885);
+            UPDATE artists SET born = 1900, country = 'SE' WHERE id = 1;
+            DELETE FROM artworks WHERE id = 12;
+            UPDATE artworks SET year = year WHERE id = 3;
+            """)
+        let diff = try store.diff()
+        XCTAssertEqual(diff.tables.map(\.0), ["artists", "artworks"], "unchanged tables are left out")
+        let artists = table(diff, "artists")
+        XCTAssertEqual(artists?.inserted, 1)
+        XCTAssertEqual(artists?.updated, 1)
+        XCTAssertEqual(artists?.deleted, 0)
+        let insert = row(artists, "insert")
+        XCTAssertEqual(insert?["key"], ["id": .int(100)])
+        XCTAssertEqual(insert?["old"], .null)
+        XCTAssertEqual(insert?["new"]?["name"], "Sonia Delaunay")
+        let update = row(artists, "update")
+        XCTAssertEqual(update?["key"], ["id": .int(1)])
+        XCTAssertEqual(update?["old"]?["born"], .int(1862))
+        XCTAssertEqual(update?["new"]?["born"], .int(1900))
+        XCTAssertEqual(update?["old"]?["country"], "")
+        XCTAssertEqual(update?["new"]?["country"], "SE")
+        let artworks = table(diff, "artworks")
+        XCTAssertEqual(artworks?.updated, 0, "writing a value it already had is no change")
+        XCTAssertEqual(artworks?.deleted, 1)
+        XCTAssertEqual(row(artworks, "delete")?["key"], ["id": .int(12)])
+        XCTAssertEqual(row(artworks, "delete")?["new"], .null)
+        XCTAssertEqual(row(artworks, "delete")?["old"]?["title"], "Untitled #5")
+    }
+
+    func testTablesWithoutADeclaredKeyWithoutRowidAndWithACompositeKey() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let path = scratch.path + "/upload.sqlite"
+        let setup = try Connection(path: path)
+        try setup.execute("""
+            CREATE TABLE loose (name TEXT, n INTEGER);
+            INSERT INTO loose VALUES ('a', 1), ('b', 2), ('c', 3);
+            CREATE TABLE tags (tag TEXT PRIMARY KEY, uses INTEGER) WITHOUT ROWID;
+            INSERT INTO tags VALUES ('red', 1), ('blue', 2);
+            CREATE TABLE pairs (a TEXT, b INTEGER, note TEXT, PRIMARY KEY (a, b));
+            INSERT INTO pairs VALUES ('x', 1, 'one'), ('x', 2, 'two');
+            """)
+        let (store, _) = try core.provisioner.createFromUpload(.bytes(try FileSystem.readFile(path)), template: nil, version: nil,
+                                                               label: nil, ttlSeconds: nil)
+        let db = try Connection(path: store.databasePath, mode: .readWrite)
+        try db.execute("""
+            UPDATE loose SET n = 20 WHERE name = 'b'; DELETE FROM loose WHERE name = 'c';
+            UPDATE tags SET uses = 5 WHERE tag = 'blue'; INSERT INTO tags VALUES ('green', 0);
+            DELETE FROM pairs WHERE a = 'x' AND b = 1; INSERT INTO pairs VALUES ('x', 1, 'one again');
+            """)
+        let diff = try store.diff()
+        let loose = table(diff, "loose")
+        XCTAssertEqual(row(loose, "update")?["key"], ["rowid": .int(2)], "the rowid where no key is declared")
+        XCTAssertEqual(row(loose, "delete")?["key"], ["rowid": .int(3)])
+        let tags = table(diff, "tags")
+        XCTAssertEqual((tags?.inserted, tags?.updated, tags?.deleted).0, 1)
+        XCTAssertEqual(row(tags, "update")?["key"], ["tag": "blue"], "a WITHOUT ROWID table by its key")
+        XCTAssertEqual(row(tags, "insert")?["key"], ["tag": "green"])
+        // Deleted and inserted again under the same key (a new rowid): an update of the declared key.
+        let pairs = table(diff, "pairs")
+        XCTAssertEqual(pairs?.updated, 1)
+        XCTAssertEqual(pairs?.inserted, 0)
+        XCTAssertEqual(row(pairs, "update")?["key"], ["a": "x", "b": .int(1)])
+        XCTAssertEqual(row(pairs, "update")?["new"]?["note"], "one again")
+    }
+
+    func testSchemaChangesANewTableAndADroppedColumn() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let store = try core.store("gallery", fixtures: ["artists"])
+        let db = try Connection(path: store.databasePath, mode: .readWrite)
+        try db.execute("""
+            CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT);
+            INSERT INTO notes (body) VALUES ('hello');
+            ALTER TABLE artists DROP COLUMN country;
+            CREATE INDEX artists_born ON artists (born);
+            """)
+        let diff = try store.diff()
+        XCTAssertEqual(diff.schema.filter { $0.kind == .added }.map { "\($0.type) \($0.name)" }.sorted(), ["index artists_born", "table notes"])
+        let removed = diff.schema.filter { $0.kind == .removed }
+        XCTAssertEqual(removed.map(\.type), ["column"])
+        XCTAssertEqual(removed.first?.name, "country")
+        XCTAssertEqual(removed.first?.table, "artists")
+        XCTAssertEqual(table(diff, "notes")?.inserted, 1, "the rows of a new table are inserted")
+        // Rows of a table that lost a column compare on the columns both have.
+        XCTAssertNil(table(diff, "artists"))
+    }
+
+    func testAForkAndAnUploadDiffAgainstTheirOwnBase() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let source = try core.store("gallery", fixtures: ["artists"])
+        let writer = try Connection(path: source.databasePath, mode: .readWrite)
+        try writer.execute("INSERT INTO artists (name) VALUES ('before the fork')")
+        let (fork, _) = try core.provisioner.createFork(of: source.id, fixtures: nil, label: nil, ttlSeconds: nil)
+        XCTAssertTrue(try fork.diff().tables.isEmpty, "the fork's base is the source as it was forked")
+        XCTAssertEqual(table(try source.diff(), "artists")?.inserted, 1)
+        try Connection(path: fork.databasePath, mode: .readWrite).execute("DELETE FROM artists")
+        XCTAssertEqual(table(try fork.diff(), "artists")?.deleted, 5)
+        XCTAssertEqual(fork.record.creationDescription, "fork of \(source.id) of template gallery at version 6 with fixtures artists")
+
+        let file = scratch.path + "/u.sqlite"
+        try Connection(path: file).execute("CREATE TABLE t (x); INSERT INTO t VALUES (1)")
+        let (upload, _) = try core.provisioner.createFromUpload(.bytes(try FileSystem.readFile(file)), template: nil, version: nil,
+                                                                label: nil, ttlSeconds: nil)
+        XCTAssertTrue(try upload.diff().tables.isEmpty)
+        try Connection(path: upload.databasePath, mode: .readWrite).execute("INSERT INTO t VALUES (2)")
+        XCTAssertEqual(table(try upload.diff(), "t")?.inserted, 1)
+        XCTAssertEqual(upload.record.creationDescription, "upload")
+    }
+
+    func testLimitCutsRowsButNotCountsAndTablesNarrows() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let store = try core.store("gallery", fixtures: ["artists"])
+        let db = try Connection(path: store.databasePath, mode: .readWrite)
+        try db.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 250) INSERT INTO artists (name) SELECT 'a' || i FROM n")
+        try db.execute("INSERT INTO partners (name) VALUES ('p')")
+        var options = StoreDiff.Options()
+        XCTAssertEqual(table(try store.diff(options), "artists")?.rows.count, 100, "100 rows by default")
+        options.limit = 7
+        let artists = table(try store.diff(options), "artists")
+        XCTAssertEqual(artists?.inserted, 250)
+        XCTAssertEqual(artists?.rows.count, 7)
+        XCTAssertEqual(artists?.json["truncated"], .bool(true))
+        options.tables = ["partners"]
+        XCTAssertEqual(try store.diff(options).tables.map(\.0), ["partners"])
+        options.tables = ["nope"]
+        XCTAssertLarderError(.badRequest, try store.diff(options))
+        options.tables = nil
+        options.maxBytes = 1_000
+        let bounded = table(try store.diff(options), "artists")
+        XCTAssertLessThan(bounded?.rows.count ?? 99, 7, "the byte bound cuts rows too")
+        XCTAssertEqual(bounded?.inserted, 250)
+    }
+
+    func testABaseReplacedByALinkIsRefused() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let store = try core.store("gallery", fixtures: ["artists"])
+        // Another file the server can read, put where the base was.
+        let secret = scratch.path + "/secret.sqlite"
+        try Connection(path: secret).execute("CREATE TABLE secrets (s); INSERT INTO secrets VALUES ('hunter2')")
+        unlink(store.directory + "/base.sqlite")
+        XCTAssertEqual(symlink(secret, store.directory + "/base.sqlite"), 0)
+        XCTAssertLarderError(.badRequest, try store.diff())
+    }
+
+    func testAHostileStoreIsReadHardenedAndWithinItsTimeLimit() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch) { $0.queryTimeoutMs = 5 }
+        let store = try core.store("gallery", fixtures: ["artists"])
+        let db = try Connection(path: store.databasePath, mode: .readWrite)
+        // A big table: the diff is stopped at the read time limit, not left to run.
+        try db.execute("""
+            CREATE TABLE big (x, pad);
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300000) INSERT INTO big SELECT i, randomblob(16) FROM n;
+            """)
+        XCTAssertLarderError(.timeout, try store.diff()) { XCTAssertTrue($0.message.contains("comparing the store with its base"), $0.message) }
+        // A name made to break out of quotes.
+        try db.execute(#"DROP TABLE big; CREATE TABLE "we""ird; DROP TABLE artists; --" (x); INSERT INTO "we""ird; DROP TABLE artists; --" VALUES (1)"#)
+        let scratch2 = Scratch()
+        let relaxed = try CoreServices(scratch2)
+        let other = try relaxed.store("gallery", fixtures: ["artists"])
+        try Connection(path: other.databasePath, mode: .readWrite).execute(#"CREATE TABLE "we""ird; DROP TABLE artists; --" (x); INSERT INTO "we""ird; DROP TABLE artists; --" VALUES (1)"#)
+        XCTAssertEqual(try other.diff().tables.map(\.0), [#"we"ird; DROP TABLE artists; --"#])
+        XCTAssertEqual(try other.counts().first { $0.0 == "artists" }?.1, 4)
+    }
+}
