@@ -10,6 +10,8 @@ import MicroHTTP
 enum Dashboard {
     /// Stores shown per page.
     static let pageSize = 200
+    /// The routes whose answer is a page: a browser without the token gets the sign-in page there.
+    static let pages: Set<String> = ["/", "/stores/{id}/page"]
     /// How often the page refreshes its live part, in milliseconds.
     static let refreshMs = 5000
 
@@ -98,7 +100,7 @@ enum Dashboard {
     static func row(_ store: Store) -> String {
         let r = store.record
         let id = escape(r.id)
-        var html = "<tr><td><code>\(id)</code></td><td class=\"label\">\(escape(r.label ?? ""))</td><td>\(escape(r.template ?? ""))</td><td>\(escape(r.version ?? ""))</td>"
+        var html = "<tr><td><a href=\"/stores/\(id)/page\"><code>\(id)</code></a></td><td class=\"label\">\(escape(r.label ?? ""))</td><td>\(escape(r.template ?? ""))</td><td>\(escape(r.version ?? ""))</td>"
         if let counts = store.lastCounts {
             let tables = counts.isEmpty ? "no tables" : counts.map { "\($0.0): \($0.1)" }.joined(separator: "\n")
             html += "<td class=\"num\" title=\"\(escape(tables))\">\(counts.reduce(Int64(0)) { $0 + $1.1 })</td>"
@@ -165,7 +167,10 @@ enum Dashboard {
     body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}\
     td,th{border-bottom:1px solid #ddd;padding:.3em .8em;text-align:left}th{background:#f4f4f4}code{font-size:90%}\
     .num{text-align:right}.pass{color:#17702a}.fail{color:#b00020}header{display:flex;gap:1em;align-items:center}\
-    header form{margin-left:auto}.stores td{white-space:nowrap}.stores td.label{white-space:normal}#status:empty{visibility:hidden}#status{background:#fff6d6;padding:.3em .8em}
+    header form{margin-left:auto}.stores td{white-space:nowrap}.stores td.label{white-space:normal}#status:empty{visibility:hidden}#status{background:#fff6d6;padding:.3em .8em}\
+    h1 a{color:inherit;text-decoration:none}.count{font-weight:normal;color:#666;font-size:85%}.null{color:#888;font-style:italic}\
+    tr.insert td{background:#e3f5e6}tr.delete td{background:#fde7e7}td.changed{background:#fff4d0}del{color:#b00020}\
+    ins{color:#17702a;text-decoration:none}li.added{color:#17702a}li.removed{color:#b00020}.meta th{width:8em}
     """
 
     /// Refreshes `<main id="live">` from a fetch of the same URL (the

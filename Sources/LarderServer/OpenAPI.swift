@@ -119,6 +119,16 @@ enum OpenAPI {
                       ], answer: "Counts"),
             Operation(method: "get", path: "/stores/{id}/schema", summary: "Tables, columns, indexes, foreign keys, views, triggers", success: 200,
                       errors: [400, 404], answer: "Schema"),
+            Operation(method: "get", path: "/stores/{id}/diff", summary: "What the test changed since the store was created", success: 200,
+                      errors: [400, 404, 408],
+                      query: [
+                          Parameter(name: "limit", schema: ["type": "integer", "minimum": 0, "maximum": 10_000, "default": 100],
+                                    description: "Rows listed per table; the counts are always whole."),
+                          Parameter(name: "tables", schema: ["type": "string", "pattern": "[^, ]"],
+                                    description: "Comma-separated table names (one in neither the store nor its base is a 400)."),
+                      ], answer: "Diff",
+                      description: "Against the store's base (its template entry, fork or upload as created), in one consistent read. "
+                          + "Rows are matched by the declared primary key, the rowid where none is declared, the key of a WITHOUT ROWID table."),
             Operation(method: "post", path: "/stores/{id}/query", summary: "One sandboxed SQL statement", success: 200,
                       errors: [400, 404, 408, 409, 413, 415, 422, 429, 507], body: "Query", bodyRequired: true, answer: "QueryResult",
                       description: "SQL that reaches outside the store (ATTACH, VACUUM INTO, load_extension, unsafe PRAGMA, transaction control) is a 403 `forbidden_sql`."),
@@ -156,6 +166,11 @@ enum OpenAPI {
     }
 
     static let string: JSONValue = ["type": "string"]
+    /// A row as an object of column values; a blob is {"base64": "..."}.
+    static let rowObject: JSONValue = ["type": "object", "additionalProperties": ["oneOf": [
+        ["type": ["string", "number", "null"]],
+        answer([("base64", ["type": "string", "contentEncoding": "base64"])]),
+    ]]]
     /// SQL: any text but a NUL character (SQLite would stop reading there; a 400).
     static let noNUL: JSONValue = "^[^\\u0000]*$"
     static let sql: JSONValue = ["type": "string", "pattern": noNUL]
@@ -260,6 +275,23 @@ enum OpenAPI {
                 ("changes", nonNegative), ("truncated", boolean),
             ])),
             ("Deleted", answer([("deleted", nonNegative)])),
+            ("Diff", answer([
+                ("base", string),
+                ("schema", answer(["added", "removed", "changed"].map { kind in
+                    (kind, ["type": "array", "items": [
+                        "type": "object", "required": ["type", "name"],
+                        "properties": ["type": ["type": "string", "enum": ["table", "column", "index", "foreign_keys", "view", "trigger"]],
+                                       "name": string, "table": string, "old": [:], "new": [:]],
+                    ]] as JSONValue)
+                })),
+                ("tables", ["type": "object", "additionalProperties": answer([
+                    ("inserted", nonNegative), ("updated", nonNegative), ("deleted", nonNegative), ("truncated", boolean),
+                    ("rows", ["type": "array", "items": answer([
+                        ("op", ["type": "string", "enum": ["insert", "update", "delete"]]),
+                        ("key", rowObject), ("old", ["oneOf": [rowObject, ["type": "null"]]]), ("new", ["oneOf": [rowObject, ["type": "null"]]]),
+                    ])]),
+                ])]),
+            ])),
             ("Loaded", answer([("loaded", strings), ("counts", counts)])),
             ("Migrated", answer([("from", nullableString), ("to", nullableString), ("applied", ["type": "array", "items": answer([
                 ("version", string), ("name", string), ("ms", ["type": "number", "minimum": 0])])])])),

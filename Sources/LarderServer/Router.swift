@@ -77,7 +77,7 @@ final class Router: Sendable {
             name = route.name
             do {
                 try authorize(request, route: route)
-            } catch let error as LarderError where error.code == .unauthorized && route.name == "/" && (request.method == "GET" || request.method == "HEAD") {
+            } catch let error as LarderError where error.code == .unauthorized && Dashboard.pages.contains(route.name) && (request.method == "GET" || request.method == "HEAD") {
                 // A browser at the dashboard gets a way in, not a JSON error.
                 return .now(finish(name, Dashboard.signInPage(request: request)))
             }

@@ -25,6 +25,7 @@ extension Router {
         add("/stores/{id}/counts", ["GET": { r, c in try InspectRoutes.counts(s, r, c["id"]) }])
         add("/stores/{id}/schema", ["GET": { r, c in try InspectRoutes.schema(s, r, c["id"]) }])
         add("/stores/{id}/diff", ["GET": { r, c in try InspectRoutes.diff(s, r, c["id"]) }])
+        add("/stores/{id}/page", ["GET": { r, c in try Dashboard.storePage(s, r, c["id"]) }])
         add("/stores/{id}/query", ["POST": { r, c in try InspectRoutes.query(s, r, c["id"]) }])
         add("/stores/{id}/artifact", ["GET": { r, c in try ArtifactRoutes.artifact(s, r, c) }])
         add("/stores/{id}/database", ["GET": { r, c in try ArtifactRoutes.database(s, r, c["id"]) }])

@@ -114,6 +114,15 @@ public final class Statement {
     /// The size in bytes of a TEXT or BLOB column of the current row, without copying it.
     public func columnByteCount(_ index: Int) -> Int { Int(sqlite3_column_bytes(handle, Int32(index))) }
 
+    /// At most the first `maxBytes` bytes of a TEXT column of the current
+    /// row (a character cut in two is repaired), copying no more than that.
+    public func textPrefix(_ index: Int, maxBytes: Int) -> String {
+        let i = Int32(index)
+        guard let p = sqlite3_column_text(handle, i) else { return "" }
+        let count = min(Int(sqlite3_column_bytes(handle, i)), maxBytes)
+        return String(decoding: UnsafeBufferPointer(start: p, count: count), as: UTF8.self)
+    }
+
     public func string(_ index: Int) -> String? {
         guard let p = sqlite3_column_text(handle, Int32(index)) else { return nil }
         return String(cString: p)

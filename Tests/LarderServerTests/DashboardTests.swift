@@ -1,6 +1,7 @@
 import Foundation
 @testable import LarderCore
 import MicroHTTP
+import SQLite
 @testable import LarderServer
 import XCTest
 
@@ -224,5 +225,32 @@ final class DashboardTests: XCTestCase {
         XCTAssertTrue(answer.text.contains("<style>" + Dashboard.style + "</style>"))
         XCTAssertTrue(policy.contains("style-src " + Dashboard.hashSource(Dashboard.style)), policy)
         XCTAssertEqual(answer.header("cache-control"), "no-store")
+    }
+
+    func testAStoresPageEscapesWhatTheTestWroteAndCutsLongValues() throws {
+        var request = Provisioner.Request()
+        request.template = "gallery"
+        request.fixtures = ["artists"]
+        let (store, _) = try services.provisioner.create(services.provisioner.plan(request), label: "<b>label</b>", ttlSeconds: nil)
+        let db = try Connection(path: store.databasePath, mode: .readWrite)
+        try db.execute("""
+            CREATE TABLE "<i>t</i>" (body TEXT, data BLOB);
+            INSERT INTO "<i>t</i>" VALUES ('<img src=x onerror=alert(1)>', x'00ff'), (printf('%.*c', 100000, 'x'), NULL);
+            UPDATE artists SET name = '<u>changed</u>' WHERE id = 1;
+            """)
+        let page = try Dashboard.storePage(services, store, table: nil, offset: 0)
+        XCTAssertFalse(page.contains("<img"), "a value is text, never markup")
+        XCTAssertFalse(page.contains("<i>t</i>"))
+        XCTAssertFalse(page.contains("<b>label"))
+        XCTAssertTrue(page.contains("&lt;img src=x onerror=alert(1)&gt;"))
+        XCTAssertTrue(page.contains("<del>Hilma af Klint</del> → <ins>&lt;u&gt;changed&lt;/u&gt;</ins>"))
+        XCTAssertTrue(page.contains("BLOB (2 bytes)"))
+        XCTAssertTrue(page.contains("… (100000 bytes)"), "long text is cut")
+        XCTAssertLessThan(page.utf8.count, 60_000, "and so is the page")
+        XCTAssertThrowsError(try Dashboard.storePage(services, store, table: "nope", offset: 0))
+        // Later rows of one table.
+        try db.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 45) INSERT INTO artists (name) SELECT 'a' || i FROM n")
+        let later = try Dashboard.storePage(services, store, table: "artists", offset: 40)
+        XCTAssertTrue(later.contains("rows 41–49 of 49"), later)
     }
 }

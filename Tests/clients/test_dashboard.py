@@ -15,6 +15,7 @@ import http.client
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -127,6 +128,12 @@ class SignInOverHTTPTests(unittest.TestCase):
         self.assertIn("frame-ancestors 'none'", headers["content-security-policy"])
         status, headers, body = self.larder.raw("GET", "/stores")
         self.assertEqual((status, json.loads(body)["error"]["code"]), (401, "unauthorized"))
+        # A store's page is a page too: the form, not JSON, and nothing of the store.
+        id = self.larder.create(1, label="secret")[0]
+        status, headers, body = self.larder.raw("GET", "/stores/%s/page" % id)
+        self.assertEqual(status, 401)
+        self.assertIn(b'name="token"', body)
+        self.assertNotIn(id.encode(), body)
 
     def test_a_wrong_token_shows_the_form_again(self):
         status, headers, body = self.larder.raw("POST", "/sign-in", form("guess"), FORM)
@@ -283,6 +290,54 @@ class BrowserTests(unittest.TestCase):
         self.driver.find_element(By.CSS_SELECTOR, 'form[action="/sign-out"] button').click()
         self.wait.until(lambda d: d.find_elements(By.NAME, "token"))
         self.assertIsNone(self.driver.get_cookie("larder_session"))
+
+    def test_a_stores_page_shows_what_its_test_changed(self):
+        id = self.create(1, template="gallery", fixtures=["artists", "artworks"], label="changed")[0]
+        status, store = self.larder.call("GET", "/stores/" + id)
+        # What a test does, on the file, with its own driver.
+        db = sqlite3.connect(store["path"])
+        db.execute("UPDATE artists SET name = 'Hilma af Klint (1862-1944)' WHERE id = 1")
+        db.execute("DELETE FROM artworks WHERE id = 12")
+        db.executemany("INSERT INTO artists (name, born) VALUES (?, ?)", [("artist %d" % i, 1900 + i) for i in range(30)])
+        db.execute("CREATE TABLE notes (body TEXT)")
+        db.execute("INSERT INTO notes VALUES ('<script>alert(1)</script>')")
+        db.commit()
+        db.close()
+
+        self.sign_in()
+        self.driver.find_element(By.CSS_SELECTOR, 'a[href="/stores/%s/page"]' % id).click()
+        self.wait.until(lambda d: "What the test changed" in d.page_source)
+        self.assertEqual(self.driver.current_url, self.larder.base + "/stores/%s/page" % id)
+        main = self.driver.find_element(By.TAG_NAME, "main").text
+        self.assertIn("template gallery at version 6 with fixtures artists, artworks", main)
+        self.assertIn("artists 30 inserted · 1 updated · 0 deleted", main)
+        self.assertIn("artworks 0 inserted · 0 updated · 1 deleted", main)
+        self.assertIn("table notes added", main)
+        # Inserted rows green, deleted red, the updated cell old → new.
+        inserted = self.driver.find_elements(By.CSS_SELECTOR, "table.diff tr.insert")
+        self.assertEqual(len(inserted), 31, "30 artists and the note")
+        green = self.js("return getComputedStyle(arguments[0]).backgroundColor", inserted[0].find_element(By.TAG_NAME, "td"))
+        deleted = self.driver.find_element(By.CSS_SELECTOR, "table.diff tr.delete")
+        red = self.js("return getComputedStyle(arguments[0]).backgroundColor", deleted.find_element(By.TAG_NAME, "td"))
+        self.assertEqual((green, red), ("rgb(227, 245, 230)", "rgb(253, 231, 231)"))
+        self.assertIn("Untitled #5", deleted.text)
+        changed = self.driver.find_element(By.CSS_SELECTOR, "table.diff tr.update td.changed")
+        self.assertEqual(changed.find_element(By.TAG_NAME, "del").text, "Hilma af Klint")
+        self.assertEqual(changed.find_element(By.TAG_NAME, "ins").text, "Hilma af Klint (1862-1944)")
+        # The test's text is shown, never run.
+        self.assertIn("<script>alert(1)</script>", main)
+        # Tables with their counts and first rows, paged.
+        self.assertIn("artists 34 row(s)", main)
+        self.assertIn("rows 1–20 of 34", main)
+        self.shoot("5-store-page")
+        self.driver.find_element(By.CSS_SELECTOR, 'a[rel="next"][href*="table=artists"]').click()
+        self.wait.until(lambda d: "rows 21–34 of 34" in d.find_element(By.TAG_NAME, "main").text)
+        self.assertIn("artist 29", self.driver.find_element(By.TAG_NAME, "main").text)
+        self.shoot("6-store-page-later-rows")
+        # The downloads it links to.
+        for link in ("artifact", "database", "diff"):
+            self.assertTrue(self.driver.find_elements(By.CSS_SELECTOR, 'a[href="/stores/%s/%s"]' % (id, link)), link)
+        self.assertEqual(self.csp_violations(), [])
 
     def test_auto_refresh_keeps_the_document_and_its_scroll_position(self):
         ids = self.create(60, label="scroll")

@@ -1,0 +1,159 @@
+import LarderCore
+import MicroHTTP
+import SQLite
+
+/// `GET /stores/{id}/page`: one store for people: its metadata and
+/// downloads, what its test changed (inserted rows green, deleted red,
+/// updated cells old → new), then its tables with row counts and their
+/// first rows, a table at a time paged with `?table=&offset=`.
+extension Dashboard {
+    /// Rows shown per table, and per page of a table.
+    static let rowsPerTable = 20
+    /// Tables shown at most (a store may hold thousands).
+    static let tablesShown = 100
+    /// Longest text shown in a cell; the rest is cut.
+    static let cellCharacters = 200
+
+    static func storePage(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
+        try request.checkQuery(allowed: ["table", "offset"])
+        let store = try s.registry.get(id)
+        let chosen = request.queryValue("table")
+        let offset = try request.queryInt("offset", in: 0...Int(Int32.max)) ?? 0
+        // It opens the database: off the pool.
+        return .later { html(200, try storePage(s, store, table: chosen, offset: offset)) }
+    }
+
+    static func storePage(_ s: Services, _ store: Store, table chosen: String?, offset: Int) throws -> String {
+        var options = StoreDiff.Options()
+        options.maxBytes = 4 << 20
+        let diff = Result { try store.diff(options) }
+        let (counts, shown) = try store.withReader { db -> ([(String, Int64)], [(String, [String], [[String]])]) in
+            let counts = try Inspector.counts(db)
+            if let chosen, !counts.contains(where: { $0.0 == chosen }) {
+                throw LarderError(.badRequest, "no table '\(chosen)' in this store", details: [("table", .string(chosen))])
+            }
+            let shown = try counts.prefix(tablesShown).map { name, _ in
+                let skip = name == chosen ? offset : 0
+                let statement = try db.prepare("SELECT * FROM \(quoteIdentifier(name)) LIMIT \(rowsPerTable) OFFSET \(skip)")
+                var rows: [[String]] = []
+                while try statement.step() { rows.append((0..<statement.columnCount).map { cell(statement, $0) }) }
+                return (name, statement.columnNames, rows)
+            }
+            return (counts, shown)
+        }
+        let r = store.record
+        let id = escape(r.id)
+        var html = head + "<header><h1><a href=\"/\">Larder</a> · store <code>\(id)</code></h1></header><main>"
+        html += "<table class=\"meta\">"
+        let facts: [(String, String)] = [
+            ("label", escape(r.label ?? "")), ("template", escape(r.template ?? "")), ("version", escape(r.version ?? "")),
+            ("snapshot", escape(r.snapshot ?? "")), ("fixtures", escape(r.fixtures.joined(separator: ", "))),
+            ("created as", escape(r.creationDescription)), ("created", time(r.createdAt)),
+            ("expires", r.keep ? "kept" : time(r.expiresAt)), ("size", byteCount(store.sizeBytes)),
+            ("path", "<code>\(escape(s.registry.clientPath(store.databasePath)))</code>"),
+        ]
+        for (name, value) in facts { html += "<tr><th>\(name)</th><td>\(value)</td></tr>" }
+        html += "</table><p><a href=\"/stores/\(id)/artifact\">download zip</a> · <a href=\"/stores/\(id)/database\">download sqlite</a> · "
+        html += "<a href=\"/stores/\(id)/diff\">diff as JSON</a> · <a href=\"/stores/\(id)\">store as JSON</a></p>"
+
+        html += "<h2>What the test changed</h2>"
+        switch diff {
+        case .failure(let error):
+            html += "<p class=\"fail\">\(escape((LarderError.classify(error)?.message) ?? "\(error)"))</p>"
+        case .success(let diff):
+            html += changes(diff)
+        }
+
+        html += "<h2>Tables</h2>"
+        if counts.isEmpty { html += "<p>no tables</p>" }
+        if counts.count > tablesShown { html += "<p>the first \(tablesShown) of \(counts.count) tables</p>" }
+        for (name, columns, rows) in shown {
+            let total = counts.first { $0.0 == name }?.1 ?? 0
+            let skip = name == chosen ? offset : 0
+            html += "<h3 id=\"t-\(escape(name))\">\(escape(name)) <span class=\"count\">\(total) row(s)</span></h3>"
+            if rows.isEmpty && total == 0 { continue }
+            html += "<table class=\"rows\"><tr>" + columns.map { "<th>\(escape($0))</th>" }.joined() + "</tr>"
+            for row in rows { html += "<tr>" + row.map { "<td>\($0)</td>" }.joined() + "</tr>" }
+            html += "</table><p class=\"paging\">rows \(rows.isEmpty ? skip : skip + 1)–\(skip + rows.count) of \(total)"
+            let link = "/stores/\(id)/page?table=\(escape(percentEncoded(name)))&amp;offset="
+            if skip > 0 { html += " · <a href=\"\(link)\(max(skip - rowsPerTable, 0))#t-\(escape(name))\">← earlier</a>" }
+            if Int64(skip + rows.count) < total { html += " · <a rel=\"next\" href=\"\(link)\(skip + rowsPerTable)#t-\(escape(name))\">later →</a>" }
+            html += "</p>"
+        }
+        return html + "</main></body></html>\n"
+    }
+
+    /// The diff: schema changes as a list, then per changed table its
+    /// counts and its rows, every column of either side.
+    static func changes(_ diff: StoreDiff.Result) -> String {
+        if diff.schema.isEmpty && diff.tables.isEmpty { return "<p class=\"pass\">nothing: the store is as it was created</p>" }
+        var html = ""
+        if !diff.schema.isEmpty {
+            html += "<ul class=\"schema\">"
+            for change in diff.schema {
+                let what = (change.table.map { "\(escape($0))." } ?? "") + escape(change.name)
+                html += "<li class=\"\(change.kind.rawValue)\">\(change.type.replacingOccurrences(of: "_", with: " ")) <code>\(what)</code> \(change.kind.rawValue)</li>"
+            }
+            html += "</ul>"
+        }
+        for (name, t) in diff.tables {
+            html += "<h3>\(escape(name)) <span class=\"count\">\(t.inserted) inserted · \(t.updated) updated · \(t.deleted) deleted</span></h3>"
+            guard !t.rows.isEmpty else { continue }
+            var columns: [String] = []
+            for row in t.rows {
+                for side in ["old", "new"] {
+                    for (column, _) in row[side]?.objectMembers ?? [] where !columns.contains(column) { columns.append(column) }
+                }
+            }
+            html += "<table class=\"diff\"><tr><th>op</th><th>key</th>" + columns.map { "<th>\(escape($0))</th>" }.joined() + "</tr>"
+            for row in t.rows {
+                let op = row["op"]?.stringValue ?? ""
+                let key = (row["key"]?.objectMembers ?? []).map { "\(escape($0.0))=\(cell($0.1))" }.joined(separator: ", ")
+                html += "<tr class=\"\(op)\"><td>\(op)</td><td>\(key)</td>"
+                for column in columns {
+                    let old = row["old"]?[column], new = row["new"]?[column]
+                    if op == "update", let old, let new, old != new {
+                        html += "<td class=\"changed\"><del>\(cell(old))</del> → <ins>\(cell(new))</ins></td>"
+                    } else {
+                        html += "<td>\((new ?? old).map(cell) ?? "")</td>"
+                    }
+                }
+                html += "</tr>"
+            }
+            html += "</table>"
+            if Int64(t.rows.count) < t.total { html += "<p class=\"paging\">the first \(t.rows.count) of \(t.total) changed rows</p>" }
+        }
+        return html
+    }
+
+    /// Column `i` of a statement's current row as a cell, copying no more
+    /// of a long value than is shown.
+    static func cell(_ statement: Statement, _ i: Int) -> String {
+        switch statement.columnType(i) {
+        case .null: return cell(.null)
+        case .blob: return "<span class=\"null\">BLOB (\(statement.columnByteCount(i)) bytes)</span>"
+        case .text:
+            let size = statement.columnByteCount(i)
+            let text = statement.textPrefix(i, maxBytes: cellCharacters * 4)
+            return size <= cellCharacters * 4 ? cell(.string(text)) : cut(text, bytes: size)
+        default: return cell(QueryRunner.json(statement.column(i)))
+        }
+    }
+
+    /// The first `cellCharacters` characters of `text`, and the whole size.
+    static func cut(_ text: String, bytes: Int) -> String {
+        escape(String(text.prefix(cellCharacters))) + "<span class=\"null\">… (\(bytes) bytes)</span>"
+    }
+
+    /// A value as a cell: NULL marked, BLOBs by size, long text cut.
+    static func cell(_ value: JSONValue) -> String {
+        switch value {
+        case .null: return "<span class=\"null\">NULL</span>"
+        case .string(let text):
+            return text.count > cellCharacters ? cut(text, bytes: text.utf8.count) : escape(text)
+        default:
+            if let encoded = value["base64"]?.stringValue { return "<span class=\"null\">BLOB (\(encoded.utf8.count / 4 * 3) bytes)</span>" }
+            return escape(value.jsonText)
+        }
+    }
+}
