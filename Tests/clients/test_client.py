@@ -152,10 +152,22 @@ class ClientTests(unittest.TestCase):
 
     def test_artifact_read_back_with_zipfile(self):
         _, store, _ = self.larder.call("POST", "/stores", {"template": "gallery", "fixtures": ["artists", "artworks"]})
+        db = sqlite3.connect(store["path"])
+        db.execute("UPDATE artists SET born = 1 WHERE id = 2")
+        db.execute("INSERT INTO partners (name) VALUES (?)", ("Partner & Co",))
+        db.commit()
+        db.close()
         for compression, method in [("deflate", zipfile.ZIP_DEFLATED), ("store", zipfile.ZIP_STORED)]:
             with zipfile.ZipFile(self.artifact(store["id"], compression)) as z:
                 self.assertIsNone(z.testzip())
-                self.assertEqual([i.filename for i in z.infolist()], ["store.sqlite", "manifest.json"])
+                self.assertEqual([i.filename for i in z.infolist()], ["store.sqlite", "manifest.json", "diff.json"])
+                # diff.json is what GET /diff answers; the manifest counts the changes.
+                diff = json.loads(z.read("diff.json"))
+                self.assertEqual(diff, self.larder.call("GET", "/stores/%s/diff" % store["id"])[1])
+                self.assertEqual(diff["tables"]["artists"]["rows"][0]["new"]["born"], 1)
+                self.assertEqual(diff["tables"]["partners"]["rows"][0]["new"]["name"], "Partner & Co")
+                self.assertEqual(json.loads(z.read("manifest.json"))["changes"], {
+                    "artists": {"inserted": 0, "updated": 1, "deleted": 0}, "partners": {"inserted": 1, "updated": 0, "deleted": 0}})
                 self.assertEqual(z.getinfo("store.sqlite").compress_type, method)
                 manifest = json.loads(z.read("manifest.json"))
                 database = z.read("store.sqlite")
@@ -217,6 +229,45 @@ while time.time() < end:
                 count = db.execute("SELECT count(*) FROM pairs").fetchone()[0]
                 self.assertEqual(count % 2, 0, "a snapshot holds half a commit")
                 db.close()
+        finally:
+            writer.wait(timeout=30)
+
+    def test_diff_while_another_process_commits(self):
+        _, store, _ = self.larder.call("POST", "/stores", {"template": "gallery", "fixtures": ["artists"]})
+        writer = subprocess.Popen([sys.executable, "-c", """
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], timeout=5, isolation_level=None)
+end = time.time() + 3
+i = 0
+while time.time() < end:
+    db.execute("BEGIN IMMEDIATE")
+    db.execute("INSERT INTO artworks (artist_id, title) VALUES (1, ?)", ("a%d" % i,))
+    db.execute("UPDATE artists SET born = ? WHERE id = 1", (i,))
+    db.execute("INSERT INTO artworks (artist_id, title) VALUES (2, ?)", ("b%d" % i,))
+    db.execute("COMMIT")
+    i += 1
+""", store["path"]])
+        try:
+            time.sleep(0.3)
+            seen = set()
+            for _ in range(10):
+                status, diff, _ = self.larder.call("GET", "/stores/%s/diff?limit=1" % store["id"])
+                self.assertEqual(status, 200, diff)
+                inserted = diff["tables"]["artworks"]["inserted"]
+                self.assertEqual(inserted % 2, 0, "a diff sees whole commits only")
+                self.assertLessEqual(len(diff["tables"]["artworks"]["rows"]), 1, "limit cuts rows")
+                born = diff["tables"]["artists"]["rows"][0]["new"]["born"]
+                self.assertEqual(born, inserted // 2 - 1, "one state across tables")
+                seen.add(inserted)
+            self.assertGreater(len(seen), 1, "the writer was writing")
+            # The artifact's diff is of exactly the database beside it.
+            with zipfile.ZipFile(self.artifact(store["id"], "store")) as z:
+                copy = os.path.join(self.root, "diffed.sqlite")
+                with open(copy, "wb") as f:
+                    f.write(z.read("store.sqlite"))
+                artworks = sqlite3.connect(copy).execute("SELECT count(*) FROM artworks").fetchone()[0]
+                self.assertEqual(json.loads(z.read("diff.json"))["tables"]["artworks"]["inserted"], artworks)
+                self.assertEqual(json.loads(z.read("manifest.json"))["counts"]["artworks"], artworks)
         finally:
             writer.wait(timeout=30)
 
