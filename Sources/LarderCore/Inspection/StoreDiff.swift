@@ -9,7 +9,10 @@ import SQLite
 /// KEY` is the rowid), the `rowid` where none is declared, the key of a
 /// `WITHOUT ROWID` table. SQLite compares the rows (two joins on the key
 /// per table), so the cost grows with the tables' sizes, and only the
-/// changed rows come back to Swift.
+/// changed rows come back to Swift. Rows compare on the columns both sides
+/// have: a column only one side has is a schema change, and its values show
+/// in `old` or `new` of rows that changed otherwise. `tables` narrows the
+/// rows, not the schema changes.
 public enum StoreDiff {
     public struct Options: Sendable {
         /// Rows listed per table (the counts are always whole).
@@ -72,11 +75,14 @@ public enum StoreDiff {
         let now = try shapes(db, "main"), was = try shapes(db, "base")
         var names = Set(now.keys).union(was.keys).sorted()
         if let wanted = options.tables {
-            if let unknown = wanted.first(where: { now[$0] == nil && was[$0] == nil }) {
+            // SQLite's names are case-insensitive (ASCII), and so is the filter.
+            let byName = Dictionary(names.map { ($0.lowercased(), $0) }, uniquingKeysWith: { a, _ in a })
+            if let unknown = wanted.first(where: { byName[$0.lowercased()] == nil }) {
                 throw LarderError(.badRequest, "no table '\(unknown)' in this store or its base",
                                   details: [("table", .string(unknown)), ("tables", JSONValue(names))])
             }
-            names = names.filter(Set(wanted).contains)
+            let chosen = Set(wanted.compactMap { byName[$0.lowercased()] })
+            names = names.filter(chosen.contains)
         }
         var budget = options.maxBytes
         var tables: [(String, TableChanges)] = []

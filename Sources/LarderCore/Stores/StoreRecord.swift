@@ -29,11 +29,11 @@ public struct StoreRecord: Sendable {
         var words: [String] = []
         if let source = creation.source { words.append(source) }
         if let template {
-            words.append((creation.source == nil ? "" : "of ") + "template \(template)" + (snapshot.map { " from snapshot \($0)" } ?? "")
+            words.append((creation.source == nil ? "" : "; ") + "template \(template)" + (snapshot.map { " from snapshot \($0)" } ?? "")
                          + (creation.version.map { " at version \($0)" } ?? ""))
         }
         if !creation.fixtures.isEmpty { words.append("with fixtures " + creation.fixtures.joined(separator: ", ")) }
-        return words.joined(separator: " ")
+        return words.joined(separator: " ").replacingOccurrences(of: " ; ", with: "; ")
     }
 
     public init(id: String, sequence: Int64, template: String? = nil, version: String? = nil, snapshot: String? = nil,
