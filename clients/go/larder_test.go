@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -396,4 +397,301 @@ func TestFileSafeName(t *testing.T) {
 			t.Errorf("FileSafeName(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// wantError checks that err is a *Error with this status and code.
+func wantError(t *testing.T, what string, err error, status int, code string) *Error {
+	t.Helper()
+	var e *Error
+	if !errors.As(err, &e) || e.Status != status || e.Code != code {
+		t.Errorf("%s: %v (%T), want %d %s", what, err, err, status, code)
+		return nil
+	}
+	return e
+}
+
+// rowsByOp indexes a table's diff rows by their op, failing on a repeat.
+func rowsByOp(t *testing.T, rows []DiffRow) map[string]DiffRow {
+	t.Helper()
+	byOp := map[string]DiffRow{}
+	for _, r := range rows {
+		if _, seen := byOp[r.Op]; seen {
+			t.Errorf("two %q rows in %+v", r.Op, rows)
+		}
+		byOp[r.Op] = r
+	}
+	return byOp
+}
+
+func TestDiffReportsChangedRowsByKey(t *testing.T) {
+	ctx := testContext(t)
+	s := newStore(t, StoreOptions{Template: "gallery", Fixtures: []string{"artists"}, Label: t.Name()})
+	d, err := s.Diff(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(d.Base, "gallery") || len(d.Tables) != 0 ||
+		len(d.Schema.Added)+len(d.Schema.Removed)+len(d.Schema.Changed) != 0 {
+		t.Errorf("Diff of an untouched store = %+v", d)
+	}
+
+	for _, w := range []struct {
+		sql    string
+		params []any
+	}{
+		{"INSERT INTO artists (id, name, born) VALUES (?, ?, ?)", []any{100, "Sonia Delaunay", 1885}},
+		{"UPDATE artists SET born = ? WHERE id = ?", []any{1863, 1}},
+		{"DELETE FROM artists WHERE id = ?", []any{4}},
+		{"UPDATE artists SET name = ? WHERE id = ?", []any{[]byte{0, 0xff, 0x10}, 2}},
+		{"INSERT INTO albums (id, title, created_at) VALUES (?, ?, ?)", []any{7, "Blue", "2024-06-01T00:00:00Z"}},
+	} {
+		if _, err := s.Query(ctx, w.sql, w.params...); err != nil {
+			t.Fatalf("%s: %v", w.sql, err)
+		}
+	}
+
+	d, err = s.Diff(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Schema.Added)+len(d.Schema.Removed)+len(d.Schema.Changed) != 0 {
+		t.Errorf("schema changes %+v, want none", d.Schema)
+	}
+	if len(d.Tables) != 2 {
+		t.Errorf("tables %v, want albums and artists only", d.Tables)
+	}
+	artists := d.Tables["artists"]
+	if artists.Inserted != 1 || artists.Updated != 2 || artists.Deleted != 1 || artists.Truncated || len(artists.Rows) != 4 {
+		t.Fatalf("artists = %+v, want 1 inserted, 2 updated, 1 deleted, 4 rows", artists)
+	}
+	var inserted, deleted DiffRow
+	updated := map[int64]DiffRow{}
+	for _, r := range artists.Rows {
+		switch r.Op {
+		case "insert":
+			inserted = r
+		case "delete":
+			deleted = r
+		case "update":
+			id, _ := r.Key["id"].(int64)
+			updated[id] = r
+		default:
+			t.Errorf("op %q", r.Op)
+		}
+	}
+	if inserted.Key["id"] != int64(100) || inserted.Old != nil || inserted.New["name"] != "Sonia Delaunay" ||
+		inserted.New["born"] != int64(1885) || inserted.New["country"] != "" {
+		t.Errorf("insert = %+v", inserted)
+	}
+	if deleted.Key["id"] != int64(4) || deleted.New != nil || deleted.Old["name"] != "Agnes Martin" || deleted.Old["born"] != int64(1912) {
+		t.Errorf("delete = %+v", deleted)
+	}
+	if u := updated[1]; u.Old["born"] != int64(1862) || u.New["born"] != int64(1863) || u.New["name"] != "Hilma af Klint" {
+		t.Errorf("update of 1 = %+v", u)
+	}
+	if u := updated[2]; u.Old["name"] != "Katsushika Hokusai" {
+		t.Errorf("update of 2 = %+v", u)
+	} else if b, ok := u.New["name"].([]byte); !ok || !bytes.Equal(b, []byte{0, 0xff, 0x10}) {
+		t.Errorf("a blob in a diff row is %#v, want []byte{0, 0xff, 0x10}", u.New["name"])
+	}
+	albums := d.Tables["albums"]
+	if len(albums.Rows) != 1 || albums.Inserted != 1 || albums.Rows[0].Key["id"] != int64(7) || albums.Rows[0].New["title"] != "Blue" {
+		t.Errorf("albums = %+v", albums)
+	}
+
+	// Limit cuts the rows listed, not the counts.
+	d, err = s.Diff(ctx, DiffOptions{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := d.Tables["artists"]; len(a.Rows) != 1 || !a.Truncated || a.Inserted != 1 || a.Updated != 2 || a.Deleted != 1 {
+		t.Errorf("Limit 1: artists = %+v", a)
+	}
+	if a := d.Tables["albums"]; len(a.Rows) != 1 || a.Truncated {
+		t.Errorf("Limit 1: albums = %+v", a)
+	}
+	d, err = s.Diff(ctx, DiffOptions{CountsOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := d.Tables["artists"]; len(a.Rows) != 0 || !a.Truncated || a.Updated != 2 {
+		t.Errorf("CountsOnly: artists = %+v", a)
+	}
+
+	// Tables narrows.
+	d, err = s.Diff(ctx, DiffOptions{Tables: []string{"albums"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d.Tables["albums"]; !ok || len(d.Tables) != 1 {
+		t.Errorf("Tables albums: %v", d.Tables)
+	}
+	d, err = s.Diff(ctx, DiffOptions{Tables: []string{"artists", "partners"}, Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, ok := d.Tables["artists"]; !ok || len(d.Tables) != 1 || len(a.Rows) != 3 || !a.Truncated {
+		t.Errorf("Tables artists, partners, Limit 3: %v", d.Tables)
+	}
+}
+
+func TestDiffOfSchemaChanges(t *testing.T) {
+	ctx := testContext(t)
+	s := newStore(t, StoreOptions{Template: "gallery", Fixtures: []string{"artists"}, Label: t.Name()})
+	for _, sql := range []string{
+		"ALTER TABLE artists ADD COLUMN photo BLOB",
+		"CREATE TABLE notes (body TEXT)",
+		"DROP TABLE artwork_partners",
+	} {
+		if _, err := s.Query(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	d, err := s.Diff(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	added := map[string]SchemaChange{}
+	for _, c := range d.Schema.Added {
+		added[c.Type+" "+c.Name] = c
+	}
+	if c := added["column photo"]; len(added) != 2 || c.Table != "artists" || c.Old != nil {
+		t.Errorf("added = %+v", d.Schema.Added)
+	} else if col, _ := c.New.(map[string]any); col["type"] != "BLOB" || col["pk"] != int64(0) {
+		t.Errorf("the added column is described as %#v", c.New)
+	}
+	if _, ok := added["table notes"]; !ok {
+		t.Errorf("added = %+v, want table notes", d.Schema.Added)
+	}
+	if len(d.Schema.Removed) != 1 || d.Schema.Removed[0].Type != "table" || d.Schema.Removed[0].Name != "artwork_partners" ||
+		d.Schema.Removed[0].Old == nil || d.Schema.Removed[0].New != nil {
+		t.Errorf("removed = %+v", d.Schema.Removed)
+	}
+	if len(d.Schema.Changed) != 0 {
+		t.Errorf("changed = %+v", d.Schema.Changed)
+	}
+}
+
+func TestDiffErrors(t *testing.T) {
+	ctx := testContext(t)
+	s := newStore(t, StoreOptions{Template: "gallery", Fixtures: []string{"artists"}, Label: t.Name()})
+	_, err := s.Diff(ctx, DiffOptions{Tables: []string{"artists", "no_such_table"}})
+	if e := wantError(t, "Diff of an unknown table", err, 400, "bad_request"); e != nil && !strings.Contains(e.Message, "no_such_table") {
+		t.Errorf("message %q does not name the table", e.Message)
+	}
+	for _, limit := range []int{-1, 10001} {
+		_, err = s.Diff(ctx, DiffOptions{Limit: limit})
+		wantError(t, "Diff with Limit "+strconv.Itoa(limit), err, 400, "bad_request")
+	}
+	if err := s.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Diff(ctx)
+	wantError(t, "Diff of a deleted store", err, 404, "store_not_found")
+}
+
+func TestResetInPlace(t *testing.T) {
+	ctx := testContext(t)
+	s := gallery(t)
+	path := s.Path
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{
+		"DELETE FROM artworks",
+		"INSERT INTO artists (id, name) VALUES (100, 'Sonia Delaunay')",
+		"INSERT INTO albums (title) VALUES ('Blue')",
+	} {
+		if _, err := s.Query(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	if err := s.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s.Path != path || s.Info.Path != path || s.Info.ID != s.ID {
+		t.Errorf("after Reset: Path %q, Info %+v; want the same path %q", s.Path, s.Info, path)
+	}
+	if after, err := os.Stat(path); err != nil || !os.SameFile(before, after) {
+		t.Errorf("after Reset %s is not the same file: %v", path, err)
+	}
+	if strings.Join(s.Info.Fixtures, ",") != "artists,artworks" {
+		t.Errorf("Info.Fixtures = %v", s.Info.Fixtures)
+	}
+	wantCounts(t, s.Info.Counts, map[string]int64{"artists": 4, "artworks": 12, "albums": 0})
+	counts, err := s.Counts(ctx, "artists", "artworks", "albums")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, counts, map[string]int64{"artists": 4, "artworks": 12, "albums": 0})
+	r, err := s.Query(ctx, "SELECT count(*) FROM artists WHERE id = 100")
+	if err != nil || r.Rows[0][0] != int64(0) {
+		t.Errorf("the inserted artist after Reset: %v %v", r, err)
+	}
+	d, err := s.Diff(ctx)
+	if err != nil || len(d.Tables) != 0 {
+		t.Errorf("Diff after Reset = %+v, %v; want no changes", d, err)
+	}
+	// The store goes on after a reset.
+	if _, err := s.Query(ctx, "INSERT INTO albums (title) VALUES ('After')"); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.Diff(ctx); err != nil || d.Tables["albums"].Inserted != 1 {
+		t.Errorf("Diff after a write after Reset = %+v, %v", d, err)
+	}
+
+	if err := s.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, "Reset of a deleted store", s.Reset(ctx), 404, "store_not_found")
+}
+
+func TestForkCopiesALiveStore(t *testing.T) {
+	ctx := testContext(t)
+	source := newStore(t, StoreOptions{Template: "gallery", Fixtures: []string{"artists"}, Label: t.Name() + " source"})
+	if _, err := source.Query(ctx, "INSERT INTO artists (id, name, born) VALUES (?, ?, ?)", 100, "Sonia Delaunay", 1885); err != nil {
+		t.Fatal(err)
+	}
+	fork := newStore(t, StoreOptions{From: source.ID, Fixtures: []string{"artworks"}, Label: t.Name() + " fork"})
+	if fork.ID == source.ID || fork.Path == source.Path {
+		t.Fatalf("fork %s at %s is the source %s at %s", fork.ID, fork.Path, source.ID, source.Path)
+	}
+	if fork.Info.Template != "gallery" || fork.Info.Version != "6" || fork.Info.Label != t.Name()+" fork" {
+		t.Errorf("fork Info = %+v", fork.Info)
+	}
+	if strings.Join(fork.Info.Fixtures, ",") != "artists,artworks" {
+		t.Errorf("fork Info.Fixtures = %v, want the source's then its own", fork.Info.Fixtures)
+	}
+	wantCounts(t, fork.Info.Counts, map[string]int64{"artists": 5, "artworks": 12})
+	r, err := fork.Query(ctx, "SELECT name, born FROM artists WHERE id = 100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Rows) != 1 || r.Rows[0][0] != "Sonia Delaunay" || r.Rows[0][1] != int64(1885) {
+		t.Errorf("the source's row in the fork: %v", r.Rows)
+	}
+	// The fork's base is the fork as made: no changes yet.
+	if d, err := fork.Diff(ctx); err != nil || len(d.Tables) != 0 {
+		t.Errorf("Diff of a new fork = %+v, %v", d, err)
+	}
+	// Fork and source are separate stores from now on.
+	if _, err := fork.Query(ctx, "DELETE FROM artists WHERE id = 100"); err != nil {
+		t.Fatal(err)
+	}
+	if counts, err := source.Counts(ctx, "artists"); err != nil || counts["artists"] != 5 {
+		t.Errorf("source counts after a write to the fork: %v, %v", counts, err)
+	}
+	if err := fork.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, fork.Info.Counts, map[string]int64{"artists": 5, "artworks": 12})
+
+	c := FromEnvironment()
+	_, err = c.CreateStore(ctx, StoreOptions{From: source.ID, Template: "gallery"})
+	wantError(t, "From with Template", err, 400, "bad_request")
+	_, err = c.CreateStore(ctx, StoreOptions{From: source.ID, Version: "3"})
+	wantError(t, "From with Version", err, 400, "bad_request")
+	_, err = c.CreateStore(ctx, StoreOptions{From: "st_nothere"})
+	wantError(t, "From an unknown store", err, 404, "store_not_found")
 }

@@ -292,29 +292,52 @@ func (s *Store) Reset(ctx context.Context) error {
 	return nil
 }
 
-// Diff is what changed in a store since it was created.
+// Diff is what changed in a store since it was created
+// (GET /stores/{id}/diff).
 type Diff struct {
-	Base   string               `json:"base"`
-	Schema DiffSchema           `json:"schema"`
+	// Base says in words what the store was made from, e.g. "template
+	// gallery at version 6 with fixtures artists".
+	Base   string     `json:"base"`
+	Schema DiffSchema `json:"schema"`
+	// Tables are the tables with changed rows; the others are left out.
 	Tables map[string]TableDiff `json:"tables"`
 }
 
 // DiffSchema lists the schema objects added, removed and changed.
 type DiffSchema struct {
-	Added   []any `json:"added"`
-	Removed []any `json:"removed"`
-	Changed []any `json:"changed"`
+	Added   []SchemaChange `json:"added"`
+	Removed []SchemaChange `json:"removed"`
+	Changed []SchemaChange `json:"changed"`
 }
 
-// TableDiff is what changed in one table.
+// SchemaChange is one schema object added, removed or changed. Type is
+// "table", "column", "index", "foreign_keys", "view" or "trigger"; Table is
+// the table of a column or an index. Old and New describe the object before
+// and after (nil when it was added or removed) as the server does: maps and
+// slices, with numbers as int64 or float64.
+type SchemaChange struct {
+	Type  string `json:"type"`
+	Name  string `json:"name"`
+	Table string `json:"table"`
+	Old   any    `json:"old"`
+	New   any    `json:"new"`
+}
+
+// TableDiff is what changed in one table. The counts are always whole;
+// Rows lists at most DiffOptions.Limit of the changed rows, and Truncated
+// says that it lists fewer than changed.
 type TableDiff struct {
-	Inserted int64     `json:"inserted"`
-	Updated  int64     `json:"updated"`
-	Deleted  int64     `json:"deleted"`
-	Rows     []DiffRow `json:"rows"`
+	Inserted  int64     `json:"inserted"`
+	Updated   int64     `json:"updated"`
+	Deleted   int64     `json:"deleted"`
+	Truncated bool      `json:"truncated"`
+	Rows      []DiffRow `json:"rows"`
 }
 
-// DiffRow is one changed row: Op is "insert", "update" or "delete".
+// DiffRow is one changed row: Op is "insert", "update" or "delete"; Key is
+// its key (declared primary key, else rowid); Old is nil for an insert and
+// New nil for a delete. Values are nil, int64, float64, string or []byte
+// (a blob), as in a QueryResult.
 type DiffRow struct {
 	Op  string         `json:"op"`
 	Key map[string]any `json:"key"`
@@ -322,28 +345,55 @@ type DiffRow struct {
 	New map[string]any `json:"new"`
 }
 
-// DiffOptions narrow Diff: at most Limit rows per table (the server's
-// default is 100), only Tables.
+// DiffOptions narrow Diff: at most Limit rows listed per table (0..10000;
+// zero leaves it to the server's default, 100), only Tables. CountsOnly
+// sends limit=0: the counts without any rows; not with Limit.
 type DiffOptions struct {
-	Limit  int
-	Tables []string
+	Limit      int
+	Tables     []string
+	CountsOnly bool
 }
 
 // Diff returns what changed since the store was created
-// (GET /stores/{id}/diff). At most one DiffOptions may be given.
+// (GET /stores/{id}/diff). At most one DiffOptions may be given. An unknown
+// table or a Limit out of range is a *Error with status 400.
 func (s *Store) Diff(ctx context.Context, opts ...DiffOptions) (*Diff, error) {
 	q := url.Values{}
 	for _, o := range opts {
-		if o.Limit > 0 {
+		if o.Limit != 0 {
 			q.Set("limit", strconv.Itoa(o.Limit))
+		} else if o.CountsOnly {
+			q.Set("limit", "0")
 		}
 		if len(o.Tables) > 0 {
 			q.Set("tables", strings.Join(o.Tables, ","))
 		}
 	}
-	var d Diff
-	if err := s.client.call(ctx, http.MethodGet, s.path("/diff"), q, nil, &d); err != nil {
+	resp, err := s.client.send(ctx, http.MethodGet, s.path("/diff"), q, nil)
+	if err != nil {
 		return nil, err
+	}
+	defer resp.Body.Close()
+	var d Diff
+	dec := json.NewDecoder(resp.Body)
+	dec.UseNumber()
+	if err := dec.Decode(&d); err != nil {
+		return nil, fmt.Errorf("larder: diff: decoding the answer: %w", err)
+	}
+	for _, list := range [][]SchemaChange{d.Schema.Added, d.Schema.Removed, d.Schema.Changed} {
+		for i := range list {
+			list[i].Old = decodeValue(list[i].Old)
+			list[i].New = decodeValue(list[i].New)
+		}
+	}
+	for _, t := range d.Tables {
+		for _, row := range t.Rows {
+			for _, values := range []map[string]any{row.Key, row.Old, row.New} {
+				for column, v := range values {
+					values[column] = decodeValue(v)
+				}
+			}
+		}
 	}
 	return &d, nil
 }

@@ -71,15 +71,45 @@ export interface MigrateResult {
 
 export interface DiffRow {
   op: 'insert' | 'update' | 'delete';
+  /** The row's key: its declared primary key, else its rowid. */
   key: Record<string, unknown>;
-  old?: Record<string, unknown>;
-  new?: Record<string, unknown>;
+  /** The row before (null for an insert); a blob is {base64: "..."}. */
+  old: Record<string, unknown> | null;
+  /** The row after (null for a delete). */
+  new: Record<string, unknown> | null;
+}
+
+export interface TableDiff {
+  inserted: number;
+  updated: number;
+  deleted: number;
+  /** True when `rows` lists fewer rows than changed (see `limit`). */
+  truncated: boolean;
+  rows: DiffRow[];
+}
+
+export interface SchemaChange {
+  type: 'table' | 'column' | 'index' | 'foreign_keys' | 'view' | 'trigger';
+  name: string;
+  /** The table of a column or an index. */
+  table?: string;
+  old?: unknown;
+  new?: unknown;
 }
 
 export interface Diff {
+  /** What the store was made from, in words. */
   base: string;
-  schema: { added: unknown[]; removed: unknown[]; changed: unknown[] };
-  tables: Record<string, { inserted: number; updated: number; deleted: number; rows: DiffRow[] }>;
+  schema: { added: SchemaChange[]; removed: SchemaChange[]; changed: SchemaChange[] };
+  /** Changed tables only. */
+  tables: Record<string, TableDiff>;
+}
+
+export interface DiffOptions {
+  /** Rows listed per table, 0..10000 (server default 100); the counts are always whole. */
+  limit?: number;
+  /** Only these tables (array or "a,b"). */
+  tables?: string[] | string;
 }
 
 export interface ErrorOptions {
@@ -140,7 +170,8 @@ export declare class Store {
   load(options: LoadOptions): Promise<LoadResult>;
   migrate(options?: { to?: string }): Promise<MigrateResult>;
   reset(): Promise<StoreInfo>;
-  diff(options?: { limit?: number; tables?: string[] | string }): Promise<Diff>;
+  /** What changed since the store was created; rejects with a 400 LarderError for an unknown table or a bad limit. */
+  diff(options?: DiffOptions): Promise<Diff>;
   schema(): Promise<{ tables: Array<Record<string, unknown>> }>;
   /** Streams the artifact zip (store.sqlite, manifest.json) into `path`; resolves with its absolute path. */
   artifact(path: string, options?: { compression?: 'deflate' | 'store' }): Promise<string>;

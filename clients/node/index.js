@@ -280,7 +280,13 @@ export class Store {
     return this.info;
   }
 
-  /** GET /stores/{id}/diff: what changed since the store was created. */
+  /**
+   * GET /stores/{id}/diff: what changed since the store was created:
+   * {base, schema: {added, removed, changed}, tables: {t: {inserted, updated,
+   * deleted, truncated, rows: [{op, key, old, new}]}}}, changed tables only.
+   * `limit` (0..10000, server default 100) caps the rows listed per table,
+   * not the counts; `tables` narrows (array or "a,b").
+   */
   diff({ limit, tables } = {}) {
     return this.client.request('GET', `${this.base}/diff`, { query: { limit, tables: tableList(tables) } });
   }

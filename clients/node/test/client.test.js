@@ -111,6 +111,7 @@ describe('Larder client', () => {
       assert.equal(fork.info.counts.artists, 5);
       assert.ok(fork.info.counts.albums > 0);
       assert.deepEqual(fork.info.fixtures, ['artists', 'artworks', 'albums']);
+      assert.deepEqual((await fork.diff()).tables, {}, 'a fork is its own base, its fixtures included');
       await fork.query('DELETE FROM artists WHERE id > 1');
       await fork.reset();
       assert.equal(fork.info.counts.artists, 5);
@@ -123,6 +124,82 @@ describe('Larder client', () => {
       await fork?.delete();
       await store.delete();
     }
+  });
+
+  test('diff reports what a test changed, by key, with old and new rows', async () => {
+    const store = await larder.createStore({ template: 'gallery', fixtures: ['artists'] });
+    try {
+      const unchanged = await store.diff();
+      assert.match(unchanged.base, /gallery/);
+      assert.deepEqual(unchanged.schema, { added: [], removed: [], changed: [] });
+      assert.deepEqual(unchanged.tables, {});
+
+      await store.query('INSERT INTO artists (id, name, born) VALUES (?, ?, ?)', [100, 'Sonia Delaunay', 1885]);
+      await store.query('UPDATE artists SET born = ? WHERE id = ?', [1863, 1]);
+      await store.query('DELETE FROM artists WHERE id = ?', [4]);
+      await store.query('INSERT INTO albums (id, title, created_at) VALUES (?, ?, ?)', [7, 'Blue', '2024-06-01T00:00:00Z']);
+
+      const diff = await store.diff();
+      assert.deepEqual(diff.schema, { added: [], removed: [], changed: [] });
+      assert.deepEqual(Object.keys(diff.tables).sort(), ['albums', 'artists']);
+      const artists = diff.tables.artists;
+      assert.deepEqual([artists.inserted, artists.updated, artists.deleted, artists.truncated], [1, 1, 1, false]);
+      const byOp = Object.fromEntries(artists.rows.map((row) => [row.op, row]));
+      assert.equal(artists.rows.length, 3);
+      assert.deepEqual(byOp.insert, {
+        op: 'insert', key: { id: 100 }, old: null,
+        new: { id: 100, name: 'Sonia Delaunay', born: 1885, country: '' },
+      });
+      assert.deepEqual(byOp.update, {
+        op: 'update', key: { id: 1 },
+        old: { id: 1, name: 'Hilma af Klint', born: 1862, country: '' },
+        new: { id: 1, name: 'Hilma af Klint', born: 1863, country: '' },
+      });
+      assert.deepEqual(byOp.delete, {
+        op: 'delete', key: { id: 4 },
+        old: { id: 4, name: 'Agnes Martin', born: 1912, country: '' }, new: null,
+      });
+      assert.deepEqual(diff.tables.albums.rows, [
+        { op: 'insert', key: { id: 7 }, old: null, new: { id: 7, title: 'Blue', created_at: '2024-06-01T00:00:00Z' } },
+      ]);
+
+      // limit cuts the rows listed, not the counts
+      const one = (await store.diff({ limit: 1 })).tables;
+      assert.equal(one.artists.rows.length, 1);
+      assert.equal(one.artists.truncated, true);
+      assert.deepEqual([one.artists.inserted, one.artists.updated, one.artists.deleted], [1, 1, 1]);
+      assert.equal(one.albums.truncated, false);
+      const countsOnly = (await store.diff({ limit: 0 })).tables;
+      assert.deepEqual(countsOnly.artists.rows, []);
+      assert.equal(countsOnly.artists.deleted, 1);
+
+      // tables narrows: an array or "a,b"
+      assert.deepEqual(Object.keys((await store.diff({ tables: ['albums'] })).tables), ['albums']);
+      const narrowed = (await store.diff({ tables: 'artists', limit: 2 })).tables;
+      assert.deepEqual(Object.keys(narrowed), ['artists']);
+      assert.equal(narrowed.artists.rows.length, 2);
+
+      // a blob comes as {base64}
+      await store.query('UPDATE artists SET name = ? WHERE id = ?', [{ base64: 'AP8Q' }, 2]);
+      const [blobRow] = (await store.diff({ tables: ['artists'] })).tables.artists.rows.filter((row) => row.key.id === 2);
+      assert.deepEqual(blobRow.new.name, { base64: 'AP8Q' });
+      assert.equal(blobRow.old.name, 'Katsushika Hokusai');
+
+      await assert.rejects(store.diff({ tables: ['artists', 'no_such_table'] }), (e) => {
+        assert.ok(e instanceof LarderError);
+        assert.equal(e.status, 400);
+        assert.equal(e.code, 'bad_request');
+        assert.match(e.message, /no_such_table/);
+        return true;
+      });
+      await assert.rejects(store.diff({ limit: 10_001 }), { name: 'LarderError', status: 400, code: 'bad_request' });
+
+      await store.reset();
+      assert.deepEqual((await store.diff()).tables, {});
+    } finally {
+      await store.delete();
+    }
+    await assert.rejects(store.diff(), { name: 'LarderError', status: 404, code: 'store_not_found' });
   });
 
   test('a wait is released by a write made meanwhile', async () => {

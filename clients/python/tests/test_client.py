@@ -1,7 +1,7 @@
 """The client against a real server: every call is real HTTP.
 
-Not tested here yet, because the server does not have them yet: diff()
-and create_store(build=...).
+Not tested here yet, because the server does not have it yet:
+create_store(build=...).
 """
 import ast
 import contextlib
@@ -220,6 +220,8 @@ def test_fork_is_the_committed_state_then_its_fixtures(client):
     assert fork.info["counts"]["artists"] == 5
     assert fork.info["counts"]["albums"] > 0
     assert source.counts("artists") == {"artists": 6}
+    # The fork's base is the fork as it was made, its fixtures included.
+    assert fork.diff()["tables"] == {}
     # A reset of the fork goes back to the fork as it was made.
     with open_db(fork.path) as db:
         db.execute("DELETE FROM artists WHERE id > 1")
@@ -242,6 +244,93 @@ def test_fork_errors(client):
         gone.reset()
     assert (caught.value.status, caught.value.code) == (404, "store_not_found")
     source.delete()
+
+
+def test_diff_reports_inserts_updates_and_deletes_by_key(client):
+    store = client.create_store(template="gallery", fixtures=["artists"])
+    unchanged = store.diff()
+    assert "gallery" in unchanged["base"]
+    assert unchanged["schema"] == {"added": [], "removed": [], "changed": []}
+    assert unchanged["tables"] == {}
+    with open_db(store.path) as db:
+        db.execute("INSERT INTO artists (id, name, born) VALUES (100, 'Sonia Delaunay', 1885)")
+        db.execute("UPDATE artists SET born = 1863 WHERE id = 1")
+        db.execute("DELETE FROM artists WHERE id = 4")
+        db.execute("INSERT INTO albums (id, title, created_at) VALUES (7, 'Blue', '2024-06-01T00:00:00Z')")
+    diff = store.diff()
+    assert diff["schema"] == {"added": [], "removed": [], "changed": []}
+    assert sorted(diff["tables"]) == ["albums", "artists"]  # unchanged tables are left out
+    artists = diff["tables"]["artists"]
+    assert (artists["inserted"], artists["updated"], artists["deleted"], artists["truncated"]) == (1, 1, 1, False)
+    rows = {row["op"]: row for row in artists["rows"]}
+    assert len(rows) == len(artists["rows"]) == 3
+    assert rows["insert"] == {"op": "insert", "key": {"id": 100}, "old": None,
+                              "new": {"id": 100, "name": "Sonia Delaunay", "born": 1885, "country": ""}}
+    assert rows["update"] == {"op": "update", "key": {"id": 1},
+                              "old": {"id": 1, "name": "Hilma af Klint", "born": 1862, "country": ""},
+                              "new": {"id": 1, "name": "Hilma af Klint", "born": 1863, "country": ""}}
+    assert rows["delete"] == {"op": "delete", "key": {"id": 4},
+                              "old": {"id": 4, "name": "Agnes Martin", "born": 1912, "country": ""}, "new": None}
+    assert diff["tables"]["albums"]["rows"] == [
+        {"op": "insert", "key": {"id": 7}, "old": None,
+         "new": {"id": 7, "title": "Blue", "created_at": "2024-06-01T00:00:00Z"}}]
+
+    # limit cuts the rows listed, not the counts.
+    one = store.diff(limit=1)["tables"]
+    assert len(one["artists"]["rows"]) == 1 and one["artists"]["truncated"] is True
+    assert (one["artists"]["inserted"], one["artists"]["updated"], one["artists"]["deleted"]) == (1, 1, 1)
+    assert len(one["albums"]["rows"]) == 1 and one["albums"]["truncated"] is False
+    counts_only = store.diff(limit=0)["tables"]
+    assert counts_only["artists"]["rows"] == [] and counts_only["artists"]["deleted"] == 1
+    # tables narrows: a list or one name.
+    assert list(store.diff(tables=["albums"])["tables"]) == ["albums"]
+    narrowed = store.diff(tables="artists", limit=2)["tables"]
+    assert list(narrowed) == ["artists"] and len(narrowed["artists"]["rows"]) == 2
+    assert store.diff(tables=["partners"])["tables"] == {}  # a table without changes
+
+    # After a reset nothing has changed.
+    store.reset()
+    assert store.diff()["tables"] == {}
+    store.delete()
+
+
+def test_diff_of_blobs_and_schema_changes(client):
+    store = client.create_store(template="gallery", fixtures=["artists"])
+    with open_db(store.path) as db:
+        db.execute("UPDATE artists SET name = ? WHERE id = 2", (b"\x00\xff\x10",))
+        db.execute("ALTER TABLE artists ADD COLUMN photo BLOB")
+        db.execute("CREATE TABLE notes (body TEXT)")
+        db.execute("DROP TABLE artwork_partners")
+    diff = store.diff(tables=["artists"])
+    (row,) = diff["tables"]["artists"]["rows"]
+    assert (row["op"], row["key"]) == ("update", {"id": 2})
+    assert row["old"]["name"] == "Katsushika Hokusai"
+    assert row["new"]["name"] == {"base64": "AP8Q"}
+    schema = diff["schema"]
+    assert sorted((item["type"], item["name"], item.get("table")) for item in schema["added"]) == [
+        ("column", "photo", "artists"), ("table", "notes", None)]
+    column = next(item for item in schema["added"] if item["type"] == "column")
+    assert column["new"]["type"] == "BLOB"
+    assert [(item["type"], item["name"]) for item in schema["removed"]] == [("table", "artwork_partners")]
+    assert schema["removed"][0]["old"]["name"] == "artwork_partners"
+    assert schema["changed"] == []
+    store.delete()
+
+
+def test_diff_errors(client):
+    store = client.create_store(template="gallery", fixtures=["artists"])
+    with pytest.raises(larder.LarderError) as caught:
+        store.diff(tables=["artists", "no_such_table"])
+    assert (caught.value.status, caught.value.code) == (400, "bad_request")
+    assert "no_such_table" in caught.value.message
+    for limit in (-1, 10001):
+        with pytest.raises(larder.LarderError) as caught:
+            store.diff(limit=limit)
+        assert (caught.value.status, caught.value.code) == (400, "bad_request")
+    store.delete()
+    with pytest.raises(larder.LarderError) as caught:
+        store.diff()
+    assert (caught.value.status, caught.value.code) == (404, "store_not_found")
 
 
 def test_query_with_params(client):

@@ -446,7 +446,12 @@ class Store:
         return self
 
     def diff(self, tables: Union[str, Sequence[str], None] = None, limit: Optional[int] = None) -> Dict[str, Any]:
-        """GET /stores/{id}/diff: what changed since the store was made."""
+        """GET /stores/{id}/diff: what changed since the store was made:
+        ``{"base": ..., "schema": {"added", "removed", "changed"}, "tables":
+        {"t": {"inserted", "updated", "deleted", "truncated", "rows": [{"op",
+        "key", "old", "new"}]}}}``, changed tables only; blobs come as
+        ``{"base64": ...}``. `limit` (0..10000, the server's default 100) caps
+        the rows listed per table, not the counts; `tables` narrows."""
         query: Dict[str, Any] = {}
         if tables is not None:
             query["tables"] = ",".join(_names(tables))

@@ -135,14 +135,35 @@ public final class Store {
         return Json.asObject(larder.call("POST", base() + "/migrate", Map.of("to", to), Duration.ZERO), "migrate");
     }
 
-    /** {@code POST /stores/{id}/reset}: contents back to how the store was created, in place; answers the store. */
+    /**
+     * {@code POST /stores/{id}/reset}: contents back to how the store was created (its template, fork or
+     * upload, with its creation fixtures), in place: same {@link #path()}, same file, so open connections
+     * stay valid. Answers the store, as {@link #info()} does.
+     */
     public Map<String, Object> reset() {
         return Json.asObject(larder.call("POST", base() + "/reset", null, Duration.ZERO), "store");
     }
 
-    /** {@code GET /stores/{id}/diff}: what changed since the store was created. */
-    public Map<String, Object> diff() {
-        return Json.asObject(larder.call("GET", base() + "/diff", null, Duration.ZERO), "diff");
+    /**
+     * {@code GET /stores/{id}/diff}: what changed since the store was created, in every table or only
+     * the tables named, with at most 100 rows listed per table (the server's default).
+     *
+     * @throws LarderException status 400 for a table that is in neither the store nor its base
+     */
+    public DiffResult diff(String... tables) {
+        return diffQuery(tables.length == 0 ? "" : "?tables=" + joinTables(tables));
+    }
+
+    /**
+     * As {@link #diff(String...)}, listing at most {@code limit} rows per table (0..10000; 0 lists none).
+     * The counts stay whole; {@link DiffResult.TableDiff#truncated()} says that rows were left out.
+     */
+    public DiffResult diff(int limit, String... tables) {
+        return diffQuery("?limit=" + limit + (tables.length == 0 ? "" : "&tables=" + joinTables(tables)));
+    }
+
+    private DiffResult diffQuery(String query) {
+        return DiffResult.from(Json.asObject(larder.call("GET", base() + "/diff" + query, null, Duration.ZERO), "diff"));
     }
 
     /** {@code GET /stores/{id}/artifact}: streams the zip (store.sqlite, manifest.json ...) into {@code file}; answers its absolute path. */

@@ -84,9 +84,18 @@ public final class StoreOptions {
         return this;
     }
 
-    /** The id of a live store to fork (JSON field {@code from}); not with template or build. */
+    /**
+     * The id of a live store to fork (JSON field {@code from}): the new store starts as a copy of it, then
+     * {@link #fixtures} apply. Not with template, snapshot, version or build.
+     */
     public StoreOptions from(String storeId) {
         this.from = storeId;
+        return this;
+    }
+
+    /** A live store to fork; as {@link #from(String)} with its id. */
+    public StoreOptions from(Store store) {
+        this.from = store.id();
         return this;
     }
 

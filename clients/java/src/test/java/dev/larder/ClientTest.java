@@ -244,6 +244,200 @@ class ClientTest {
     }
 
     @Test
+    void diffReportsWhatChangedByKeyWithOldAndNewRows() throws Exception {
+        Store store = larder.createStore("gallery", "artists");
+        try {
+            DiffResult unchanged = store.diff();
+            assertTrue(unchanged.base().contains("gallery"), unchanged.base());
+            assertTrue(unchanged.schema().isEmpty(), unchanged.schema().toString());
+            assertEquals(Map.of(), unchanged.tables());
+
+            try (Connection db = DriverManager.getConnection("jdbc:sqlite:" + store.path());
+                 Statement s = db.createStatement()) {
+                s.executeUpdate("INSERT INTO artists(id, name, born) VALUES (100, 'Sonia Delaunay', 1885)");
+                s.executeUpdate("UPDATE artists SET born = 1863 WHERE id = 1");
+                s.executeUpdate("DELETE FROM artists WHERE id = 4");
+                s.executeUpdate("INSERT INTO albums(id, title, created_at) VALUES (7, 'Blue', '2024-06-01T00:00:00Z')");
+                try (PreparedStatement blob = db.prepareStatement("UPDATE artists SET name = ? WHERE id = 2")) {
+                    blob.setBytes(1, new byte[] {0, (byte) 0xff, 0x10});
+                    assertEquals(1, blob.executeUpdate());
+                }
+            }
+
+            DiffResult diff = store.diff();
+            assertTrue(diff.schema().isEmpty(), diff.schema().toString());
+            assertEquals(java.util.Set.of("albums", "artists"), diff.tables().keySet(), "unchanged tables are left out");
+            DiffResult.TableDiff artists = diff.tables().get("artists");
+            assertEquals(List.of(1L, 2L, 1L), List.of(artists.inserted(), artists.updated(), artists.deleted()));
+            assertFalse(artists.truncated());
+            assertEquals(4, artists.rows().size());
+            Map<Object, DiffResult.Row> byKey = new java.util.HashMap<>();
+            for (DiffResult.Row row : artists.rows()) byKey.put(row.key().get("id"), row);
+
+            DiffResult.Row inserted = byKey.get(100L);
+            assertEquals("insert", inserted.op());
+            assertEquals(Map.of("id", 100L), inserted.key());
+            assertEquals(null, inserted.before());
+            assertEquals(Map.of("id", 100L, "name", "Sonia Delaunay", "born", 1885L, "country", ""), inserted.after());
+
+            DiffResult.Row updated = byKey.get(1L);
+            assertEquals("update", updated.op());
+            assertEquals(Map.of("id", 1L, "name", "Hilma af Klint", "born", 1862L, "country", ""), updated.before());
+            assertEquals(Map.of("id", 1L, "name", "Hilma af Klint", "born", 1863L, "country", ""), updated.after());
+
+            DiffResult.Row deleted = byKey.get(4L);
+            assertEquals("delete", deleted.op());
+            assertEquals(Map.of("id", 4L, "name", "Agnes Martin", "born", 1912L, "country", ""), deleted.before());
+            assertEquals(null, deleted.after());
+
+            DiffResult.Row blob = byKey.get(2L);
+            assertEquals("update", blob.op());
+            assertEquals("Katsushika Hokusai", blob.before().get("name"));
+            assertEquals(Map.of("base64", "AP8Q"), blob.after().get("name"));
+
+            List<DiffResult.Row> albums = diff.tables().get("albums").rows();
+            assertEquals(1, albums.size());
+            assertEquals("insert", albums.get(0).op());
+            assertEquals(Map.of("id", 7L, "title", "Blue", "created_at", "2024-06-01T00:00:00Z"), albums.get(0).after());
+
+            // limit cuts the rows listed, not the counts
+            DiffResult one = store.diff(1);
+            assertEquals(1, one.tables().get("artists").rows().size());
+            assertTrue(one.tables().get("artists").truncated());
+            assertEquals(2L, one.tables().get("artists").updated());
+            assertEquals(1, one.tables().get("albums").rows().size());
+            assertFalse(one.tables().get("albums").truncated());
+            DiffResult countsOnly = store.diff(0);
+            assertEquals(List.of(), countsOnly.tables().get("artists").rows());
+            assertEquals(1L, countsOnly.tables().get("artists").deleted());
+
+            // tables narrows
+            assertEquals(java.util.Set.of("albums"), store.diff("albums").tables().keySet());
+            DiffResult narrowed = store.diff(3, "artists", "partners");
+            assertEquals(java.util.Set.of("artists"), narrowed.tables().keySet());
+            assertEquals(3, narrowed.tables().get("artists").rows().size());
+        } finally {
+            store.delete();
+        }
+    }
+
+    @Test
+    void diffOfSchemaChanges() {
+        Store store = larder.createStore("gallery", "artists");
+        try {
+            store.query("ALTER TABLE artists ADD COLUMN photo BLOB");
+            store.query("DROP TABLE artwork_partners");
+            DiffResult.Schema schema = store.diff().schema();
+            assertEquals(1, schema.added().size());
+            DiffResult.SchemaChange column = schema.added().get(0);
+            assertEquals(List.of("column", "photo", "artists"), List.of(column.type(), column.name(), column.table()));
+            assertEquals(null, column.before());
+            assertEquals("BLOB", ((Map<?, ?>) column.after()).get("type"));
+            assertEquals(1, schema.removed().size());
+            assertEquals("table", schema.removed().get(0).type());
+            assertEquals("artwork_partners", schema.removed().get(0).name());
+            assertEquals(List.of(), schema.changed());
+        } finally {
+            store.delete();
+        }
+    }
+
+    @Test
+    void diffErrors() {
+        Store store = larder.createStore("gallery", "artists");
+        try {
+            LarderException table = assertThrows(LarderException.class, () -> store.diff("artists", "no_such_table"));
+            assertEquals(400, table.status());
+            assertEquals("bad_request", table.code());
+            assertTrue(table.getMessage().contains("no_such_table"), table.getMessage());
+            LarderException limit = assertThrows(LarderException.class, () -> store.diff(10_001));
+            assertEquals(400, limit.status());
+            assertEquals("bad_request", limit.code());
+            assertEquals(400, assertThrows(LarderException.class, () -> store.diff(-1)).status());
+        } finally {
+            store.delete();
+        }
+        LarderException gone = assertThrows(LarderException.class, store::diff);
+        assertEquals(404, gone.status());
+        assertEquals("store_not_found", gone.code());
+    }
+
+    @Test
+    void resetBringsTheStoreBackInPlace() throws Exception {
+        Store store = larder.createStore("gallery", "artists", "artworks");
+        try {
+            Object inode = Files.getAttribute(store.path(), "unix:ino");
+            try (Connection db = DriverManager.getConnection("jdbc:sqlite:" + store.path())) {
+                try (Statement s = db.createStatement()) {
+                    s.executeUpdate("DELETE FROM artworks");
+                    s.executeUpdate("INSERT INTO artists(id, name) VALUES (100, 'Sonia Delaunay')");
+                }
+                store.load("albums");
+
+                Map<String, Object> info = store.reset();
+                assertEquals(store.id(), info.get("id"));
+                assertEquals(store.path().toString(), info.get("path"));
+                assertEquals(inode, Files.getAttribute(store.path(), "unix:ino"), "the same file");
+                assertEquals(List.of("artists", "artworks"), info.get("fixtures"));
+                Map<String, Long> counts = Json.asCounts(info.get("counts"));
+                assertEquals(List.of(4L, 12L, 0L), List.of(counts.get("artists"), counts.get("artworks"), counts.get("albums")));
+
+                // the connection held open across the reset sees the reset state
+                try (Statement s = db.createStatement(); ResultSet rs = s.executeQuery("SELECT count(*) FROM artworks")) {
+                    assertTrue(rs.next());
+                    assertEquals(12, rs.getInt(1));
+                }
+            }
+            assertEquals(0L, store.query("SELECT count(*) FROM artists WHERE id = 100").scalar());
+            assertEquals(Map.of(), store.diff().tables());
+        } finally {
+            store.delete();
+        }
+        LarderException gone = assertThrows(LarderException.class, store::reset);
+        assertEquals(404, gone.status());
+        assertEquals("store_not_found", gone.code());
+    }
+
+    @Test
+    void aForkStartsAsACopyOfALiveStore() {
+        Store source = larder.createStore("gallery", "artists");
+        Store fork = null;
+        try {
+            source.query("INSERT INTO artists(id, name, born) VALUES (?, ?, ?)", 100, "Sonia Delaunay", 1885);
+            fork = larder.createStore(StoreOptions.create().from(source).fixtures("artworks").label("java fork"));
+            assertFalse(fork.id().equals(source.id()));
+            assertFalse(fork.path().equals(source.path()));
+            Map<String, Object> info = fork.created();
+            assertEquals("gallery", info.get("template"));
+            assertEquals("java fork", info.get("label"));
+            assertEquals(List.of("artists", "artworks"), info.get("fixtures"));
+            assertEquals(Map.of("artists", 5L, "artworks", 12L), fork.counts("artists", "artworks"));
+            assertEquals(List.of(List.of("Sonia Delaunay", 1885L)),
+                    fork.query("SELECT name, born FROM artists WHERE id = 100").rows());
+            assertEquals(Map.of(), fork.diff().tables(), "a new fork has no changes against itself");
+
+            // separate stores from now on; a reset of the fork goes back to the fork as made
+            fork.query("DELETE FROM artists WHERE id = 100");
+            assertEquals(5L, source.counts("artists").get("artists"));
+            assertEquals(1L, fork.diff().tables().get("artists").deleted());
+            fork.reset();
+            assertEquals(5L, fork.counts("artists").get("artists"));
+
+            LarderException withTemplate = assertThrows(LarderException.class,
+                    () -> larder.createStore(StoreOptions.forTemplate("gallery").from(source.id())));
+            assertEquals(400, withTemplate.status());
+            assertEquals("bad_request", withTemplate.code());
+            LarderException unknown = assertThrows(LarderException.class,
+                    () -> larder.createStore(StoreOptions.create().from("st_nothere")));
+            assertEquals(404, unknown.status());
+            assertEquals("store_not_found", unknown.code());
+        } finally {
+            if (fork != null) fork.delete();
+            source.delete();
+        }
+    }
+
+    @Test
     void anUnreachableServerIsALarderException() {
         LarderException e = assertThrows(LarderException.class, () -> new Larder("http://127.0.0.1:9").health());
         assertEquals(0, e.status());
