@@ -6,6 +6,9 @@ import Zip
 /// `/artifact` (a streamed zip) and `/database` (the raw snapshot). The
 /// snapshot and the compression run on a worker, never on a pool thread.
 enum ArtifactRoutes {
+    /// How many bytes of row values an artifact's `diff.json` holds at most.
+    static let diffMaxBytes = 1 << 20
+
     static func fileName(_ record: StoreRecord, _ ext: String) -> String {
         let label = (record.label ?? "store").map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." ? $0 : "_" }
         return String(label.prefix(80)) + "-" + record.id + "." + ext
@@ -30,8 +33,10 @@ enum ArtifactRoutes {
                 let snapshot: DatabaseSnapshot
                 let stream: BodyStream
                 do {
+                    // The rows' values are held and compressed beside the
+                    // database: bounded tighter than GET /diff (counts stay whole).
                     var diff = StoreDiff.Options()
-                    diff.maxBytes = s.configuration.queryMaxBytes
+                    diff.maxBytes = min(s.configuration.queryMaxBytes, ArtifactRoutes.diffMaxBytes)
                     snapshot = try DatabaseSnapshot(store: store, temporaryDirectory: s.registry.temporaryDirectory, diff: diff)
                     stream = try BodyStream(spoolDirectory: s.registry.temporaryDirectory)
                 } catch {

@@ -142,6 +142,7 @@ final class StoreDiffTests: XCTestCase {
         let db = try Connection(path: store.databasePath, mode: .readWrite)
         try db.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 250) INSERT INTO artists (name) SELECT 'a' || i FROM n")
         try db.execute("INSERT INTO partners (name) VALUES ('p')")
+        try db.execute("CREATE TABLE fresh (n); WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 250) INSERT INTO fresh SELECT i FROM n")
         var options = StoreDiff.Options()
         XCTAssertEqual(table(try store.diff(options), "artists")?.rows.count, 100, "100 rows by default")
         options.limit = 7
@@ -149,6 +150,12 @@ final class StoreDiffTests: XCTestCase {
         XCTAssertEqual(artists?.inserted, 250)
         XCTAssertEqual(artists?.rows.count, 7)
         XCTAssertEqual(artists?.json["truncated"], .bool(true))
+        let fresh = table(try store.diff(options), "fresh")
+        XCTAssertEqual(fresh?.inserted, 250, "a new table's rows are all counted")
+        XCTAssertEqual(fresh?.rows.count, 7)
+        options.maxBytes = 1_000
+        XCTAssertEqual(table(try store.diff(options), "fresh")?.inserted, 250, "and still when the byte bound stops the rows")
+        options.maxBytes = StoreDiff.Options().maxBytes
         options.tables = ["PARTNERS"]
         XCTAssertEqual(try store.diff(options).tables.map(\.0), ["partners"], "names as SQLite takes them, in any case")
         options.tables = ["nope"]
@@ -172,24 +179,28 @@ final class StoreDiffTests: XCTestCase {
         XCTAssertLarderError(.badRequest, try store.diff())
     }
 
-    func testAHostileStoreIsReadHardenedAndWithinItsTimeLimit() throws {
+    func testABigTableIsStoppedAtTheReadTimeLimit() throws {
         let scratch = Scratch()
         let core = try CoreServices(scratch) { $0.queryTimeoutMs = 5 }
-        let store = try core.store("gallery", fixtures: ["artists"])
-        let db = try Connection(path: store.databasePath, mode: .readWrite)
-        // A big table: the diff is stopped at the read time limit, not left to run.
-        try db.execute("""
+        // A big table in the store and in its base: comparing them is stopped, not left to run.
+        let file = scratch.path + "/big.sqlite"
+        try Connection(path: file).execute("""
             CREATE TABLE big (x, pad);
             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300000) INSERT INTO big SELECT i, randomblob(16) FROM n;
             """)
+        let (store, _) = try core.provisioner.createFromUpload(.bytes(try FileSystem.readFile(file)), template: nil, version: nil,
+                                                               label: nil, ttlSeconds: nil)
         XCTAssertLarderError(.timeout, try store.diff()) { XCTAssertTrue($0.message.contains("comparing the store with its base"), $0.message) }
-        // A name made to break out of quotes.
-        try db.execute(#"DROP TABLE big; CREATE TABLE "we""ird; DROP TABLE artists; --" (x); INSERT INTO "we""ird; DROP TABLE artists; --" VALUES (1)"#)
-        let scratch2 = Scratch()
-        let relaxed = try CoreServices(scratch2)
-        let other = try relaxed.store("gallery", fixtures: ["artists"])
-        try Connection(path: other.databasePath, mode: .readWrite).execute(#"CREATE TABLE "we""ird; DROP TABLE artists; --" (x); INSERT INTO "we""ird; DROP TABLE artists; --" VALUES (1)"#)
-        XCTAssertEqual(try other.diff().tables.map(\.0), [#"we"ird; DROP TABLE artists; --"#])
-        XCTAssertEqual(try other.counts().first { $0.0 == "artists" }?.1, 4)
+    }
+
+    func testATableNameMadeToBreakOutOfItsQuotes() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let store = try core.store("gallery", fixtures: ["artists"])
+        let name = #"we"ird; DROP TABLE artists; --"#
+        try Connection(path: store.databasePath, mode: .readWrite).execute(#"CREATE TABLE "we""ird; DROP TABLE artists; --" (x); INSERT INTO "we""ird; DROP TABLE artists; --" VALUES (1)"#)
+        XCTAssertEqual(try store.diff().tables.map(\.0), [name])
+        XCTAssertEqual(try store.diff().tables.first?.1.inserted, 1)
+        XCTAssertEqual(try store.counts().first { $0.0 == "artists" }?.1, 4)
     }
 }

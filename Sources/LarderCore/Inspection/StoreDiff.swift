@@ -185,14 +185,18 @@ public enum StoreDiff {
                 sql += selected.joined(separator: ", ") + " FROM \(newTable) AS n LEFT JOIN \(oldTable) AS o ON \(join) WHERE NOT \(present(was, "o"))"
                 if !differs.isEmpty { sql += " OR " + differs.joined(separator: " OR ") }
             } else {
+                // Every row is new: count them apart, read only the rows listed.
                 selected = ["0"] + selected
-                sql += selected.joined(separator: ", ") + " FROM \(newTable) AS n"
+                sql += selected.joined(separator: ", ") + " FROM \(newTable) AS n LIMIT \(limit)"
             }
             let statement = try db.prepare(sql)
             while try statement.step() {
                 let matched = statement.int64(0) != 0
                 if matched { changes.updated += 1 } else { changes.inserted += 1 }
-                guard changes.rows.count < limit else { continue }
+                guard changes.rows.count < limit, budget > 0 else {
+                    // Counted apart when nothing matches: no need to read on.
+                    if join == nil { break } else { continue }
+                }
                 let keyStart = 1, newStart = keyStart + key.names.count, oldStart = newStart + now.columns.count
                 let size = rowSize(statement, from: keyStart, to: matched ? oldStart + oldColumns.count : oldStart)
                 guard size <= budget else { budget = 0; continue }
@@ -204,16 +208,21 @@ public enum StoreDiff {
                     ("new", object(statement, now.columns, from: newStart)),
                 ]))
             }
+            if was == nil || join == nil { changes.inserted = try count(db, newTable) }
         }
         // Deleted rows: the base's rows with no match in the store.
         if let was {
             let key = keyColumns(was, "o")
             var sql = "SELECT " + (key.sql + columns(was, "o")).joined(separator: ", ") + " FROM \(oldTable) AS o"
-            if let now, let join { sql += " LEFT JOIN \(newTable) AS n ON \(join) WHERE NOT \(present(now, "n"))" }
+            if let now, let join {
+                sql += " LEFT JOIN \(newTable) AS n ON \(join) WHERE NOT \(present(now, "n"))"
+            } else {
+                sql += " LIMIT \(limit)"
+            }
             let statement = try db.prepare(sql)
             while try statement.step() {
                 changes.deleted += 1
-                guard changes.rows.count < limit else { continue }
+                guard changes.rows.count < limit, budget > 0 else { if join == nil { break } else { continue } }
                 let size = rowSize(statement, from: 0, to: key.names.count + was.columns.count)
                 guard size <= budget else { budget = 0; continue }
                 budget -= size
@@ -222,8 +231,14 @@ public enum StoreDiff {
                     ("old", object(statement, was.columns, from: key.names.count)), ("new", .null),
                 ]))
             }
+            if now == nil || join == nil { changes.deleted = try count(db, oldTable) }
         }
         return changes
+    }
+
+    /// The rows of a whole table (no payload read).
+    static func count(_ db: Connection, _ table: String) throws -> Int64 {
+        try db.scalar("SELECT count(*) FROM \(table)")?.int64 ?? 0
     }
 
     /// Columns `from..<from + names.count` of the current row as an object.
