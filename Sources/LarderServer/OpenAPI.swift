@@ -119,6 +119,15 @@ enum OpenAPI {
                       ], answer: "Counts"),
             Operation(method: "get", path: "/stores/{id}/schema", summary: "Tables, columns, indexes, foreign keys, views, triggers", success: 200,
                       errors: [400, 404], answer: "Schema"),
+            Operation(method: "get", path: "/stores/{id}/page", summary: "HTML page of one store: metadata, what its test changed, its tables",
+                      success: 200, errors: [400, 404, 408],
+                      query: [
+                          Parameter(name: "table", schema: ["type": "string", "minLength": 1],
+                                    description: "The table whose rows `offset` pages (one the store does not have is a 400)."),
+                          Parameter(name: "offset", schema: ["type": "integer", "minimum": 0, "maximum": 2_147_483_647],
+                                    description: "The first row shown of `table`."),
+                      ],
+                      contentType: "text/html"),
             Operation(method: "get", path: "/stores/{id}/diff", summary: "What the test changed since the store was created", success: 200,
                       errors: [400, 404, 408],
                       query: [
