@@ -12,6 +12,14 @@ final class StoreDiffTests: XCTestCase {
         diff.tables.first { $0.0 == name }?.1
     }
 
+    /// A store uploaded from a database that `sql` makes.
+    func upload(_ core: CoreServices, _ scratch: Scratch, _ sql: String) throws -> Store {
+        let file = scratch.path + "/upload-\(UUID().uuidString).sqlite"
+        try Connection(path: file).execute(sql)
+        return try core.provisioner.createFromUpload(.bytes(try FileSystem.readFile(file)), template: nil, version: nil,
+                                                     label: nil, ttlSeconds: nil).0
+    }
+
     func row(_ changes: StoreDiff.TableChanges?, _ op: String) -> JSONValue? {
         changes?.rows.first { $0["op"]?.stringValue == op }
     }
@@ -56,9 +64,7 @@ final class StoreDiffTests: XCTestCase {
     func testTablesWithoutADeclaredKeyWithoutRowidAndWithACompositeKey() throws {
         let scratch = Scratch()
         let core = try CoreServices(scratch)
-        let path = scratch.path + "/upload.sqlite"
-        let setup = try Connection(path: path)
-        try setup.execute("""
+        let store = try upload(core, scratch, """
             CREATE TABLE loose (name TEXT, n INTEGER);
             INSERT INTO loose VALUES ('a', 1), ('b', 2), ('c', 3);
             CREATE TABLE tags (tag TEXT PRIMARY KEY, uses INTEGER) WITHOUT ROWID;
@@ -66,8 +72,6 @@ final class StoreDiffTests: XCTestCase {
             CREATE TABLE pairs (a TEXT, b INTEGER, note TEXT, PRIMARY KEY (a, b));
             INSERT INTO pairs VALUES ('x', 1, 'one'), ('x', 2, 'two');
             """)
-        let (store, _) = try core.provisioner.createFromUpload(.bytes(try FileSystem.readFile(path)), template: nil, version: nil,
-                                                               label: nil, ttlSeconds: nil)
         let db = try Connection(path: store.databasePath, mode: .readWrite)
         try db.execute("""
             UPDATE loose SET n = 20 WHERE name = 'b'; DELETE FROM loose WHERE name = 'c';
@@ -125,14 +129,11 @@ final class StoreDiffTests: XCTestCase {
         XCTAssertEqual(table(try fork.diff(), "artists")?.deleted, 5)
         XCTAssertEqual(fork.record.creationDescription, "fork of \(source.id); template gallery at version 6 with fixtures artists")
 
-        let file = scratch.path + "/u.sqlite"
-        try Connection(path: file).execute("CREATE TABLE t (x); INSERT INTO t VALUES (1)")
-        let (upload, _) = try core.provisioner.createFromUpload(.bytes(try FileSystem.readFile(file)), template: nil, version: nil,
-                                                                label: nil, ttlSeconds: nil)
-        XCTAssertTrue(try upload.diff().tables.isEmpty)
-        try Connection(path: upload.databasePath, mode: .readWrite).execute("INSERT INTO t VALUES (2)")
-        XCTAssertEqual(table(try upload.diff(), "t")?.inserted, 1)
-        XCTAssertEqual(upload.record.creationDescription, "upload")
+        let uploaded = try upload(core, scratch, "CREATE TABLE t (x); INSERT INTO t VALUES (1)")
+        XCTAssertTrue(try uploaded.diff().tables.isEmpty)
+        try Connection(path: uploaded.databasePath, mode: .readWrite).execute("INSERT INTO t VALUES (2)")
+        XCTAssertEqual(table(try uploaded.diff(), "t")?.inserted, 1)
+        XCTAssertEqual(uploaded.record.creationDescription, "upload")
     }
 
     func testLimitCutsRowsButNotCountsAndTablesNarrows() throws {
@@ -183,13 +184,10 @@ final class StoreDiffTests: XCTestCase {
         let scratch = Scratch()
         let core = try CoreServices(scratch) { $0.queryTimeoutMs = 5 }
         // A big table in the store and in its base: comparing them is stopped, not left to run.
-        let file = scratch.path + "/big.sqlite"
-        try Connection(path: file).execute("""
+        let store = try upload(core, scratch, """
             CREATE TABLE big (x, pad);
             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300000) INSERT INTO big SELECT i, randomblob(16) FROM n;
             """)
-        let (store, _) = try core.provisioner.createFromUpload(.bytes(try FileSystem.readFile(file)), template: nil, version: nil,
-                                                               label: nil, ttlSeconds: nil)
         XCTAssertLarderError(.timeout, try store.diff()) { XCTAssertTrue($0.message.contains("comparing the store with its base"), $0.message) }
     }
 

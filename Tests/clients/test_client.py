@@ -70,6 +70,23 @@ class Larder:
         return code
 
 
+def commit_loop(path, seconds, statements):
+    """Another process that commits `statements` (each given the commit's
+    number as its one parameter) in one transaction, again and again."""
+    return subprocess.Popen([sys.executable, "-c", """
+import json, sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], timeout=5, isolation_level=None)
+end = time.time() + float(sys.argv[2])
+i = 0
+while time.time() < end:
+    db.execute("BEGIN IMMEDIATE")
+    for statement in json.loads(sys.argv[3]):
+        db.execute(statement, (i,))
+    db.execute("COMMIT")
+    i += 1
+""", path, str(seconds), json.dumps(statements)])
+
+
 class ClientTests(unittest.TestCase):
     def setUp(self):
         self.root = tempfile.mkdtemp(prefix="larder-client-")
@@ -205,18 +222,7 @@ class ClientTests(unittest.TestCase):
         setup.execute("CREATE TABLE pairs (n INTEGER)")
         setup.commit()
         setup.close()
-        writer = subprocess.Popen([sys.executable, "-c", """
-import sqlite3, sys, time
-db = sqlite3.connect(sys.argv[1], timeout=5, isolation_level=None)
-end = time.time() + 4
-i = 0
-while time.time() < end:
-    db.execute("BEGIN IMMEDIATE")
-    db.execute("INSERT INTO pairs VALUES (?)", (i,))
-    db.execute("INSERT INTO pairs VALUES (?)", (i,))
-    db.execute("COMMIT")
-    i += 1
-""", store["path"]])
+        writer = commit_loop(store["path"], 4, ["INSERT INTO pairs VALUES (?)", "INSERT INTO pairs VALUES (?)"])
         try:
             time.sleep(0.3)
             for _ in range(5):
@@ -234,19 +240,9 @@ while time.time() < end:
 
     def test_diff_while_another_process_commits(self):
         _, store, _ = self.larder.call("POST", "/stores", {"template": "gallery", "fixtures": ["artists"]})
-        writer = subprocess.Popen([sys.executable, "-c", """
-import sqlite3, sys, time
-db = sqlite3.connect(sys.argv[1], timeout=5, isolation_level=None)
-end = time.time() + 3
-i = 0
-while time.time() < end:
-    db.execute("BEGIN IMMEDIATE")
-    db.execute("INSERT INTO artworks (artist_id, title) VALUES (1, ?)", ("a%d" % i,))
-    db.execute("UPDATE artists SET born = ? WHERE id = 1", (i,))
-    db.execute("INSERT INTO artworks (artist_id, title) VALUES (2, ?)", ("b%d" % i,))
-    db.execute("COMMIT")
-    i += 1
-""", store["path"]])
+        writer = commit_loop(store["path"], 3, ["INSERT INTO artworks (artist_id, title) VALUES (1, 'a' || ?)",
+                                                "UPDATE artists SET born = ? WHERE id = 1",
+                                                "INSERT INTO artworks (artist_id, title) VALUES (2, 'b' || ?)"])
         try:
             time.sleep(0.3)
             seen = set()
