@@ -98,7 +98,6 @@ public enum StoreDiff {
         var name: String
         var columns: [String]
         var key: Key
-        var withoutRowid: Bool
         /// How to name the rowid in SQL (nil when columns take all of
         /// `rowid`, `_rowid_` and `oid`, or for `WITHOUT ROWID`).
         var rowid: String?
@@ -135,7 +134,7 @@ public enum StoreDiff {
             } else {
                 key = .columns(keyColumns.isEmpty ? columns : keyColumns)
             }
-            out[name] = Shape(name: name, columns: columns, key: key, withoutRowid: withoutRowid, rowid: rowid)
+            out[name] = Shape(name: name, columns: columns, key: key, rowid: rowid)
         }
         return out
     }
