@@ -6,7 +6,7 @@ enum InspectRoutes {
     static func counts(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
         try request.checkQuery(allowed: ["tables", "wait", "timeout_ms"])
         let store = try s.registry.get(id)
-        let tables = request.queryValue("tables").map { $0.split(separator: ",").map { String($0).trimmingSpaces() }.filter { !$0.isEmpty } }
+        let tables = request.queryValue("tables").map(names)
         guard let waitText = request.queryValue("wait") else {
             if request.queryValue("timeout_ms") != nil { throw LarderError.badRequest("'timeout_ms' goes with 'wait'") }
             return .now(json(200, ["counts": JSONValue(counts: try tables.map { t in try store.withReader { try Inspector.counts($0, tables: t) } } ?? store.counts())]))
@@ -49,10 +49,15 @@ enum InspectRoutes {
         return .later { [options] in json(200, try store.diff(options).json(base: store.record.creationDescription)) }
     }
 
-    /// `?tables=a,b`: nil when absent; an empty list is a bad request.
+    /// The names of a comma-separated list (`?tables=a, b`), blanks left out.
+    static func names(_ text: String) -> [String] {
+        text.split(separator: ",").map { String($0).trimmingSpaces() }.filter { !$0.isEmpty }
+    }
+
+    /// `?tables=a,b` of a diff: nil when absent; a list of no names is a bad request.
     static func tableList(_ request: Request) throws -> [String]? {
         guard let text = request.queryValue("tables") else { return nil }
-        let names = text.split(separator: ",").map { String($0).trimmingSpaces() }.filter { !$0.isEmpty }
+        let names = names(text)
         guard !names.isEmpty else { throw LarderError.badRequest("'tables' names no table; give them as tables=a,b") }
         return names
     }
