@@ -4,14 +4,20 @@ import MicroHTTP
 /// `GET /checks/migrations`: JSON, or JUnit XML with `?format=junit`.
 enum CheckRoutes {
     static func migrations(_ s: Services, _ request: Request) throws -> Outcome {
-        try request.checkQuery(allowed: ["template", "format"])
+        try request.checkQuery(allowed: ["template", "format", "round_trip"])
         let template = request.queryValue("template")
+        let roundTrips: Bool
+        switch request.queryValue("round_trip") ?? "true" {
+        case "true", "1": roundTrips = true
+        case "false", "0": roundTrips = false
+        case let other: throw LarderError.badRequest("round_trip must be 'true' or 'false', not '\(other)'")
+        }
         let format = request.queryValue("format") ?? "json"
         guard format == "json" || format == "junit" else { throw LarderError.badRequest("format must be 'json' or 'junit', not '\(format)'") }
         if let template { _ = try s.catalog.template(template) }
         return .later {
             let check = MigrationCheck(catalog: s.catalog, temporaryDirectory: s.registry.temporaryDirectory)
-            let results = try check.run(template: template)
+            let results = try check.run(template: template, roundTrips: roundTrips)
             s.lastCheck.withLock { $0 = (Timestamp.now, results) }
             let status = results.allSatisfy(\.passed) ? 200 : 422
             if format == "junit" {

@@ -79,12 +79,13 @@ struct Serve: ParsableCommand {
 
 struct Check: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Check that every snapshot migrates to the latest schema, keeps its data and matches a fresh build.",
+        abstract: "Check that every snapshot migrates to the latest schema, keeps its data and matches a fresh build, and that down migrations go down.",
         discussion: "Exits 0 when every check passes, 1 when any fails, 2 when it cannot check (no such directory or template, nothing to check).")
 
     @Option(help: "The fixtures directory: one sub-folder per template.") var fixtures: String?
     @Option(help: "Check only this template.") var template: String?
     @Option(help: "Also write the results as JUnit XML to this file.") var junit: String?
+    @Flag(help: "Skip the round trips (up, down to nothing, up again) of templates with down migrations.") var noRoundTrip = false
 
     func run() throws {
         var configuration = try Configuration.fromEnvironment()
@@ -97,9 +98,9 @@ struct Check: ParsableCommand {
         let printer = LinePrinter()
         let results: [MigrationCheck.Result]
         do {
-            results = try check.run(template: template) { result in
+            results = try check.run(template: template, roundTrips: !noRoundTrip) { result in
                 let mark = result.passed ? (colour ? "\u{1B}[32mPASS\u{1B}[0m" : "PASS") : (colour ? "\u{1B}[31mFAIL\u{1B}[0m" : "FAIL")
-                var line = "\(mark) \(result.template)/\(result.snapshot) \(result.fromVersion ?? "?") -> \(result.toVersion ?? "?") (\(String(format: "%.1f", result.milliseconds)) ms)"
+                var line = "\(mark) \(result.template)/\(result.subject) \(result.fromVersion ?? "?") -> \(result.toVersion ?? "?") (\(String(format: "%.1f", result.milliseconds)) ms)"
                 for failure in result.failures { line += "\n       - " + failure }
                 printer.print(line)
             }

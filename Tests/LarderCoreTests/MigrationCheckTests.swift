@@ -7,13 +7,17 @@ final class MigrationCheckTests: XCTestCase {
     func run(_ fixtures: String) throws -> [String: MigrationCheck.Result] {
         let scratch = Scratch()
         let check = MigrationCheck(catalog: Catalog(directory: fixtures), temporaryDirectory: scratch.path)
-        return Dictionary(try check.run().map { ($0.snapshot, $0) }, uniquingKeysWith: { a, _ in a })
+        return Dictionary(try check.run().map { ($0.subject, $0) }, uniquingKeysWith: { a, _ in a })
     }
 
     func testTheSampleFixturesPass() throws {
         let results = try run(sampleFixtures)
-        XCTAssertEqual(results.count, 4)
-        for r in results.values { XCTAssertTrue(r.passed, "\(r.template)/\(r.snapshot): \(r.failures)") }
+        XCTAssertEqual(results.count, 5, "four snapshots and the round trip of boardgames (golang-migrate); gallery's plain SQL has no downs")
+        for r in results.values { XCTAssertTrue(r.passed, "\(r.template)/\(r.subject): \(r.failures)") }
+        XCTAssertEqual(results["round trip"]?.template, "boardgames")
+        XCTAssertEqual(results["round trip"]?.kind, .roundTrip)
+        XCTAssertEqual(results["round trip"]?.json["snapshot"], .null)
+        XCTAssertEqual(results["v2"]?.json["kind"], "snapshot")
         XCTAssertEqual(results["v2"]?.fromVersion, "2")
         XCTAssertEqual(results["v2"]?.toVersion, "6")
     }
@@ -45,5 +49,94 @@ final class MigrationCheckTests: XCTestCase {
         let a: JSONValue = ["tables": [["name": "t", "columns": [["name": "c", "type": "TEXT", "notnull": false, "default": nil, "pk": 0]], "indexes": [], "foreign_keys": []]], "views": [], "triggers": []]
         let b: JSONValue = ["tables": [["name": "t", "columns": [["name": "c", "type": "INTEGER", "notnull": false, "default": nil, "pk": 0]], "indexes": [], "foreign_keys": []]], "views": [], "triggers": []]
         XCTAssertEqual(SchemaComparison.differences(expected: a, found: b), ["column t.c: type is \"INTEGER\", a fresh build has \"TEXT\""])
+    }
+
+    // MARK: Round trips
+
+    /// Round-trip results of a fixtures directory made of `templates` (name → migration files).
+    func roundTrips(_ templates: [String: [String: String]], roundTrips: Bool = true) throws -> [String: MigrationCheck.Result] {
+        let scratch = Scratch()
+        for (name, files) in templates { scratch.write(files, under: "fixtures/\(name)/migrations") }
+        let check = MigrationCheck(catalog: Catalog(directory: scratch.path + "/fixtures"), temporaryDirectory: scratch.path)
+        return Dictionary(try check.run(roundTrips: roundTrips).filter { $0.kind == .roundTrip }.map { ($0.template, $0) }, uniquingKeysWith: { a, _ in a })
+    }
+
+    static let tableA = ["1_a.up.sql": "CREATE TABLE a (id INTEGER PRIMARY KEY, n TEXT);", "1_a.down.sql": "DROP TABLE a;"]
+
+    func testCorrectDownsPassInEveryFormatThatHasThem() throws {
+        let r = try roundTrips([
+            "migrate": MigrationCheckTests.tableA.merging([
+                "2_b.up.sql": "CREATE INDEX a_n ON a (n); CREATE TABLE b (x); CREATE VIEW vb AS SELECT x FROM b;",
+                "2_b.down.sql": "DROP VIEW vb; DROP TABLE b; DROP INDEX a_n;",
+                "3_c.up.sql": "ALTER TABLE a ADD COLUMN c INTEGER NOT NULL DEFAULT 0;", "3_c.down.sql": "ALTER TABLE a DROP COLUMN c;",
+            ]) { a, _ in a },
+            "dbmate": [
+                "20240101000000_a.sql": "-- migrate:up\nCREATE TABLE a (id INTEGER PRIMARY KEY);\n-- migrate:down\nDROP TABLE a;\n",
+                "20240102000000_t.sql": "-- migrate:up\nCREATE TRIGGER t AFTER INSERT ON a BEGIN SELECT 1; END;\n-- migrate:down\nDROP TRIGGER t;\n",
+            ],
+            "goose": [
+                "00001_a.sql": "-- +goose Up\nCREATE TABLE a (id INTEGER PRIMARY KEY);\n-- +goose Down\nDROP TABLE a;\n",
+                "00002_b.sql": "-- +goose Up\n-- +goose StatementBegin\nCREATE TABLE b (x);\n-- +goose StatementEnd\n-- +goose Down\nDROP TABLE b;\n",
+            ],
+            "flyway": ["V1__a.sql": "CREATE TABLE a (id INTEGER PRIMARY KEY);", "U1__a.sql": "DROP TABLE a;",
+                       "V2__b.sql": "CREATE TABLE b (x);", "U2__b.sql": "DROP TABLE b;"],
+            "plain": ["0001_a.sql": "CREATE TABLE a (x);"],
+        ])
+        XCTAssertEqual(Set(r.keys), ["migrate", "dbmate", "goose", "flyway"], "plain SQL has no downs, so no round trip")
+        for (name, result) in r {
+            XCTAssertTrue(result.passed, "\(name): \(result.failures)")
+            XCTAssertEqual(result.toVersion, result.fromVersion)
+        }
+        XCTAssertEqual(r["migrate"]?.fromVersion, "3")
+    }
+
+    func testADownThatForgetsAnIndexIsCaught() throws {
+        let r = try roundTrips(["t": MigrationCheckTests.tableA.merging([
+            "2_b.up.sql": "CREATE INDEX a_n ON a (n); CREATE TABLE b (x);", "2_b.down.sql": "DROP TABLE b;",
+        ]) { a, _ in a }])
+        XCTAssertEqual(r["t"]?.failures, ["down from 2 to 1: the schema differs from a fresh build at 1: index a_n on a is not in a fresh build"])
+        XCTAssertNil(r["t"]?.toVersion)
+    }
+
+    func testADownThatFailsToRunIsCaught() throws {
+        let r = try roundTrips(["t": MigrationCheckTests.tableA.merging([
+            "2_b.up.sql": "CREATE TABLE b (x);", "2_b.down.sql": "DROP TABLE bb;",
+        ]) { a, _ in a }])
+        XCTAssertEqual(r["t"]?.failures, ["down from 2 to 1: migration 2_b.down.sql failed: no such table: bb"])
+    }
+
+    func testADownThatDropsATableItsUpDidNotCreateIsCaught() throws {
+        let r = try roundTrips(["t": MigrationCheckTests.tableA.merging([
+            "2_b.up.sql": "CREATE TABLE b (x);", "2_b.down.sql": "DROP TABLE b; DROP TABLE a;",
+        ]) { a, _ in a }])
+        XCTAssertEqual(r["t"]?.failures, ["down from 2 to 1: the schema differs from a fresh build at 1: table a is missing"])
+    }
+
+    func testAMissingDownIsCaughtAndATripStopsAtItsFirstFailingStep() throws {
+        let r = try roundTrips([
+            "missing": ["20240101000000_a.sql": "-- migrate:up\nCREATE TABLE a (x);\n-- migrate:down\nDROP TABLE a;\n",
+                        "20240102000000_b.sql": "-- migrate:up\nCREATE TABLE b (x);\n"],
+            // Down from 3 leaves an index behind: the trip stops there, before the up that would fail on it.
+            "again": MigrationCheckTests.tableA.merging([
+                "2_b.up.sql": "CREATE TABLE b (x); CREATE INDEX b_x ON b (x);", "2_b.down.sql": "DROP INDEX b_x; DROP TABLE b;",
+                "3_c.up.sql": "CREATE TABLE log (y); CREATE INDEX a_n ON a (n);", "3_c.down.sql": "DROP TABLE log;",
+            ]) { a, _ in a },
+        ])
+        XCTAssertEqual(r["missing"]?.failures.count, 1)
+        XCTAssertTrue(r["missing"]?.failures.first?.hasPrefix("down from 20240102000000 to 20240101000000: cannot go down") == true, "\(r["missing"]!.failures)")
+        XCTAssertTrue(r["missing"]?.failures.first?.contains("20240102000000_b.sql has no down migration") == true)
+        XCTAssertEqual(r["again"]?.failures, ["down from 3 to 2: the schema differs from a fresh build at 2: index a_n on a is not in a fresh build"])
+    }
+
+    func testRoundTripsCanBeSkippedAndNothingElseIsNothingToCheck() throws {
+        XCTAssertEqual(try roundTrips(["t": MigrationCheckTests.tableA, "u": MigrationCheckTests.tableA]).count, 2)
+        XCTAssertLarderError(.badRequest, try roundTrips(["t": MigrationCheckTests.tableA], roundTrips: false))
+        XCTAssertLarderError(.badRequest, try roundTrips(["p": ["0001_a.sql": "CREATE TABLE a (x);"]]))
+    }
+
+    func testTheJUnitReportHasACaseForTheRoundTrip() throws {
+        let r = try roundTrips(["t": MigrationCheckTests.tableA])
+        let xml = MigrationCheck.junit(Array(r.values))
+        XCTAssertTrue(xml.contains("<testcase classname=\"larder.migrations.t\" name=\"round trip (1 → nothing → 1)\""), xml)
     }
 }

@@ -67,6 +67,7 @@ final class RouterTests: XCTestCase {
         XCTAssertEqual(code(call("GET", "/stores/\(id)/artifact", query: [("compression", "zstd")])), "bad_request")
         XCTAssertEqual(code(call("GET", "/checks/migrations", query: [("format", "tap")])), "bad_request")
         XCTAssertEqual(code(call("GET", "/checks/migrations", query: [("template", "nope")])), "unknown_template")
+        XCTAssertEqual(code(call("GET", "/checks/migrations", query: [("round_trip", "maybe")])), "bad_request")
         XCTAssertEqual(code(call("POST", "/stores/\(id)/fixtures", body: #"{"sql": "SELECT 1", "rows": {}}"#)), "bad_request")
         XCTAssertEqual(code(call("POST", "/stores", body: #"{"fixtures": ["artists"]}"#)), "bad_request")
         XCTAssertEqual(code(call("POST", "/stores", body: #"{"template": "gallery", "version": null}"#)), "bad_request")

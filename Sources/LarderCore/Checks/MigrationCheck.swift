@@ -8,16 +8,22 @@ import Synchronization
 /// Snapshots are only ever copied, never opened for writing.
 public struct MigrationCheck: Sendable {
     public struct Result: Sendable {
+        /// A snapshot's check, or a round trip of a template's down migrations.
+        public enum Kind: String, Sendable { case snapshot, roundTrip = "round_trip" }
         public var template: String
-        public var snapshot: String
+        public var kind: Kind = .snapshot
+        /// The snapshot checked (nil for a round trip).
+        public var snapshot: String?
         public var fromVersion: String?
         public var toVersion: String?
         public var milliseconds: Double
         public var failures: [String]
         public var passed: Bool { failures.isEmpty }
+        /// What was checked, in words: the snapshot's name, or "round trip".
+        public var subject: String { snapshot ?? "round trip" }
 
         public var json: JSONValue {
-            ["template": .string(template), "snapshot": .string(snapshot), "from_version": JSONValue(fromVersion),
+            ["template": .string(template), "kind": .string(kind.rawValue), "snapshot": JSONValue(snapshot), "from_version": JSONValue(fromVersion),
              "to_version": JSONValue(toVersion), "passed": .bool(passed), "ms": .double((milliseconds * 100).rounded() / 100),
              "failures": JSONValue(failures)]
         }
@@ -36,17 +42,22 @@ public struct MigrationCheck: Sendable {
     /// Nothing to check is an error, never a silent pass: a fixtures
     /// directory that is missing (`not_found`), or without snapshots, or a
     /// named template without any (`bad_request`).
-    public func run(template only: String? = nil, progress: (@Sendable (Result) -> Void)? = nil) throws -> [Result] {
+    public func run(template only: String? = nil, roundTrips: Bool = true, progress: (@Sendable (Result) -> Void)? = nil) throws -> [Result] {
         guard FileSystem.isDirectory(catalog.directory) else {
             throw LarderError(.notFound, "the fixtures directory '\(catalog.directory)' does not exist", details: [("fixtures", .string(catalog.directory))])
         }
         let templates = try only.map { [try catalog.template($0)] } ?? catalog.names().map { try catalog.template($0) }
-        var jobs: [(Template, Template.Snapshot)] = []
-        for t in templates { for name in t.snapshotNames { jobs.append((t, t.snapshots[name]!)) } }
+        enum Job { case snapshot(Template, Template.Snapshot), roundTrip(Template) }
+        var jobs: [Job] = []
+        for t in templates {
+            for name in t.snapshotNames { jobs.append(.snapshot(t, t.snapshots[name]!)) }
+            if roundTrips && MigrationCheck.goesDown(t) { jobs.append(.roundTrip(t)) }
+        }
         if jobs.isEmpty {
-            let message = only.map { "template '\($0)' has no snapshots to check: put old databases in \($0)/snapshots/" }
+            let what = roundTrips ? "snapshots or down migrations" : "snapshots"
+            let message = only.map { "template '\($0)' has no \(what) to check: put old databases in \($0)/snapshots/" }
                 ?? (templates.isEmpty ? "nothing to check: '\(catalog.directory)' holds no template"
-                                      : "nothing to check: no template in '\(catalog.directory)' has snapshots (old databases in TEMPLATE/snapshots/)")
+                                      : "nothing to check: no template in '\(catalog.directory)' has \(what) (old databases in TEMPLATE/snapshots/)")
             throw LarderError(.badRequest, message, details: [("fixtures", .string(catalog.directory))])
         }
         // One fresh build at latest per template, shared by its snapshots.
@@ -57,8 +68,11 @@ public struct MigrationCheck: Sendable {
         let schemas = built, work = jobs
         let results = Mutex([Int: Result]())
         DispatchQueue.concurrentPerform(iterations: jobs.count) { index in
-            let (t, snapshot) = work[index]
-            let result = check(t, snapshot, freshSchema: schemas[t.name] ?? .null)
+            let result: Result
+            switch work[index] {
+            case .snapshot(let t, let snapshot): result = check(t, snapshot, freshSchema: schemas[t.name] ?? .null)
+            case .roundTrip(let t): result = roundTrip(t)
+            }
             results.withLock { $0[index] = result }
             progress?(result)
         }
@@ -83,14 +97,18 @@ public struct MigrationCheck: Sendable {
     }
 
     public func check(_ t: Template, _ snapshot: Template.Snapshot, freshSchema: JSONValue) -> Result {
+        MigrationCheck.timed { checkUntimed(t, snapshot, freshSchema: freshSchema) }
+    }
+
+    static func timed(_ body: () -> Result) -> Result {
         let started = ContinuousClock.now
-        var result = checkUntimed(t, snapshot, freshSchema: freshSchema)
+        var result = body()
         result.milliseconds = (ContinuousClock.now - started).milliseconds
         return result
     }
 
     func checkUntimed(_ t: Template, _ snapshot: Template.Snapshot, freshSchema: JSONValue) -> Result {
-        var result = Result(template: t.name, snapshot: snapshot.name, fromVersion: nil, toVersion: nil, milliseconds: 0, failures: [])
+        var result = Result(template: t.name, kind: .snapshot, snapshot: snapshot.name, fromVersion: nil, toVersion: nil, milliseconds: 0, failures: [])
         let path = temporaryPath("\(t.name)-\(snapshot.name)")
         defer { removeDatabase(path) }
         func fail(_ text: String) { result.failures.append(text) }
@@ -169,7 +187,7 @@ public struct MigrationCheck: Sendable {
         }
     }
 
-    /// JUnit XML with one test case per snapshot.
+    /// JUnit XML with one test case per snapshot and per round trip.
     public static func junit(_ results: [Result]) -> String {
         func esc(_ s: String) -> String {
             s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
@@ -181,7 +199,9 @@ public struct MigrationCheck: Sendable {
         out += "<testsuites name=\"larder\" tests=\"\(results.count)\" failures=\"\(failed)\" time=\"\(String(format: "%.3f", total))\">\n"
         out += "  <testsuite name=\"larder.migrations\" tests=\"\(results.count)\" failures=\"\(failed)\" errors=\"0\" time=\"\(String(format: "%.3f", total))\">\n"
         for r in results {
-            let name = "\(r.snapshot) (\(r.fromVersion ?? "?") → \(r.toVersion ?? "?"))"
+            // A round trip's name does not depend on how far it got: CI report viewers follow a test case by its name.
+            let name = r.kind == .roundTrip ? "round trip (\(r.fromVersion ?? "?") → nothing → \(r.fromVersion ?? "?"))"
+                : "\(r.subject) (\(r.fromVersion ?? "?") → \(r.toVersion ?? "?"))"
             out += "    <testcase classname=\"larder.migrations.\(esc(r.template))\" name=\"\(esc(name))\" time=\"\(String(format: "%.3f", r.milliseconds / 1000))\""
             if r.passed {
                 out += "/>\n"

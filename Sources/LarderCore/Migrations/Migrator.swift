@@ -47,8 +47,26 @@ public struct Migrator {
     /// (nil: not known yet) and, afterwards, those left after the last step.
     public func migrate(_ db: Connection, to target: String?, fallbackVersion: String?,
                         violations: inout [String: Int]?) throws -> Outcome {
+        guard let target = target ?? set.latest else {
+            let state = try self.state(db, fallbackVersion: fallbackVersion)
+            return Outcome(from: state.current, to: state.current, applied: [])
+        }
+        return try move(db, to: target, fallbackVersion: fallbackVersion, violations: &violations)
+    }
+
+    /// Runs every applied migration's down, newest first: the database goes
+    /// back to before the first migration (its tool's bookkeeping stays).
+    @discardableResult
+    public func migrateToNothing(_ db: Connection) throws -> Outcome {
+        var violations: [String: Int]? = nil
+        return try move(db, to: nil, fallbackVersion: nil, violations: &violations)
+    }
+
+    /// Up or down to `target` (a canonical version; nil: before every migration).
+    private func move(_ db: Connection, to target: String?, fallbackVersion: String?, violations: inout [String: Int]?) throws -> Outcome {
         let state = try self.state(db, fallbackVersion: fallbackVersion)
-        guard let target = target ?? set.latest else { return Outcome(from: state.current, to: state.current, applied: []) }
+        /// Whether a version is at or below the target.
+        func wanted(_ version: String) -> Bool { target.map { VersionOrder.compare(version, $0) <= 0 } ?? false }
         var applied = state.applied(among: set.versions)
         let from = set.versions.last(where: { applied.contains($0) }) ?? state.current
         // A database whose version came from elsewhere gets the format's own
@@ -65,13 +83,13 @@ public struct Migrator {
         var current = from
         // Foreign-key violations as they stand are carried from one
         // migration to the next, so each one costs a single check.
-        let pending = set.migrations.filter { !applied.contains($0.version) && VersionOrder.compare($0.version, target) <= 0 }
-        let rollback = set.migrations.filter { applied.contains($0.version) && VersionOrder.compare($0.version, target) > 0 }.reversed()
+        let pending = set.migrations.filter { !applied.contains($0.version) && wanted($0.version) }
+        let rollback = set.migrations.filter { applied.contains($0.version) && !wanted($0.version) }.reversed()
         if !rollback.isEmpty {
             guard rollback.allSatisfy({ $0.down != nil }) else {
                 let missing = rollback.first { $0.down == nil }!
-                throw LarderError(.badRequest, "cannot go down from \(current ?? "none") to \(target): \(missing.file) has no down migration",
-                                  details: [("from", JSONValue(current)), ("to", .string(target)), ("migration", .string(missing.file))])
+                throw LarderError(.badRequest, "cannot go down from \(current ?? "none") to \(target ?? "nothing"): \(missing.file) has no down migration",
+                                  details: [("from", JSONValue(current)), ("to", JSONValue(target)), ("migration", .string(missing.file))])
             }
             for m in rollback {
                 let previous = set.migrations.last { applied.contains($0.version) && VersionOrder.less($0.version, m.version) }?.version
