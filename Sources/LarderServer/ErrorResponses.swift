@@ -9,7 +9,7 @@ extension LarderError.Code {
         case .badRequest: return 400
         case .unauthorized: return 401
         case .forbiddenSQL, .forbidden: return 403
-        case .notFound, .storeNotFound, .unknownTemplate, .unknownFixture, .unknownSnapshot, .unknownVersion: return 404
+        case .notFound, .storeNotFound, .unknownTemplate, .unknownFixture, .unknownSnapshot, .unknownVersion, .unknownBuild: return 404
         case .methodNotAllowed: return 405
         case .timeout: return 408
         case .conflict: return 409

@@ -49,6 +49,7 @@ public final class LarderApp: Sendable {
     public func stop() {
         reaper.stop()
         services.waiter.cancelAll()
+        services.builds.cancelWaits()
         server.stop()
         services.registry.close()
     }

@@ -25,6 +25,8 @@ enum OpenAPI {
         /// Error statuses this operation can answer besides those every
         /// operation can (see `commonErrors`).
         let errors: [Int]
+        /// More success statuses, with the same answer (`POST /builds`: 201, 202 and 200).
+        var moreSuccesses: [Int] = []
         /// The component schema of the request body.
         var body: String? = nil
         /// The media type of the request body.
@@ -83,7 +85,9 @@ enum OpenAPI {
                           + "database file as the body) takes the query parameters `template`, `version`, `label` and `ttl_seconds` "
                           + "(1 to 31536000), which do what the JSON fields do; a JSON body takes no query parameters. An upload "
                           + "that is not a SQLite database is a 400. `from` forks a live store (404 `store_not_found` when there is none): "
-                          + "a consistent copy of its committed state, then `fixtures` (named fixtures of its template)."),
+                          + "a consistent copy of its committed state, then `fixtures` (named fixtures of its template). `build` copies an "
+                          + "app-built template (404 `unknown_build` when there is none); while it is building, the request waits up to "
+                          + "`timeout_ms`, then 408."),
             Operation(method: "delete", path: "/stores", summary: "Remove every store with a label, or a label prefix (kept ones too)", success: 200,
                       errors: [400],
                       query: [
@@ -147,9 +151,32 @@ enum OpenAPI {
                       contentType: "application/zip"),
             Operation(method: "get", path: "/stores/{id}/database", summary: "A consistent snapshot of the database", success: 200, errors: [400, 404, 507],
                       contentType: "application/vnd.sqlite3"),
+            Operation(method: "get", path: "/builds", summary: "App-built templates, building and ready", success: 200, errors: [400],
+                      answer: "BuildList"),
+            Operation(method: "post", path: "/builds", summary: "Build an app-built template, or hear that it is building or ready", success: 201,
+                      errors: [400, 413, 415, 507], moreSuccesses: [200, 202], body: "CreateBuild", bodyRequired: true, answer: "Build",
+                      description: "201: this caller builds: it opens `path` with its own driver, runs its migrator and fixtures, closes it, "
+                          + "then finishes the build. 202: another caller is building it. 200: it is ready."),
+            Operation(method: "get", path: "/builds/{key}", summary: "One app-built template; with wait=ready, a long poll", success: 200,
+                      errors: [400, 404, 408],
+                      query: [
+                          Parameter(name: "wait", schema: ["type": "string", "enum": ["ready"]],
+                                    description: "Answer once the build is no longer building: ready (200), discarded (404), or 408 after `timeout_ms`."),
+                          Parameter(name: "timeout_ms", schema: ["type": "integer", "minimum": 0, "maximum": .int(Int64(c.waitTimeoutMaxMs))],
+                                    description: "How long `wait` waits (default 30000); only with `wait` (400 otherwise)."),
+                      ], answer: "Build"),
+            Operation(method: "delete", path: "/builds/{key}", summary: "Discard an app-built template (its migrator failed)", success: 204,
+                      errors: [400, 404, 409], description: "The next POST /builds of the key builds it again. 409 while it is being finished."),
+            Operation(method: "post", path: "/builds/{key}/finish", summary: "Check a build and make it a ready, immutable template", success: 200,
+                      errors: [400, 404, 408, 409, 413, 415, 422, 507], answer: "Build",
+                      description: "`integrity_check`, no connection writing it (409 with Retry-After while one does), then a copy in WAL mode, "
+                          + "checkpointed and read-only, into the template cache. A failure leaves the build building. A ready build answers "
+                          + "as it is. Takes no body, or an empty JSON object."),
             Operation(method: "get", path: "/checks/migrations", summary: "Migration fixture health checks", success: 200, errors: [400, 404, 422],
                       query: [
                           Parameter(name: "template", schema: templateName, description: "Check only this template."),
+                          Parameter(name: "round_trip", schema: ["type": "boolean", "default": true],
+                                    description: "false skips the round trips (up, down to nothing, up again) of templates with down migrations."),
                           Parameter(name: "format", schema: ["type": "string", "enum": ["json", "junit"], "default": "json"],
                                     description: "`junit` answers JUnit XML (application/xml)."),
                       ], answer: "CheckReport",
@@ -192,6 +219,7 @@ enum OpenAPI {
     static let templatePattern: JSONValue = "^[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}$"
     static let templateName: JSONValue = ["type": "string", "pattern": templatePattern]
     static let storeID: JSONValue = ["type": "string", "pattern": "^[A-Za-z0-9_-]+$"]
+    static let buildKey: JSONValue = ["type": "string", "pattern": "^[A-Za-z0-9._-]{1,128}$"]
     static let nonNegative: JSONValue = ["type": "integer", "minimum": 0]
     /// The members of a store's `links`.
     static let storeLinks = ["self", "artifact", "database", "counts", "query", "migrate", "migrations", "fixtures", "schema"]
@@ -217,7 +245,14 @@ enum OpenAPI {
                 ("snapshot", nullableString), ("fixtures", ["type": ["array", "null"], "items": ["type": "string"]]),
                 ("label", nullableString), ("ttl_seconds", ttl),
                 ("from", ["type": ["string", "null"], "description": "The id of a live store to fork; not with `template`, `snapshot` or `version`."]),
+                ("build", ["type": ["string", "null"], "pattern": "^[A-Za-z0-9._-]{1,128}$",
+                           "description": "The key of an app-built template to copy; not with `template` or `from`."]),
+                ("timeout_ms", ["type": ["integer", "null"], "minimum": 0, "maximum": .int(Int64(c.waitTimeoutMaxMs)),
+                                "description": "How long to wait while the build is building (default 30000); only with `build`."]),
             ], extra: [("allOf", [
+                // A build is copied as it is.
+                ["if": isString("build"), "then": ["properties": ["template": ["type": "null"], "from": ["type": "null"]]],
+                 "else": ["properties": ["timeout_ms": ["type": "null"]]]],
                 // A fork is of a store as it is; without a template there is nothing to migrate or snapshot.
                 ["if": isString("template"), "then": ["properties": ["from": ["type": "null"]]],
                  "else": ["not": ["required": ["version"]], "properties": ["snapshot": ["type": "null"]]]],
@@ -250,7 +285,7 @@ enum OpenAPI {
                 ("id", ["type": "string", "pattern": "^st_[0-9a-f]{32}$"]),
                 ("path", ["type": "string", "description": "The live SQLite file, under --client-root when set: open it with your own driver."]),
                 ("template", nullableString), ("version", nullableString), ("snapshot", nullableString), ("fixtures", strings),
-                ("label", nullableString), ("counts", counts), ("created_at", time), ("expires_at", time),
+                ("build", nullableString), ("label", nullableString), ("counts", counts), ("created_at", time), ("expires_at", time),
                 ("keep", boolean), ("size_bytes", nonNegative),
                 ("links", answer(storeLinks.map { ($0, ["type": "string", "format": "uri"]) })),
             ])),
@@ -306,8 +341,17 @@ enum OpenAPI {
                 ("version", string), ("name", string), ("ms", ["type": "number", "minimum": 0])])])])),
             ("Migrations", answer([("version", nullableString), ("dirty", boolean), ("migrations", ["type": "array", "items": answer([
                 ("version", string), ("name", string), ("state", ["type": "string", "enum": ["applied", "pending"]])])])])),
+            ("CreateBuild", object([("key", buildKey), ("label", nullableString)], required: ["key"],
+                                   extra: [("examples", [["key": "django-3f2a9c", "label": "ci-4711"]])])),
+            ("Build", ["type": "object", "required": ["key", "state", "label", "links"], "properties": [
+                "key": buildKey, "state": ["type": "string", "enum": ["building", "ready"]], "label": nullableString,
+                "path": ["type": "string", "description": "The builder's file (201 only), under --client-root when set."],
+                "started_at": time, "expires_at": time, "finished_at": time, "version": nullableString, "counts": counts,
+                "size_bytes": nonNegative, "links": answer([("self", ["type": "string", "format": "uri"])]),
+            ]]),
+            ("BuildList", answer([("builds", ["type": "array", "items": ref("Build")])])),
             ("CheckResult", answer([
-                ("template", string), ("snapshot", nullableString), ("from_version", nullableString), ("to_version", nullableString),
+                ("template", string), ("kind", ["type": "string", "enum": ["snapshot", "round_trip"]]), ("snapshot", nullableString), ("from_version", nullableString), ("to_version", nullableString),
                 ("passed", boolean), ("ms", ["type": "number", "minimum": 0]), ("failures", strings),
             ])),
             ("CheckReport", answer([("passed", nonNegative), ("failed", nonNegative), ("results", ["type": "array", "items": ref("CheckResult")])])),
@@ -328,6 +372,7 @@ enum OpenAPI {
         let deleted: JSONValue = ["description": "Deleted"], done: JSONValue = ["description": "Success", "content": .object(success)]
         let seeOther: JSONValue = ["description": "See Other: to the dashboard", "headers": ["Location": ["schema": string]]]
         var responses: [(String, JSONValue)] = [(String(op.success), op.success == 204 ? deleted : op.success == 303 ? seeOther : done)]
+        responses += op.moreSuccesses.map { (String($0), done) }
         for code in (op.errors + commonErrors(op)).sorted() {
             // A failed migration check answers the report, not an error.
             let failedCheck = op.path == "/checks/migrations" && code == 422
@@ -346,7 +391,7 @@ enum OpenAPI {
             var parameters: [JSONValue] = []
             for segment in op.path.split(separator: "/") where segment.hasPrefix("{") {
                 let name = String(segment.dropFirst().dropLast())
-                parameters.append(["name": .string(name), "in": "path", "required": true, "schema": name == "id" ? storeID : templateName])
+                parameters.append(["name": .string(name), "in": "path", "required": true, "schema": name == "id" ? storeID : name == "key" ? buildKey : templateName])
             }
             for p in op.query {
                 var parameter: [(String, JSONValue)] = [("name", .string(p.name)), ("in", "query"), ("required", false), ("schema", p.schema)]

@@ -29,10 +29,19 @@ extension Router {
         add("/stores/{id}/query", ["POST": { r, c in try InspectRoutes.query(s, r, c["id"]) }])
         add("/stores/{id}/artifact", ["GET": { r, c in try ArtifactRoutes.artifact(s, r, c) }])
         add("/stores/{id}/database", ["GET": { r, c in try ArtifactRoutes.database(s, r, c["id"]) }])
+        add("/builds", [
+            "GET": { r, _ in try BuildRoutes.list(s, r) },
+            "POST": { r, _ in try BuildRoutes.claim(s, r) },
+        ])
+        add("/builds/{key}", [
+            "GET": { r, c in try BuildRoutes.show(s, r, c["key"]) },
+            "DELETE": { _, c in try BuildRoutes.discard(s, c["key"]) },
+        ])
+        add("/builds/{key}/finish", ["POST": { r, c in try BuildRoutes.finish(s, r, c["key"]) }])
         add("/checks/migrations", ["GET": { r, _ in try CheckRoutes.migrations(s, r) }])
         add("/stores", [
             "GET": { r, _ in try StoreRoutes.list(s, r) },
-            "POST": { r, _ in try StoreRoutes.create(s, r) },
+            "POST": { r, c in try StoreRoutes.create(s, r, c) },
             "DELETE": { r, _ in try StoreRoutes.deleteAll(s, r) },
         ])
         add("/stores/{id}", [
@@ -81,6 +90,7 @@ enum ServiceRoutes {
             ("larder_template_cache_hits_total", "Stores copied from a cached template.", "counter", String(s.cache.stats.hits)),
             ("larder_template_cache_misses_total", "Template databases built.", "counter", String(s.cache.stats.misses)),
             ("larder_template_cache_bytes", "Bytes the template cache takes.", "gauge", String(s.cache.stats.bytes)),
+            ("larder_build_waits", "Store requests waiting for an app-built template to finish.", "gauge", String(s.builds.waiting)),
             ("larder_ready_copies", "Ready copies waiting to be handed out.", "gauge", String(ready.copies)),
             ("larder_ready_copy_bytes", "Bytes the ready copies take.", "gauge", String(ready.bytes)),
             ("larder_ready_copy_handouts_total", "Stores handed out from ready copies.", "counter", String(ready.handouts)),

@@ -10,6 +10,8 @@ final class Services: Sendable {
     let catalog: Catalog
     let cache: TemplateCache
     let provisioner: Provisioner
+    /// App-built templates (`/builds`).
+    let builds: Builds
     let editor: StoreEditor
     let waiter = CountWaiter()
     let origins: Origins
@@ -42,6 +44,7 @@ final class Services: Sendable {
         cache = TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory,
                               maxBytes: configuration.cacheMaxBytes)
         provisioner = Provisioner(registry: registry, catalog: catalog, cache: cache, readyCopies: configuration.poolSize)
+        builds = try Builds(registry: registry, cache: cache, lease: .seconds(configuration.buildLeaseSeconds))
         editor = StoreEditor(registry: registry, catalog: catalog)
     }
 

@@ -3,9 +3,9 @@ import MicroHTTP
 
 /// `/stores` and `/stores/{id}`.
 enum StoreRoutes {
-    static let createFields: Set<String> = ["template", "version", "snapshot", "fixtures", "label", "ttl_seconds", "from"]
+    static let createFields: Set<String> = ["template", "version", "snapshot", "fixtures", "label", "ttl_seconds", "from", "build", "timeout_ms"]
 
-    static func create(_ s: Services, _ request: Request) throws -> Outcome {
+    static func create(_ s: Services, _ request: Request, _ context: RouteContext) throws -> Outcome {
         if request.mediaType == "application/vnd.sqlite3" {
             try request.checkQuery(allowed: ["template", "version", "label", "ttl_seconds"])
             let label = request.queryValue("label"), template = request.queryValue("template")
@@ -32,6 +32,14 @@ enum StoreRoutes {
         wanted.fixtures = try body.stringArray("fixtures")
         wanted.snapshot = try body.string("snapshot")
         if body.has("version") { wanted.version = try body.string("version") }
+        let timeout = try body.int("timeout_ms", in: 0...s.configuration.waitTimeoutMaxMs)
+        if let key = try body.string("build") {
+            guard wanted.template == nil, wanted.snapshot == nil, wanted.fixtures == nil, !body.has("version"), !body.has("from") else {
+                throw LarderError.badRequest("'build' copies an app-built template as it is: not with 'template', 'snapshot', 'version', 'fixtures' or 'from'")
+            }
+            return try BuildRoutes.createStore(s, context, key: key, timeoutMs: timeout, label: wanted.label, ttlSeconds: wanted.ttlSeconds)
+        }
+        if timeout != nil { throw LarderError.badRequest("'timeout_ms' goes with 'build' (how long to wait while it builds)") }
         if let source = try body.string("from") {
             guard wanted.template == nil, wanted.snapshot == nil, !body.has("version") else {
                 throw LarderError.badRequest("'from' forks a live store as it is: not with 'template', 'snapshot' or 'version'")
@@ -128,7 +136,7 @@ enum StoreRoutes {
         return .object([
             ("id", .string(record.id)), ("path", .string(s.registry.clientPath(store.databasePath))),
             ("template", JSONValue(record.template)), ("version", JSONValue(record.version)),
-            ("snapshot", JSONValue(record.snapshot)), ("fixtures", JSONValue(record.fixtures)),
+            ("snapshot", JSONValue(record.snapshot)), ("fixtures", JSONValue(record.fixtures)), ("build", JSONValue(record.build)),
             ("label", JSONValue(record.label)), ("counts", JSONValue(counts: counts)),
             ("created_at", .string(record.createdAt.rfc3339)), ("expires_at", .string(record.expiresAt.rfc3339)),
             ("keep", .bool(record.keep)), ("size_bytes", .int(store.sizeBytes)), ("links", links),

@@ -203,6 +203,77 @@ final class ServerTests: XCTestCase {
         XCTAssertEqual(failing.json?["failed"], 5)
     }
 
+    func testAppBuiltTemplatesOverHTTP() async throws {
+        let server = try TestServer()
+        let first = try await server.request("POST", "/builds", json: #"{"key": "django-1f2e", "label": "ci"}"#)
+        XCTAssertEqual(first.status, 201, String(decoding: first.data, as: UTF8.self))
+        let path = try XCTUnwrap(first.json?["path"]?.stringValue)
+        XCTAssertTrue(path.hasPrefix(server.root + "/builds/"), path)
+        XCTAssertNotNil(first.json?["expires_at"]?.stringValue)
+        let second = try await server.request("POST", "/builds", json: #"{"key": "django-1f2e"}"#)
+        XCTAssertEqual(second.status, 202)
+        XCTAssertNil(second.json?["path"], "only the builder is told where the file is")
+        let early = try await server.request("POST", "/stores", json: #"{"build": "django-1f2e", "timeout_ms": 50}"#)
+        XCTAssertEqual(early.status, 408)
+        XCTAssertEqual(early.code, "timeout")
+
+        // A store asked for while the build runs waits, then is a copy of it.
+        async let waiting = server.request("POST", "/stores", json: #"{"build": "django-1f2e", "timeout_ms": 20000, "label": "waited"}"#)
+        async let polling = server.request("GET", "/builds/django-1f2e?wait=ready&timeout_ms=20000")
+        try await Task.sleep(for: .milliseconds(100))
+        do {
+            let db = try Connection(path: path, mode: .readWrite)
+            try db.execute("""
+                CREATE TABLE django_migrations (id INTEGER PRIMARY KEY, app TEXT, name TEXT, applied TEXT);
+                INSERT INTO django_migrations (app, name, applied) VALUES ('polls', '0001_initial', 'now');
+                CREATE TABLE polls_question (id INTEGER PRIMARY KEY, text TEXT); INSERT INTO polls_question (text) VALUES ('why?');
+                """)
+        }
+        let finished = try await server.request("POST", "/builds/django-1f2e/finish")
+        XCTAssertEqual(finished.status, 200, String(decoding: finished.data, as: UTF8.self))
+        XCTAssertEqual(finished.json?["state"], "ready")
+        XCTAssertEqual(finished.json?["version"], "1")
+        XCTAssertEqual(finished.json?["counts"]?["polls_question"], 1)
+        let (store, poll) = try await (waiting, polling)
+        XCTAssertEqual(store.status, 201, String(decoding: store.data, as: UTF8.self))
+        XCTAssertEqual(store.json?["build"], "django-1f2e")
+        XCTAssertEqual(store.json?["counts"]?["polls_question"], 1)
+        XCTAssertEqual(poll.status, 200)
+        XCTAssertEqual(poll.json?["state"], "ready")
+        let now = try await server.request("POST", "/stores", json: #"{"build": "django-1f2e"}"#)
+        XCTAssertEqual(now.status, 201)
+        XCTAssertNotEqual(now.json?["path"], store.json?["path"])
+        let again = try await server.request("POST", "/builds", json: #"{"key": "django-1f2e"}"#)
+        XCTAssertEqual(again.status, 200)
+        XCTAssertEqual(again.json?["size_bytes"]?.intValue.map { $0 > 0 }, true)
+        let list = try await server.request("GET", "/builds")
+        XCTAssertEqual(list.json?["builds"]?.arrayValue?.count, 1)
+
+        // What the contract refuses.
+        let cases: [(String, String, String?, Int, String)] = [
+            ("POST", "/builds", #"{"key": "a/b"}"#, 400, "bad_request"),
+            ("POST", "/builds", #"{"label": "no key"}"#, 400, "bad_request"),
+            ("POST", "/builds/nope/finish", nil, 404, "unknown_build"),
+            ("GET", "/builds/nope", nil, 404, "unknown_build"),
+            ("DELETE", "/builds/nope", nil, 404, "unknown_build"),
+            ("POST", "/stores", #"{"build": "nope"}"#, 404, "unknown_build"),
+            ("POST", "/stores", #"{"build": "django-1f2e", "template": "gallery"}"#, 400, "bad_request"),
+            ("POST", "/stores", #"{"template": "gallery", "timeout_ms": 10}"#, 400, "bad_request"),
+            ("GET", "/builds/django-1f2e?timeout_ms=10", nil, 400, "bad_request"),
+        ]
+        for (method, route, body, status, code) in cases {
+            let answer = try await server.request(method, route, json: body)
+            XCTAssertEqual(answer.status, status, "\(method) \(route)")
+            XCTAssertEqual(answer.code, code, "\(method) \(route)")
+        }
+        let discarded = try await server.request("DELETE", "/builds/django-1f2e")
+        XCTAssertEqual(discarded.status, 204)
+        let rebuilt = try await server.request("POST", "/builds", json: #"{"key": "django-1f2e"}"#)
+        XCTAssertEqual(rebuilt.status, 201)
+        let stillThere = try await server.request("GET", "/stores/" + (store.json?["id"]?.stringValue ?? ""))
+        XCTAssertEqual(stillThere.json?["counts"]?["polls_question"], 1, "stores outlive their build")
+    }
+
     func testTokenIsRequiredWhenConfigured() async throws {
         let server = try TestServer { $0.token = "sesame" }
         let health = try await server.request("GET", "/health")

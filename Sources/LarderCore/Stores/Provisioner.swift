@@ -104,6 +104,18 @@ public final class Provisioner: Sendable {
                                    label: label, ttlSeconds: ttlSeconds)
     }
 
+    /// A store that is a copy of the ready app-built template `key`, whose
+    /// cache entry is `entry`: a ready copy when there is one, else a copy
+    /// made now. A build discarded meanwhile is `unknown_build`.
+    public func create(build key: String, entry: TemplateCache.Entry, label: String?, ttlSeconds: Int?) throws -> (Store, Provenance) {
+        let provenance = Provenance(version: entry.version, counts: entry.counts, source: "build \(key)", build: key)
+        do {
+            return try registry.create(copyOf: entry.path, ready: readyCopies.take(entry), provenance: provenance, label: label, ttlSeconds: ttlSeconds)
+        } catch where !FileSystem.exists(entry.path) {
+            throw LarderError(.unknownBuild, "build '\(key)' was discarded while a store was being made of it", details: [("key", .string(key))])
+        }
+    }
+
     /// Builds the database of `plan` at `path`; answers the version it is at.
     func build(_ plan: Plan, at path: String) throws -> String? {
         if let snapshot = plan.snapshot {
@@ -165,7 +177,7 @@ public final class Provisioner: Sendable {
                 if !fixtures.isEmpty { try FixtureLoader.load(db, fixtures.map { .file($0) }) }
                 return Provenance(template: origin.template, version: origin.version, snapshot: origin.snapshot,
                                   fixtures: origin.fixtures + fixtures.map(\.name), counts: try Inspector.counts(db),
-                                  source: "fork of \(sourceID)")
+                                  source: "fork of \(sourceID)", build: origin.build)
             }
         }
     }

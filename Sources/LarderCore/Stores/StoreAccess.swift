@@ -41,11 +41,11 @@ public struct StoreAccess: Sendable {
         }
     }
 
-    /// Gives a store's directory and its database files their bits and group.
-    func grant(store directory: String) throws {
+    /// Gives a store's directory (or a build's) and its database files their bits and group.
+    func grant(store directory: String, database: String = "store.sqlite") throws {
         try FileSystem.setAccess(directory, mode: directoryMode, group: group)
-        for suffix in ["", "-wal", "-shm"] where FileSystem.exists(directory + "/store.sqlite" + suffix) {
-            try FileSystem.setAccess(directory + "/store.sqlite" + suffix, mode: fileMode, group: group)
+        for suffix in ["", "-wal", "-shm"] where FileSystem.exists(directory + "/" + database + suffix) {
+            try FileSystem.setAccess(directory + "/" + database + suffix, mode: fileMode, group: group)
         }
     }
 }

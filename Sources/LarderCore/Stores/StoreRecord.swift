@@ -7,6 +7,8 @@ public struct StoreRecord: Sendable {
     public var version: String?
     public var snapshot: String?
     public var fixtures: [String]
+    /// The key of the app-built template it was copied from.
+    public var build: String?
     public var label: String?
     public var createdAt: Timestamp
     public var expiresAt: Timestamp
@@ -19,7 +21,7 @@ public struct StoreRecord: Sendable {
     public struct Creation: Sendable, Equatable {
         public var version: String?
         public var fixtures: [String]
-        /// What it started from when not a template's entry: "empty", "upload", "fork of st_...".
+        /// What it started from when not a template's entry: "empty", "upload", "fork of st_...", "build KEY".
         public var source: String?
     }
 
@@ -37,7 +39,7 @@ public struct StoreRecord: Sendable {
     }
 
     public init(id: String, sequence: Int64, template: String? = nil, version: String? = nil, snapshot: String? = nil,
-                fixtures: [String] = [], label: String? = nil, createdAt: Timestamp, expiresAt: Timestamp, keep: Bool = false,
+                fixtures: [String] = [], build: String? = nil, label: String? = nil, createdAt: Timestamp, expiresAt: Timestamp, keep: Bool = false,
                 creation: Creation? = nil) {
         self.id = id
         self.sequence = sequence
@@ -45,6 +47,7 @@ public struct StoreRecord: Sendable {
         self.version = version
         self.snapshot = snapshot
         self.fixtures = fixtures
+        self.build = build
         self.label = label
         self.createdAt = createdAt
         self.expiresAt = expiresAt
@@ -56,7 +59,7 @@ public struct StoreRecord: Sendable {
         .object([
             ("id", .string(id)), ("sequence", .int(sequence)),
             ("template", JSONValue(template)), ("version", JSONValue(version)), ("snapshot", JSONValue(snapshot)),
-            ("fixtures", JSONValue(fixtures)), ("label", JSONValue(label)),
+            ("fixtures", JSONValue(fixtures)), ("build", JSONValue(build)), ("label", JSONValue(label)),
             ("created_at", .double(createdAt.seconds)), ("expires_at", .double(expiresAt.seconds)),
             ("keep", .bool(keep)),
             ("creation", creation.map { .object([("version", JSONValue($0.version)), ("fixtures", JSONValue($0.fixtures)),
@@ -77,7 +80,7 @@ public struct StoreRecord: Sendable {
         guard let c = seconds(created), let e = seconds(expires) else { return nil }
         self.init(id: id, sequence: sequence, template: json["template"]?.stringValue, version: json["version"]?.stringValue,
                   snapshot: json["snapshot"]?.stringValue,
-                  fixtures: json["fixtures"]?.arrayValue?.compactMap(\.stringValue) ?? [],
+                  fixtures: json["fixtures"]?.arrayValue?.compactMap(\.stringValue) ?? [], build: json["build"]?.stringValue,
                   label: json["label"]?.stringValue, createdAt: Timestamp(seconds: c), expiresAt: Timestamp(seconds: e),
                   keep: json["keep"]?.boolValue ?? false,
                   creation: json["creation"]?["fixtures"]?.arrayValue.map { fixtures in

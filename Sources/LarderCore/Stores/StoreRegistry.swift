@@ -12,12 +12,15 @@ public struct Provenance: Sendable {
     /// Row counts when the builder knows them (a copy of a cached template).
     public var counts: [(String, Int64)]?
     /// What the store starts from when it is not a template's entry:
-    /// "empty", "upload", "fork of st_...".
+    /// "empty", "upload", "fork of st_...", "build KEY".
     public var source: String?
+    /// The key of the app-built template it is a copy of.
+    public var build: String?
 
     public init(template: String? = nil, version: String? = nil, snapshot: String? = nil,
-                fixtures: [String] = [], counts: [(String, Int64)]? = nil, source: String? = nil) {
+                fixtures: [String] = [], counts: [(String, Int64)]? = nil, source: String? = nil, build: String? = nil) {
         self.source = source
+        self.build = build
         self.template = template
         self.version = version
         self.snapshot = snapshot
@@ -261,7 +264,7 @@ public final class StoreRegistry: Sendable {
             return l.nextSequence
         }
         let record = StoreRecord(id: id, sequence: sequence, template: provenance.template, version: provenance.version,
-                                 snapshot: provenance.snapshot, fixtures: provenance.fixtures, label: label,
+                                 snapshot: provenance.snapshot, fixtures: provenance.fixtures, build: provenance.build, label: label,
                                  createdAt: now, expiresAt: now.adding(seconds: ttlSeconds ?? defaultTTL),
                                  creation: .init(version: provenance.version, fixtures: provenance.fixtures, source: provenance.source))
         // The staging directory is invisible until renamed: a plain write is atomic enough.

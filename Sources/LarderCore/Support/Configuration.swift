@@ -43,6 +43,8 @@ public struct Configuration: Sendable {
     public var clientRoot: String?
     /// How long the server's writes wait for a lock a test holds on a store before answering `conflict`.
     public var busyTimeoutMs = 1_000
+    /// How long the builder of an app-built template has to finish it before it is discarded.
+    public var buildLeaseSeconds = 300
 
     public init() {}
 
@@ -152,6 +154,8 @@ public struct Configuration: Sendable {
                   check: { $0.count > 1 && $0.hasSuffix("/") ? String($0.dropLast()) : $0 }),
         .int("busy-timeout-ms", \.busyTimeoutMs, 0...60_000,
              "How long fixture loads, migrations and writing queries wait for a lock that a test's own transaction holds on the store; then conflict (409) with Retry-After."),
+        .int("build-lease-seconds", \.buildLeaseSeconds, 1...86_400,
+             "An app-built template (POST /builds) not finished within this many seconds is discarded, so a crashed builder never blocks the others."),
     ]
 
     public struct InvalidSetting: Error, CustomStringConvertible {

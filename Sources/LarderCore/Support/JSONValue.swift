@@ -52,6 +52,14 @@ public enum JSONValue: Sendable, Equatable {
         }
     }
 
+    public var doubleValue: Double? {
+        switch self {
+        case .int(let v): return Double(v)
+        case .double(let d): return d
+        default: return nil
+        }
+    }
+
     public var boolValue: Bool? {
         if case .bool(let b) = self { return b }
         return nil

@@ -15,6 +15,7 @@ public struct LarderError: Error, CustomStringConvertible, Sendable {
         case unknownFixture = "unknown_fixture"
         case unknownSnapshot = "unknown_snapshot"
         case unknownVersion = "unknown_version"
+        case unknownBuild = "unknown_build"
         case methodNotAllowed = "method_not_allowed"
         case timeout
         case conflict

@@ -14,6 +14,8 @@ public final class TemplateCache: Sendable {
         public var version: String?
         public var counts: [(String, Int64)]
         public var size: Int64
+        /// What an app-built template's sidecar says of it (`Builds`); nil for a template's own entry.
+        public var build: JSONValue?
         var lastUsed: ContinuousClock.Instant
     }
 
@@ -44,7 +46,7 @@ public final class TemplateCache: Sendable {
             }
             let counts = json["counts"]?.objectMembers?.map { ($0.0, $0.1.intValue ?? 0) } ?? []
             found[key] = Entry(key: key, path: path, version: json["version"]?.stringValue, counts: counts,
-                               size: FileSystem.size(path), lastUsed: .now - .seconds(86_400))
+                               size: FileSystem.size(path), build: json["build"], lastUsed: .now - .seconds(86_400))
         }
         state.withLock { $0.entries = found }
     }
@@ -78,19 +80,46 @@ public final class TemplateCache: Sendable {
             counts = try Inspector.counts(db)
             try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         }
+        defer { state.withLock { $0.building[key] = nil } }
+        return try adopt(temporary, key: key, version: version, counts: counts)
+    }
+
+    /// Makes the finished database `file` (checkpointed, its connections
+    /// closed) the entry for `key`: read-only from then on, moved in with
+    /// one rename, its sidecar written first. `build` goes into the sidecar.
+    public func adopt(_ file: String, key: String, version: String?, counts: [(String, Int64)], build: JSONValue? = nil) throws -> Entry {
         let path = directory + "/" + key + ".sqlite"
-        let sidecar: JSONValue = ["version": JSONValue(version), "counts": JSONValue(counts: counts)]
-        try FileSystem.writeAtomically(sidecar.serialized(), to: directory + "/" + key + ".json")
+        var sidecar: [(String, JSONValue)] = [("version", JSONValue(version)), ("counts", JSONValue(counts: counts))]
+        if let build { sidecar.append(("build", build)) }
+        try FileSystem.writeAtomically(JSONValue.object(sidecar).serialized(), to: directory + "/" + key + ".json")
         // Read-only on disk: stores are copies; nothing writes a template again.
-        FileSystem.makeReadOnly(temporary)
-        try FileSystem.rename(temporary, to: path)
-        let entry = Entry(key: key, path: path, version: version, counts: counts, size: FileSystem.size(path), lastUsed: .now)
-        state.withLock { s in
-            s.entries[key] = entry
-            s.building[key] = nil
-        }
+        FileSystem.makeReadOnly(file)
+        try FileSystem.rename(file, to: path)
+        let entry = Entry(key: key, path: path, version: version, counts: counts, size: FileSystem.size(path), build: build, lastUsed: .now)
+        state.withLock { $0.entries[key] = entry }
         evict(keeping: key)
         return entry
+    }
+
+    /// The entry for `key` if there is one (a hit when there is).
+    public func lookup(_ key: String) -> Entry? { touch(key) }
+
+    /// The entry for `key` if there is one, without using it (no hit, no recency).
+    public func peek(_ key: String) -> Entry? { state.withLock { $0.entries[key] } }
+
+    /// Every entry whose key starts with `prefix`.
+    public func entries(prefix: String) -> [Entry] {
+        state.withLock { s in s.entries.values.filter { $0.key.hasPrefix(prefix) } }
+    }
+
+    /// Removes the entry for `key`; false when there is none. Stores made
+    /// from it keep their copies (and their bases, hard links to it).
+    @discardableResult
+    public func remove(_ key: String) -> Bool {
+        guard let entry = state.withLock({ $0.entries.removeValue(forKey: key) }) else { return false }
+        FileSystem.remove(entry.path)
+        FileSystem.remove(directory + "/" + key + ".json")
+        return true
     }
 
     private func touch(_ key: String) -> Entry? {

@@ -1,0 +1,106 @@
+import Dispatch
+import LarderCore
+import MicroHTTP
+
+/// `/builds`: app-built templates, and stores made of them.
+enum BuildRoutes {
+    /// `POST /builds`: 201 to the caller who builds, 202 while another
+    /// does, 200 once ready.
+    static func claim(_ s: Services, _ request: Request) throws -> Outcome {
+        try request.checkQuery(allowed: [])
+        let body = try JSONBody(request, allowed: ["key", "label"])
+        guard let key = try body.string("key") else { throw LarderError.badRequest("a build needs a 'key' (your fingerprint of its migrations)") }
+        let label = try body.string("label")
+        // Making the builder's empty file is a few file calls: on the pool.
+        switch try s.builds.claim(key: key, label: label) {
+        case .build(let info): return .now(json(201, render(s, info)))
+        case .building(let info): return .now(json(202, render(s, info)))
+        case .ready(let info): return .now(json(200, render(s, info)))
+        }
+    }
+
+    /// `POST /builds/{key}/finish`: checks and copies the whole database, off the pool.
+    static func finish(_ s: Services, _ request: Request, _ key: String) throws -> Outcome {
+        try request.checkQuery(allowed: [])
+        _ = try JSONBody(request, allowed: [])
+        try Builds.check(key: key)
+        return .later { json(200, render(s, try s.builds.finish(key))) }
+    }
+
+    static func discard(_ s: Services, _ key: String) throws -> Outcome {
+        try s.builds.discard(key)
+        return .now(Response(status: 204))
+    }
+
+    static func list(_ s: Services, _ request: Request) throws -> Outcome {
+        try request.checkQuery(allowed: [])
+        return .now(json(200, ["builds": .array(s.builds.list().map { render(s, $0) })]))
+    }
+
+    /// `GET /builds/{key}`; with `?wait=ready&timeout_ms=N` a long poll that
+    /// answers once the build is no longer building: ready (200), discarded
+    /// (404), or still building after N ms (408).
+    static func show(_ s: Services, _ request: Request, _ key: String) throws -> Outcome {
+        try request.checkQuery(allowed: ["wait", "timeout_ms"])
+        let info = try s.builds.info(key)
+        guard let wait = request.queryValue("wait") else {
+            if request.queryValue("timeout_ms") != nil { throw LarderError.badRequest("'timeout_ms' goes with 'wait'") }
+            return .now(json(200, render(s, info)))
+        }
+        guard wait == "ready" else { throw LarderError.badRequest("'wait' can only be 'ready', not '\(wait)'") }
+        let timeout = try request.queryInt("timeout_ms", in: 0...s.configuration.waitTimeoutMaxMs) ?? min(30_000, s.configuration.waitTimeoutMaxMs)
+        guard info.state == .building else { return .now(json(200, render(s, info))) }
+        return .whenReady { respond in
+            s.builds.whenReady(key, timeoutMs: timeout) { result in
+                do {
+                    _ = try result.get()
+                    respond(json(200, render(s, try s.builds.info(key))))
+                } catch {
+                    respond(errorResponse(LarderError.classify(error) ?? Builds.unknown(key)))
+                }
+            }
+        }
+    }
+
+    /// `POST /stores {"build": KEY, "timeout_ms": N}`: a copy of a ready
+    /// build at once; while it builds, the request waits suspended (no pool
+    /// thread held) up to `timeout_ms`, then copies.
+    static func createStore(_ s: Services, _ context: RouteContext, key: String, timeoutMs: Int?, label: String?, ttlSeconds: Int?) throws -> Outcome {
+        try Builds.check(key: key)
+        let make: @Sendable (TemplateCache.Entry) throws -> Response = { entry in
+            let (store, provenance) = try s.provisioner.create(build: key, entry: entry, label: label, ttlSeconds: ttlSeconds)
+            return json(201, try StoreRoutes.render(s, store, counts: provenance.counts))
+        }
+        if !s.builds.isBuilding(key) { return .now(try make(try s.builds.entry(key))) }
+        let timeout = timeoutMs ?? min(30_000, s.configuration.waitTimeoutMaxMs)
+        return .whenReady { respond in
+            s.builds.whenReady(key, timeoutMs: timeout) { result in
+                switch result {
+                case .success(let entry):
+                    // Told on the finishing request's thread: the copy goes elsewhere.
+                    DispatchQueue.global().async {
+                        do { respond(try make(entry)) } catch { respond(errorResponse(larderError(error, requestID: context.requestID, logger: context.logger))) }
+                    }
+                case .failure(let error):
+                    respond(errorResponse(error))
+                }
+            }
+        }
+    }
+
+    /// The contract's build object.
+    static func render(_ s: Services, _ info: Builds.Info) -> JSONValue {
+        var members: [(String, JSONValue)] = [("key", .string(info.key)), ("state", .string(info.state.rawValue)), ("label", JSONValue(info.label))]
+        if let path = info.path { members.append(("path", .string(s.registry.clientPath(path)))) }
+        if let started = info.startedAt { members.append(("started_at", .string(started.rfc3339))) }
+        if let expires = info.expiresAt { members.append(("expires_at", .string(expires.rfc3339))) }
+        if let finished = info.finishedAt { members.append(("finished_at", .string(finished.rfc3339))) }
+        if info.state == .ready {
+            members.append(("version", JSONValue(info.version)))
+            members.append(("counts", JSONValue(counts: info.counts ?? [])))
+            members.append(("size_bytes", .int(info.sizeBytes ?? 0)))
+        }
+        members.append(("links", ["self": .string(s.base + "/builds/" + info.key)]))
+        return .object(members)
+    }
+}
