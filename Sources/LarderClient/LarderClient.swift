@@ -65,9 +65,10 @@ public final class LarderClient: Sendable {
     ///   - build: the key of an app-built template (`POST /builds`); not with `template` or `from`.
     ///   - from: the id of a live store to fork; not with `template` or `build`.
     ///   - ttlSeconds: how long the store lives unless kept.
+    ///   - buildTimeout: how long the server waits while `build` is still building (its default: 30 s).
     public func createStore(template: String? = nil, fixtures: [String]? = nil, version: String? = nil, snapshot: String? = nil,
                             label: String? = nil, build: String? = nil, from: String? = nil,
-                            ttlSeconds: Int? = nil) async throws -> LarderStore {
+                            ttlSeconds: Int? = nil, buildTimeout: Duration? = nil) async throws -> LarderStore {
         var body: [String: LarderValue] = [:]
         if let template { body["template"] = .string(template) }
         if let fixtures { body["fixtures"] = .array(fixtures.map { .string($0) }) }
@@ -77,7 +78,10 @@ public final class LarderClient: Sendable {
         if let build { body["build"] = .string(build) }
         if let from { body["from"] = .string(from) }
         if let ttlSeconds { body["ttl_seconds"] = .int(Int64(ttlSeconds)) }
-        let info: LarderStore.Info = try await send("POST", "/stores", body: .object(body))
+        if let buildTimeout { body["timeout_ms"] = .int(buildTimeout.wholeMilliseconds) }
+        // A build still building is waited for on the server.
+        let wait = build == nil ? nil : (buildTimeout ?? .seconds(30)) + requestTimeout
+        let info: LarderStore.Info = try await send("POST", "/stores", body: .object(body), timeout: wait)
         return LarderStore(client: self, info: info)
     }
 

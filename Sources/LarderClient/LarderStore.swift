@@ -13,6 +13,8 @@ public struct LarderStore: Sendable, Identifiable {
         public var version: String?
         public var snapshot: String?
         public var fixtures: [String]?
+        /// The key of the app-built template it is a copy of.
+        public var build: String?
         public var label: String?
         /// Rows per user table (no `sqlite_*`, no migration bookkeeping).
         public var counts: [String: Int64]
@@ -25,7 +27,7 @@ public struct LarderStore: Sendable, Identifiable {
         public var links: [String: String]
 
         enum CodingKeys: String, CodingKey {
-            case id, path, template, version, snapshot, fixtures, label, counts, keep, links
+            case id, path, template, version, snapshot, fixtures, build, label, counts, keep, links
             case createdAt = "created_at", expiresAt = "expires_at", sizeBytes = "size_bytes"
         }
     }
