@@ -34,7 +34,7 @@ enum StoreRoutes {
         if body.has("version") { wanted.version = try body.string("version") }
         let timeout = try body.int("timeout_ms", in: 0...s.configuration.waitTimeoutMaxMs)
         if let key = try body.string("build") {
-            guard wanted.template == nil, wanted.snapshot == nil, wanted.fixtures == nil, !body.has("version"), !body.has("from") else {
+            guard wanted.template == nil, wanted.snapshot == nil, wanted.fixtures == nil, !body.has("version"), try body.string("from") == nil else {
                 throw LarderError.badRequest("'build' copies an app-built template as it is: not with 'template', 'snapshot', 'version', 'fixtures' or 'from'")
             }
             return try BuildRoutes.createStore(s, context, key: key, timeoutMs: timeout, label: wanted.label, ttlSeconds: wanted.ttlSeconds)
