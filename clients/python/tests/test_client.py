@@ -1,7 +1,7 @@
 """The client against a real server: every call is real HTTP.
 
-Not tested here yet, because the server does not have it yet:
-create_store(build=...).
+App-built templates (`Client.build`, `create_store(build=...)`) are tested
+in test_builds.py, the plugin's hook for them in test_plugin.py.
 """
 import ast
 import contextlib

@@ -11,6 +11,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import uuid
 import xml.etree.ElementTree as ElementTree
 import zipfile
 
@@ -138,3 +139,193 @@ def test_the_readme_example_passes(server, tmp_path):
     assert result.returncode == 0, output
     assert "4 passed" in output, output
     assert not (tmp_path / "larder-artifacts").exists()
+
+
+# --- the session's build: the hook pytest_larder_build ---------------------------
+
+BUILD_CONFTEST = '''
+import os
+import sqlite3
+
+import pytest
+
+
+def migrate(path):
+    """What a Django conftest's callback does: point the default database at
+    path, call_command("migrate"); here with Python's sqlite3."""
+    with open(os.path.join(os.environ["RECORDS"], "migrate-%d" % os.getpid()), "a") as f:
+        f.write(path + "\\n")
+    if os.environ.get("MIGRATE_FAILS"):
+        raise RuntimeError("0002_product_price failed: " + os.environ["MIGRATE_FAILS"])
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("CREATE TABLE django_migrations (id integer NOT NULL PRIMARY KEY AUTOINCREMENT, "
+                   "app varchar(255) NOT NULL, name varchar(255) NOT NULL, applied datetime NOT NULL)")
+        db.execute("CREATE TABLE shop_product (id integer NOT NULL PRIMARY KEY AUTOINCREMENT, name varchar(100) NOT NULL)")
+        db.execute("INSERT INTO shop_product (name) VALUES ('Teapot'), ('Kettle')")
+        db.executemany("INSERT INTO django_migrations (app, name, applied) VALUES ('shop', ?, '2024-06-13')",
+                       [("0001_initial",), ("0002_product_price",)])
+    db.close()
+
+
+def pytest_larder_build(client):
+    with open(os.path.join(os.environ["RECORDS"], "hook-%d" % os.getpid()), "a") as f:
+        f.write("called\\n")
+    if os.environ.get("HOOK_RETURNS_NONE"):
+        return None
+    return client.build(os.environ["BUILD_KEY"], migrate, label="conftest")
+'''
+
+BUILD_TESTS = '''
+import os
+
+import pytest
+
+KEY = os.environ["BUILD_KEY"]
+
+
+def test_default_is_the_build(larder_store):
+    assert larder_store.info["build"] == KEY
+    assert larder_store.query("SELECT name FROM django_migrations ORDER BY id")["rows"] == [
+        ["0001_initial"], ["0002_product_price"]]
+    larder_store.query("INSERT INTO shop_product (name) VALUES ('mine')")
+    assert larder_store.counts("shop_product") == {"shop_product": 3}
+
+
+@pytest.mark.larder(template="gallery", fixtures=["artists"])
+def test_a_template_in_the_marker_wins(larder_store):
+    assert larder_store.info["template"] == "gallery"
+    assert larder_store.info["build"] is None
+    assert larder_store.counts("artists") == {"artists": 4}
+
+
+def test_each_test_has_a_copy_of_its_own(larder_store):
+    assert larder_store.info["build"] == KEY
+    assert larder_store.counts("shop_product") == {"shop_product": 2}
+
+
+@pytest.mark.larder(build=os.environ["OTHER_KEY"])
+def test_a_build_in_the_marker_wins(larder_store):
+    assert larder_store.info["build"] == os.environ["OTHER_KEY"]
+    assert larder_store.counts() == {"other": 1}
+
+
+@pytest.mark.larder(template=None)
+def test_template_none_is_an_empty_store(larder_store):
+    assert (larder_store.info["template"], larder_store.info["build"]) == (None, None)
+    assert larder_store.counts() == {}
+
+
+class TestMore:
+    def test_a_third_copy(self, larder_store):
+        assert larder_store.info["build"] == KEY
+        assert larder_store.counts("shop_product") == {"shop_product": 2}
+'''
+
+
+def run_build_suite(server, work, *args, env=None, tests=BUILD_TESTS):
+    """pytest on a suite of BUILD_CONFTEST and `tests` in `work`;
+    (exit code, output, {record file: lines})."""
+    suite = work / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text(BUILD_CONFTEST)
+    (suite / "test_app.py").write_text(tests)
+    records = work / "records"
+    records.mkdir()
+    environment = {k: v for k, v in os.environ.items()
+                   if not k.startswith(("LARDER_", "PYTEST_")) and k != "PYTHONPATH"}
+    environment.update({"RECORDS": str(records), "LARDER_URL": server.url})
+    environment.update(env or {})
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(suite), *args]
+    result = subprocess.run(command, cwd=str(suite), env=environment, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, timeout=120)
+    found = {path.name: path.read_text().splitlines() for path in records.iterdir()}
+    return result.returncode, result.stdout.decode("utf-8", "replace"), found
+
+
+def other_build(client):
+    def migrate(path):
+        with open_db(path) as db:
+            db.execute("CREATE TABLE other (x)")
+            db.execute("INSERT INTO other VALUES (1)")
+    return client.build("other-" + uuid.uuid4().hex, migrate)
+
+
+def calls(records, kind):
+    return {name: lines for name, lines in records.items() if name.startswith(kind + "-")}
+
+
+@pytest.mark.parametrize("xdist", [False, True], ids=["plain", "xdist"])
+def test_the_hook_builds_the_default_of_the_session(server, tmp_path, xdist):
+    args = ["--larder-template", "gallery"]  # the hook's build comes first
+    if xdist:
+        pytest.importorskip("xdist", reason="pytest-xdist is not installed")
+        args += ["-p", "xdist", "-n", "2"]
+    client = larder.Client(url=server.url)
+    key, other = "django-" + uuid.uuid4().hex, other_build(client)
+    code, output, records = run_build_suite(server, tmp_path, *args, env={"BUILD_KEY": key, "OTHER_KEY": other})
+    assert code == 0, output
+    assert "6 passed" in output, output
+    # Once per session (per worker), built once in all.
+    hooks, migrates = calls(records, "hook"), calls(records, "migrate")
+    assert hooks and all(lines == ["called"] for lines in hooks.values()), records
+    if xdist:
+        assert "2 workers" in output, output
+    else:
+        assert len(hooks) == 1
+    assert sum(len(lines) for lines in migrates.values()) == 1, records
+    info = client.build_info(key)
+    assert (info["state"], info["label"], info["counts"]["shop_product"]) == ("ready", "conftest", 2)
+    # The passing tests' stores are gone.
+    assert [s for s in client._call("GET", "/stores")["stores"] if s["label"] and "test_app.py" in s["label"]] == []
+
+    # The next session finds it built: the hook is called, the migrator is not.
+    shutil.rmtree(str(tmp_path / "suite"))
+    shutil.rmtree(str(tmp_path / "records"))
+    code, output, records = run_build_suite(server, tmp_path, env={"BUILD_KEY": key, "OTHER_KEY": other})
+    assert code == 0, output
+    assert len(calls(records, "hook")) == 1 and calls(records, "migrate") == {}, records
+    client.discard_build(key)
+    client.discard_build(other)
+    client.close()
+
+
+def test_a_failing_build_hook_errors_the_tests_that_need_it(server, tmp_path):
+    client = larder.Client(url=server.url)
+    key, other = "django-" + uuid.uuid4().hex, other_build(client)
+    code, output, records = run_build_suite(server, tmp_path,
+                                            env={"BUILD_KEY": key, "OTHER_KEY": other, "MIGRATE_FAILS": "boom"})
+    assert code == 1, output
+    # The tests that name a template or build (or none) pass; the other three error.
+    assert "3 passed, 3 errors" in output, output
+    # The first with the migrator's traceback, the later ones in a line.
+    assert "RuntimeError: 0002_product_price failed: boom" in output, output
+    assert output.count("the session's build failed") >= 2, output
+    assert sum(len(lines) for lines in calls(records, "migrate").values()) == 1, records
+    assert sum(len(lines) for lines in calls(records, "hook").values()) == 1, records
+    # Discarded: the next try builds again.
+    with pytest.raises(larder.LarderError) as caught:
+        client.build_info(key)
+    assert caught.value.code == "unknown_build"
+    client.discard_build(other)
+    client.close()
+
+
+DEFAULT_TEMPLATE_TESTS = '''
+def test_the_default_template(larder_store):
+    assert (larder_store.info["template"], larder_store.info["build"]) == ("gallery", None)
+
+
+def test_again(larder_store):
+    assert larder_store.info["template"] == "gallery"
+'''
+
+
+def test_a_hook_answering_none_leaves_the_default_template(server, tmp_path):
+    code, output, records = run_build_suite(server, tmp_path, "--larder-template", "gallery",
+                                            env={"HOOK_RETURNS_NONE": "1"}, tests=DEFAULT_TEMPLATE_TESTS)
+    assert code == 0, output
+    assert "2 passed" in output, output
+    # Asked once; no build, so the default template.
+    assert list(calls(records, "hook").values()) == [["called"]], records
+    assert calls(records, "migrate") == {}, records

@@ -6,9 +6,14 @@
     store.counts()                                # {"artists": 4, ...}
     store.delete()
 
+    # A template that the application's own migrator builds, once per key:
+    # migrate(path) runs it on that SQLite file.
+    key = client.build("app-" + digest_of_migrations, migrate)
+    store = client.create_store(build=key)
+
 Installing the package also installs a pytest plugin (larder.pytest_plugin):
-the fixtures `larder_store` and `larder_client` and the marker
-`@pytest.mark.larder(...)`.
+the fixtures `larder_store` and `larder_client`, the marker
+`@pytest.mark.larder(...)` and the hook `pytest_larder_build`.
 """
 from ._client import DEFAULT_URL, Client, LarderError, Store, Timeout
 

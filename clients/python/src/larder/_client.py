@@ -1,7 +1,8 @@
 """The HTTP client: `Client`, `Store` and the errors, standard library only.
 
-Every method is one request of the contract (/work/shared/API.md). A
-`Client` keeps one keep-alive connection per thread, so a store may be
+Every method is one request of the contract (/work/shared/API.md), except
+`Client.build`, which makes the requests of an app-built template's whole
+dance (claim, migrate, finish or discard; or wait). A `Client` keeps one keep-alive connection per thread, so a store may be
 written from one thread while another waits on its counts.
 """
 from __future__ import annotations
@@ -12,8 +13,9 @@ import os
 import socket
 import tempfile
 import threading
+import time
 import urllib.parse
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 __all__ = ["Client", "Store", "LarderError", "Timeout", "DEFAULT_URL"]
 
@@ -24,6 +26,13 @@ DEFAULT_URL = "http://127.0.0.1:7464"
 # timeout_ms plus this margin.
 DEFAULT_TIMEOUT = 120.0
 WAIT_MARGIN = 30.0
+
+# How long POST /stores {"build": ...} waits server-side for a build under way
+# when the body says nothing (the server's default), how long `build` waits
+# in all for another caller's build, and the longest single long poll of it.
+STORE_BUILD_WAIT_MS = 30000
+BUILD_TIMEOUT_MS = 300000
+BUILD_POLL_MS = 30000
 
 _USER_AGENT = "larder-python/0.1.0"
 
@@ -133,10 +142,13 @@ class Client:
     def create_store(self, template: Optional[str] = None, fixtures: Union[str, Sequence[str], None] = None,
                      version: Optional[str] = None, snapshot: Optional[str] = None, label: Optional[str] = None,
                      build: Optional[str] = None, from_store: Union[str, "Store", None] = None, *,
-                     ttl_seconds: Optional[int] = None) -> "Store":
+                     ttl_seconds: Optional[int] = None, timeout_ms: Optional[int] = None) -> "Store":
         """POST /stores: a new store. Only the arguments given are sent: no
         argument at all gives an empty store. `from_store` (a store or its
-        id) forks a live store; `build` copies an app-built template."""
+        id) forks a live store; `build` copies an app-built template (see
+        `build`), waiting server-side while it is still being built, up to
+        `timeout_ms` (the server's default 30000; only with `build`), then
+        `larder.Timeout`."""
         body: Dict[str, Any] = {}
         if template is not None:
             body["template"] = template
@@ -154,7 +166,14 @@ class Client:
             body["from"] = from_store.id if isinstance(from_store, Store) else from_store
         if ttl_seconds is not None:
             body["ttl_seconds"] = ttl_seconds
-        return Store(self, self._call("POST", "/stores", body=body))
+        if timeout_ms is not None:
+            body["timeout_ms"] = int(timeout_ms)
+        limit = None
+        if build is not None:
+            # The server may wait for the build before it copies it.
+            wait = int(timeout_ms) if timeout_ms is not None else STORE_BUILD_WAIT_MS
+            limit = wait / 1000.0 + self.timeout
+        return Store(self, self._call("POST", "/stores", body=body, timeout=limit))
 
     def store(self, store_id: str) -> "Store":
         """GET /stores/{id}: a store that exists already (404 `store_not_found` if not)."""
@@ -165,6 +184,103 @@ class Client:
     def health(self) -> Dict[str, Any]:
         """GET /health."""
         return self._call("GET", "/health")
+
+    # --- app-built templates -------------------------------------------------------
+
+    def build(self, key: str, migrate: Callable[[str], Any], label: Optional[str] = None,
+              timeout_ms: int = BUILD_TIMEOUT_MS) -> str:
+        """Makes sure the app-built template `key` is ready, built once by
+        whichever caller comes first; returns `key`, for
+        ``create_store(build=key)``. `key` is your fingerprint of what goes
+        into the template (a hash of the migration files, say):
+        ``[A-Za-z0-9._-]{1,128}``.
+
+        POST /builds claims the key. Already built (200): done. This caller
+        builds (201): ``migrate(path)`` is called with the path of an empty
+        SQLite file, runs the application's own migrator (and fixtures) on
+        it, commits and closes its connections; then POST
+        /builds/{key}/finish makes it ready. When `migrate` raises, or the
+        server refuses to finish (409 a write transaction still open, 422 a
+        file that fails integrity_check), the build is discarded (DELETE
+        /builds/{key}) and the error propagates. Another caller builds it
+        (202): this one long polls GET /builds/{key}?wait=ready until it is
+        ready; if that builder fails meanwhile (or its lease runs out), this
+        one claims the key again and may build it itself.
+
+        Raises `larder.Timeout` when the build is not ready within
+        `timeout_ms` (a migrate of this caller's own is not cut short)."""
+        deadline = time.monotonic() + int(timeout_ms) / 1000.0
+        body: Dict[str, Any] = {"key": key}
+        if label is not None:
+            body["label"] = label
+        while True:
+            status, answer = self._exchange("POST", "/builds", body=body)
+            if status == 201:
+                self._make_build(key, answer["path"], migrate)
+                return key
+            if status != 202:  # 200: ready
+                return key
+            if self._await_build(key, deadline, int(timeout_ms)):
+                return key
+            # Its builder failed: claim it again (this caller may build it now).
+
+    def builds(self) -> List[Dict[str, Any]]:
+        """GET /builds: every build, ready or under way."""
+        return self._call("GET", "/builds")["builds"]
+
+    def build_info(self, key: str) -> Dict[str, Any]:
+        """GET /builds/{key}: ``{"key", "state": "building" | "ready", "label",
+        "started_at", "finished_at", "counts", "size_bytes", ...}`` (404
+        `unknown_build` if there is none)."""
+        return self._call("GET", _build_url(key))
+
+    def discard_build(self, key: str) -> None:
+        """DELETE /builds/{key}: the next `build` of the key builds it again
+        (404 `unknown_build` if there is none). Stores made of it stay."""
+        self._call("DELETE", _build_url(key))
+
+    def _make_build(self, key: str, path: str, migrate: Callable[[str], Any]) -> None:
+        """This caller's build: migrate, then finish; discarded if either fails."""
+        try:
+            migrate(path)
+        except BaseException:
+            self._discard_quietly(key)
+            raise
+        try:
+            self._call("POST", _build_url(key) + "/finish")
+        except LarderError as error:
+            # Refused (409, 422): no one else should wait for it until its
+            # lease runs out. Gone (404) or no answer (0): nothing to do.
+            if error.status not in (0, 404):
+                self._discard_quietly(key)
+            raise
+
+    def _discard_quietly(self, key: str) -> None:
+        try:
+            self.discard_build(key)
+        except Exception:
+            pass  # the error that made us discard it is the one to report
+
+    def _await_build(self, key: str, deadline: float, timeout_ms: int) -> bool:
+        """Long polls another caller's build: True once it is ready, False
+        when it was discarded (its builder failed, its lease ran out)."""
+        while True:
+            left = int((deadline - time.monotonic()) * 1000)
+            if left <= 0:
+                raise Timeout(408, "timeout", "build '%s' was still building after %d ms" % (key, timeout_ms),
+                              {"key": key, "timeout_ms": timeout_ms})
+            poll = min(left, BUILD_POLL_MS)
+            try:
+                info = self._call("GET", _build_url(key), query={"wait": "ready", "timeout_ms": poll},
+                                  timeout=poll / 1000.0 + WAIT_MARGIN)
+            except LarderError as error:
+                if error.status == 408:
+                    continue  # still building
+                if error.code == "unknown_build":
+                    return False
+                raise
+            if not isinstance(info, dict) or info.get("state") != "building":
+                return True
 
     def close(self) -> None:
         """Closes the client's connections, every thread's (a later call opens a new one)."""
@@ -254,6 +370,11 @@ class Client:
     def _call(self, method: str, path: str, *, query: Optional[Dict[str, Any]] = None, body: Any = None,
               timeout: Optional[float] = None) -> Any:
         """One request; the decoded JSON answer (None for an empty one)."""
+        return self._exchange(method, path, query=query, body=body, timeout=timeout)[1]
+
+    def _exchange(self, method: str, path: str, *, query: Optional[Dict[str, Any]] = None, body: Any = None,
+                  timeout: Optional[float] = None) -> Tuple[int, Any]:
+        """One request; the 2xx status and the decoded JSON answer (None for an empty one)."""
         connection, response = self._open(method, path, query, body, timeout)
         try:
             payload = response.read()
@@ -266,9 +387,9 @@ class Client:
         if not 200 <= response.status < 300:
             raise _error_from(response.status, response.reason, response.headers, payload)
         if not payload:
-            return None
+            return response.status, None
         try:
-            return json.loads(payload.decode("utf-8"))
+            return response.status, json.loads(payload.decode("utf-8"))
         except ValueError as error:
             raise LarderError(response.status, "bad_response", "%s %s answered %d with a body that is not JSON"
                               % (method, path, response.status)) from error
@@ -335,6 +456,10 @@ def _transport_error(error: BaseException, what: str, url: str, limit: float) ->
 
 def _segment(value: str) -> str:
     return urllib.parse.quote(str(value), safe="")
+
+
+def _build_url(key: str) -> str:
+    return "/builds/" + _segment(key)
 
 
 class Store:

@@ -5,9 +5,18 @@ entry point: installing the package activates it.
   pytest-xdist worker), from --larder-url / $LARDER_URL and $LARDER_TOKEN;
 - fixture `larder_store`: a fresh store for each test, labelled with the
   test's node id and made as the closest `@pytest.mark.larder(...)` says
-  (template, fixtures, version, snapshot, build, ttl_seconds); without a
-  template there, --larder-template / $LARDER_TEMPLATE; without either, an
-  empty store;
+  (template, fixtures, version, snapshot, build, ttl_seconds);
+- hook `pytest_larder_build(client, config)`, for a conftest.py: builds
+  the session's app-built template, typically
+  ``return client.build("app-" + digest, migrate)``, and returns its key
+  (or None). Called once per session (per xdist worker: `Client.build`
+  makes sure only one of them builds it), the first time a `larder_store`
+  needs a default; if it raises, that test errors with its traceback and
+  the later ones fail at once;
+- what a `larder_store` is made of, first that applies: the template or
+  build its markers name (`template=None` or `build=None` there: neither,
+  and no default); the build key from `pytest_larder_build`;
+  --larder-template / $LARDER_TEMPLATE; else an empty store;
 - after a passing test the store is deleted. After a failing one (its setup
   or call failed) it is kept (PATCH keep) and its artifact saved into
   --larder-artifacts / $LARDER_ARTIFACTS (default `larder-artifacts/`) as
@@ -33,6 +42,29 @@ MARKER_FIELDS = ("template", "fixtures", "version", "snapshot", "build", "ttl_se
 
 _reports_key = pytest.StashKey[Dict[str, Any]]()
 _kept_key = pytest.StashKey[Tuple[str, str]]()
+# The session's build: (key or None, None), or (None, what to raise for every test).
+_build_key = pytest.StashKey[Tuple[Optional[str], Optional[BaseException]]]()
+# pytest.skip() or pytest.fail() in the hook.
+_OUTCOMES = (pytest.skip.Exception, pytest.fail.Exception)
+
+
+class LarderHookSpecs:
+    """The plugin's hook, for conftest.py files (registered by `pytest_addhooks`)."""
+
+    @staticmethod
+    @pytest.hookspec(firstresult=True)
+    def pytest_larder_build(client: Client, config: pytest.Config) -> Optional[str]:
+        """Builds the session's app-built template and returns its key: the
+        `build` of every `larder_store` whose larder markers name neither a
+        template nor a build. Typically
+        ``return client.build("app-" + fingerprint_of_migrations, migrate)``
+        (see `larder.Client.build`). None: no default build. `client` is
+        the session's `larder_client`; an implementation may take only the
+        arguments it needs. Called at most once per session, lazily."""
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(LarderHookSpecs)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -41,7 +73,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="Larder server (default: $LARDER_URL, else http://127.0.0.1:7464); "
                          "its token comes from $LARDER_TOKEN.")
     group.addoption("--larder-template", default=None, metavar="NAME",
-                    help="Template of a larder_store whose larder marker names none (default: $LARDER_TEMPLATE; "
+                    help="Template of a larder_store whose larder marker names none, when no "
+                         "pytest_larder_build hook gives a build (default: $LARDER_TEMPLATE; "
                          "without one, an empty store).")
     group.addoption("--larder-artifacts", default=None, metavar="DIR",
                     help="Where the artifacts of failed tests' stores are saved (default: $LARDER_ARTIFACTS, "
@@ -73,10 +106,12 @@ def file_safe(name: str, limit: int = 150) -> str:
     return safe[:limit].rstrip("._-") or "test"
 
 
-def store_options(item: pytest.Item) -> Dict[str, Any]:
+def store_options(item: pytest.Item, client: Optional[Client] = None) -> Dict[str, Any]:
     """create_store arguments of an item: its larder markers, closest first,
-    field by field (a field set to None there means "not this"), then the
-    default template when none names a template or a build."""
+    field by field (a field set to None there means "not this"), then, when
+    none names a template or a build, the session's build (from the hook
+    `pytest_larder_build`, asked only when `client` is given), else the
+    default template."""
     options: Dict[str, Any] = {}
     for marker in item.iter_markers("larder"):
         if len(marker.args) > 1:
@@ -90,10 +125,41 @@ def store_options(item: pytest.Item) -> Dict[str, Any]:
                             pytrace=False)
             options.setdefault(key, value)
     if "template" not in options and "build" not in options:
-        default = _setting(item.config, "larder_template", "LARDER_TEMPLATE")
-        if default:
-            options["template"] = default
+        build = session_build(item.config, client) if client is not None else None
+        if build:
+            options["build"] = build
+        else:
+            default = _setting(item.config, "larder_template", "LARDER_TEMPLATE")
+            if default:
+                options["template"] = default
     return {key: value for key, value in options.items() if value is not None}
+
+
+def session_build(config: pytest.Config, client: Client) -> Optional[str]:
+    """The key `pytest_larder_build` returns, asked once per session; None
+    when no conftest implements it (or it returns None). If it raised, the
+    first test to ask gets its error with the traceback, the later ones a
+    short failure (a skip or failure of the hook's own: each the same)."""
+    if _build_key not in config.stash:
+        try:
+            key = config.hook.pytest_larder_build(client=client, config=config)
+        except _OUTCOMES as outcome:
+            config.stash[_build_key] = (None, outcome)
+            raise
+        except Exception as error:
+            config.stash[_build_key] = (None, pytest.fail.Exception(
+                "larder_store: the session's build failed: pytest_larder_build raised %r "
+                "(the traceback is under the first test that asked for it)" % (error,), pytrace=False))
+            raise
+        if key is not None and not isinstance(key, str):
+            config.stash[_build_key] = (None, pytest.fail.Exception(
+                "larder_store: pytest_larder_build returned %r, not a build key (str) or None" % (key,), pytrace=False))
+        else:
+            config.stash[_build_key] = (key or None, None)
+    key, error = config.stash[_build_key]
+    if error is not None:
+        raise error
+    return key
 
 
 @pytest.fixture(scope="session")
@@ -109,7 +175,7 @@ def larder_store(request: pytest.FixtureRequest, larder_client: Client):
     """A fresh store for this test; deleted after a pass, kept with its
     artifact saved after a failure."""
     item = request.node
-    options = store_options(item)
+    options = store_options(item, larder_client)
     try:
         store = larder_client.create_store(label=item.nodeid, **options)
     except LarderError as error:
