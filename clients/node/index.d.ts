@@ -12,6 +12,8 @@ export interface StoreInfo {
   version: string | null;
   snapshot?: string | null;
   fixtures?: string[];
+  /** The key of the app-built template it is a copy of. */
+  build?: string | null;
   label: string | null;
   counts: Counts;
   created_at: string;
@@ -38,11 +40,44 @@ export interface CreateStoreOptions {
   version?: string | null;
   snapshot?: string | null;
   label?: string;
-  /** Key of an app-built template (POST /builds). Not with template or from. */
+  /** Key of an app-built template (see Larder.build). Not with template or from. */
   build?: string;
   /** Id of a live store to fork. Not with template or build. */
   from?: string;
   ttlSeconds?: number;
+  /**
+   * With `build`: how long the server waits, in ms, while that build is still
+   * running (server default 30000, at most 300000), then rejects with
+   * LarderTimeout (408).
+   */
+  timeoutMs?: number;
+}
+
+/** An app-built template, as GET /builds/{key} describes it. */
+export interface BuildInfo {
+  key: string;
+  state: 'building' | 'ready';
+  label: string | null;
+  /** The file to build: only in the answer to the client that builds it. */
+  path?: string;
+  started_at?: string;
+  /** When a build still building is discarded (its lease runs out). */
+  expires_at?: string;
+  finished_at?: string;
+  /** Ready builds: the version its migrator's bookkeeping says (django_migrations, ...), if any. */
+  version?: string | null;
+  /** Ready builds: rows per user table. */
+  counts?: Counts;
+  size_bytes?: number;
+  links: Record<string, string>;
+  [field: string]: unknown;
+}
+
+export interface BuildOptions {
+  /** Shown in GET /builds and on the dashboard. */
+  label?: string;
+  /** How long, in all, to wait for a build another client runs, in ms (default 300000). */
+  timeoutMs?: number;
 }
 
 export interface QueryResult {
@@ -135,7 +170,7 @@ export declare class LarderError extends Error {
   retryAfter: number | null;
 }
 
-/** A wait whose condition did not hold in time. */
+/** A wait whose condition did not hold in time (a count wait, a build wait). */
 export declare class LarderTimeout extends LarderError {
   /** The last counts the server saw. */
   readonly counts: Counts;
@@ -151,8 +186,37 @@ export declare class Larder {
   createStore(options?: CreateStoreOptions): Promise<Store>;
   getStore(id: string): Promise<Store>;
   listStores(filter?: { label?: string; template?: string; limit?: number; cursor?: string }): Promise<StoreInfo[]>;
+  /**
+   * Makes sure the app-built template `key` ([A-Za-z0-9._-]{1,128}, your
+   * fingerprint of the migrations) is built, and resolves with `key`, for
+   * `createStore({ build: key })`. One client of all those asking at once
+   * builds it: `migrate(path)` runs the application's own migrator on the
+   * empty SQLite file `path` (and must close its connections); the others
+   * wait until it is ready, or build it themselves when that build fails.
+   * A `migrate` that throws discards the build and its error rejects; a build
+   * that cannot be finished (409 conflict: a connection still holds a write
+   * transaction; 422 sql_error: integrity_check failed) is discarded and
+   * rejects with that LarderError; waiting longer than `timeoutMs` rejects
+   * with LarderTimeout.
+   */
+  build(key: string, migrate: (path: string) => unknown | Promise<unknown>, options?: BuildOptions): Promise<string>;
+  /** GET /builds: every build, building or ready. */
+  builds(): Promise<BuildInfo[]>;
+  /** GET /builds/{key}; rejects with a 404 LarderError (code "unknown_build") when there is none. */
+  buildInfo(key: string): Promise<BuildInfo>;
+  /** DELETE /builds/{key}: the next build(key) builds it again. */
+  discardBuild(key: string): Promise<void>;
   /** Low level: one request, answering the parsed JSON body (null for 204). */
-  request(method: string, path: string, options?: { query?: Record<string, unknown>; body?: unknown; timeoutMs?: number; timeoutClass?: boolean }): Promise<any>;
+  request(method: string, path: string, options?: RequestOptions): Promise<any>;
+  /** Low level: as `request`, with the answer's HTTP status. */
+  exchange(method: string, path: string, options?: RequestOptions): Promise<{ status: number; body: any }>;
+}
+
+export interface RequestOptions {
+  query?: Record<string, unknown>;
+  body?: unknown;
+  timeoutMs?: number;
+  timeoutClass?: boolean;
 }
 
 export declare class Store {

@@ -15,6 +15,13 @@ export const DEFAULT_URL = 'http://127.0.0.1:7464';
 const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
 const WAIT_MARGIN_MS = 15_000;
 const SERVER_WAIT_DEFAULT_MS = 30_000;
+// build(): how long it waits, in all, for a build another client runs, and
+// how long each long poll of that wait may take (well below the 300 s after
+// which fetch gives up on an answer's headers).
+const BUILD_TIMEOUT_DEFAULT_MS = 300_000;
+const BUILD_POLL_MS = 60_000;
+// Finishing a build checks and copies the whole database.
+const BUILD_FINISH_TIMEOUT_MS = 300_000;
 
 /** An error answer of the server (or a failure to reach it: status 0). */
 export class LarderError extends Error {
@@ -51,6 +58,7 @@ const CREATE_FIELDS = {
   build: 'build',
   from: 'from',
   ttlSeconds: 'ttl_seconds',
+  timeoutMs: 'timeout_ms',
 };
 
 function pick(options, fields, what) {
@@ -158,19 +166,25 @@ export class Larder {
 
   /** A request whose answer is JSON (or nothing, for a 204). */
   async request(method, path, options) {
+    return (await this.exchange(method, path, options)).body;
+  }
+
+  /** As `request`, answering {status, body}: for answers whose 2xx status says something. */
+  async exchange(method, path, options) {
     const res = await this.fetch(method, path, options);
+    const answer = (body) => ({ status: res.status, body });
     let text;
     try {
-      if (res.status === 204) return null;
+      if (res.status === 204) return answer(null);
       text = await res.text();
     } catch (err) {
       throw new LarderError(`${method} ${path}: reading the answer failed (${err?.message ?? err})`, { code: 'connection_failed', cause: err });
     } finally {
       res.larderDone();
     }
-    if (!text) return null;
+    if (!text) return answer(null);
     try {
-      return JSON.parse(text);
+      return answer(JSON.parse(text));
     } catch (err) {
       throw new LarderError(`${method} ${path}: the answer is not JSON: ${text.slice(0, 200)}`, { status: res.status, code: 'bad_answer', cause: err });
     }
@@ -192,10 +206,13 @@ export class Larder {
    */
   async createStore(options = {}) {
     const body = pick(options, CREATE_FIELDS, 'createStore');
-    // A build may still be running on the server: it waits up to 30 s for it.
+    // A build may still be running on the server: it waits for it up to
+    // `timeoutMs` (timeout_ms; 30 s when not given), then answers 408.
+    const waits = body.build !== undefined;
     const info = await this.request('POST', '/stores', {
       body,
-      timeoutMs: body.build !== undefined ? Math.max(this.timeoutMs, 30_000 + WAIT_MARGIN_MS) : undefined,
+      timeoutMs: waits ? Math.max(this.timeoutMs, (body.timeout_ms ?? SERVER_WAIT_DEFAULT_MS) + WAIT_MARGIN_MS) : undefined,
+      timeoutClass: waits,
     });
     return new Store(this, info);
   }
@@ -208,6 +225,117 @@ export class Larder {
   /** GET /stores (newest first); filters: label, template, limit, cursor. */
   async listStores({ label, template, limit, cursor } = {}) {
     return (await this.request('GET', '/stores', { query: { label, template, limit, cursor } })).stores;
+  }
+
+  /**
+   * Makes sure the app-built template `key` (your fingerprint of the
+   * migrations, [A-Za-z0-9._-]{1,128}) is built, and answers `key`, for
+   * createStore({build: key}). Of all the clients asking for the same key at
+   * once, one is told to build it: its `migrate(path)` (sync or async) opens
+   * the empty SQLite file `path` with the application's own driver, runs the
+   * migrator and fixtures, commits and closes its connections; the build is
+   * then finished (checked and made immutable). The others wait until it is
+   * ready; when that build fails, they ask again, and one of them builds.
+   *
+   * When `migrate` throws, the build is discarded and the error rethrown;
+   * when it cannot be finished (409 a connection still holds a write
+   * transaction, 422 the file fails integrity_check), the build is discarded
+   * and that LarderError rejects. Waiting for another client's build longer
+   * than `timeoutMs` (default 300000) rejects with LarderTimeout.
+   *
+   * @param {string} key
+   * @param {(path: string) => unknown} migrate
+   * @param {{label?: string, timeoutMs?: number}} [options]
+   * @returns {Promise<string>} key
+   */
+  async build(key, migrate, { label, timeoutMs = BUILD_TIMEOUT_DEFAULT_MS } = {}) {
+    if (typeof migrate !== 'function') {
+      throw new TypeError('build(key, migrate): migrate must be a function taking the path of the database to build');
+    }
+    const deadline = Date.now() + timeoutMs;
+    const body = { key };
+    if (label !== undefined) body.label = label;
+    for (;;) {
+      const { status, body: info } = await this.exchange('POST', '/builds', { body });
+      if (status === 201) {
+        await runBuild(this, key, info.path, migrate);
+        return key;
+      }
+      if (status !== 202) return key; // 200: built already
+      // 202: another client builds it. Ready: done; discarded: ask again.
+      if (await awaitBuild(this, key, deadline, timeoutMs)) return key;
+    }
+  }
+
+  /** GET /builds: every build, building or ready. */
+  async builds() {
+    return (await this.request('GET', '/builds')).builds;
+  }
+
+  /** GET /builds/{key}; rejects with 404 unknown_build when there is none. */
+  buildInfo(key) {
+    return this.request('GET', buildPath(key));
+  }
+
+  /** DELETE /builds/{key}: the next build(key) builds it again. */
+  async discardBuild(key) {
+    await this.request('DELETE', buildPath(key));
+  }
+}
+
+function buildPath(key) {
+  return `/builds/${encodeURIComponent(key)}`;
+}
+
+/** build(), as the builder: migrate, then finish; discard the build when either fails. */
+async function runBuild(client, key, path, migrate) {
+  const base = buildPath(key);
+  try {
+    await migrate(path);
+  } catch (err) {
+    await client.request('DELETE', base).catch(() => {});
+    throw err;
+  }
+  try {
+    await client.request('POST', `${base}/finish`, { timeoutMs: Math.max(client.timeoutMs, BUILD_FINISH_TIMEOUT_MS) });
+  } catch (err) {
+    // Nobody will finish it: discard it rather than keep the others
+    // waiting until its lease runs out. (No answer at all: it may have
+    // been finished; the lease settles it.)
+    if (err?.status >= 400 && err.code !== 'unknown_build') await client.request('DELETE', base).catch(() => {});
+    throw err;
+  }
+}
+
+/**
+ * build(), as a waiter: long polls until the build is ready (true) or
+ * discarded (false, its builder failed); LarderTimeout past `deadline`.
+ */
+async function awaitBuild(client, key, deadline, timeoutMs) {
+  let last;
+  for (;;) {
+    const left = deadline - Date.now();
+    if (left <= 0) {
+      throw new LarderTimeout(`build ${key}: another client is still building it after ${timeoutMs} ms`, {
+        status: 408,
+        code: 'timeout',
+        details: { key, ...(last?.details ?? {}) },
+        cause: last,
+      });
+    }
+    const wait = Math.min(left, BUILD_POLL_MS);
+    try {
+      await client.request('GET', buildPath(key), {
+        query: { wait: 'ready', timeout_ms: wait },
+        timeoutMs: wait + WAIT_MARGIN_MS,
+        timeoutClass: true,
+      });
+      return true;
+    } catch (err) {
+      if (err?.status === 404 && err.code === 'unknown_build') return false;
+      if (!(err instanceof LarderTimeout)) throw err;
+      last = err;
+    }
   }
 }
 
