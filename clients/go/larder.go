@@ -5,12 +5,16 @@
 // (LARDER_URL, default http://127.0.0.1:7464, with the bearer token
 // LARDER_TOKEN when set); Client.CreateStore makes a store, and the Store's
 // methods count, wait for, query, load, migrate, reset, diff, download, keep
-// and delete it. StoreForTest gives a test its own store, deleted after a
-// pass and kept, with its artifact saved, after a failure.
+// and delete it. Client.Build has the application's own migrator build a
+// template database once per key, of which stores are then copies.
+// StoreForTest gives a test its own store, deleted after a pass and kept,
+// with its artifact saved, after a failure.
 //
 // Every method takes a context: cancel it or give it a deadline to bound a
 // call (the client itself sets no overall time limit, since a wait may
-// legitimately take as long as its timeout).
+// legitimately take as long as its timeout; a Client.HTTPClient with a
+// Timeout gets that Timeout on top of the wait for a request the server
+// holds).
 package larder
 
 import (
@@ -25,6 +29,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 )
 
 // DefaultURL is the server address used when neither New's url nor
@@ -118,6 +123,12 @@ func (c *Client) endpoint(path string, query url.Values) string {
 // send makes one request and returns the response when its status is 2xx;
 // the caller closes its body. Any other status is returned as an *Error.
 func (c *Client) send(ctx context.Context, method, path string, query url.Values, body any) (*http.Response, error) {
+	return c.sendWaiting(ctx, method, path, query, body, 0)
+}
+
+// sendWaiting is send for a request that the server may hold for up to wait
+// before answering (a long poll): see httpClient.
+func (c *Client) sendWaiting(ctx context.Context, method, path string, query url.Values, body any, wait time.Duration) (*http.Response, error) {
 	var reader io.Reader
 	if body != nil {
 		data, err := json.Marshal(body)
@@ -137,11 +148,7 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	httpClient := c.HTTPClient
-	if httpClient == nil {
-		httpClient = http.DefaultClient
-	}
-	resp, err := httpClient.Do(req)
+	resp, err := c.httpClient(wait).Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("larder: %s %s: %w", method, path, err)
 	}
@@ -152,10 +159,32 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	return resp, nil
 }
 
+// httpClient is the HTTP client for a request that the server may hold for
+// up to wait: HTTPClient (http.DefaultClient when nil), or, when that has a
+// Timeout, a copy of it (same transport) whose Timeout is longer by wait, so
+// that a long poll is not cut off before the server answers it.
+func (c *Client) httpClient(wait time.Duration) *http.Client {
+	hc := c.HTTPClient
+	if hc == nil {
+		return http.DefaultClient
+	}
+	if wait <= 0 || hc.Timeout <= 0 {
+		return hc
+	}
+	longer := *hc
+	longer.Timeout += wait
+	return &longer
+}
+
 // call makes one JSON request and decodes the JSON answer into out (unless
 // out is nil or the answer has no body).
 func (c *Client) call(ctx context.Context, method, path string, query url.Values, body, out any) error {
-	resp, err := c.send(ctx, method, path, query, body)
+	return c.callWaiting(ctx, method, path, query, body, out, 0)
+}
+
+// callWaiting is call for a request that the server may hold for up to wait.
+func (c *Client) callWaiting(ctx context.Context, method, path string, query url.Values, body, out any, wait time.Duration) error {
+	resp, err := c.sendWaiting(ctx, method, path, query, body, wait)
 	if err != nil {
 		return err
 	}
@@ -187,8 +216,14 @@ type StoreOptions struct {
 	KeepSnapshotVersion bool
 	// Label names the store in listings and on the dashboard.
 	Label string
-	// Build is the key of a ready (or building) app-built template to copy.
+	// Build is the key of a ready (or building) app-built template to copy
+	// (see Client.Build); not with Template, Fixtures, Version, Snapshot or
+	// From.
 	Build string
+	// BuildTimeout, when positive, is how long the server waits while the
+	// Build is still building before it answers 408 "timeout" (sent as
+	// "timeout_ms"; the server's default is 30 s). Only with Build.
+	BuildTimeout time.Duration
 	// From is the id of a live store to fork.
 	From string
 	// TTLSeconds, when positive, is the store's time to live.
@@ -217,6 +252,9 @@ func (o StoreOptions) body() map[string]any {
 	if o.Build != "" {
 		b["build"] = o.Build
 	}
+	if o.BuildTimeout > 0 {
+		b["timeout_ms"] = milliseconds(o.BuildTimeout)
+	}
 	if o.From != "" {
 		b["from"] = o.From
 	}
@@ -226,10 +264,30 @@ func (o StoreOptions) body() map[string]any {
 	return b
 }
 
-// CreateStore makes a store (POST /stores).
+// serverWaitDefault is how long the server holds a wait that names no
+// timeout_ms.
+const serverWaitDefault = 30 * time.Second
+
+// milliseconds is d in whole milliseconds, at least 1, as timeout_ms takes it.
+func milliseconds(d time.Duration) int64 {
+	if ms := d.Milliseconds(); ms >= 1 {
+		return ms
+	}
+	return 1
+}
+
+// CreateStore makes a store (POST /stores). With Build, the server waits
+// while that build is still building (up to BuildTimeout, default 30 s).
 func (c *Client) CreateStore(ctx context.Context, opts StoreOptions) (*Store, error) {
+	var wait time.Duration
+	if opts.Build != "" {
+		wait = serverWaitDefault
+		if opts.BuildTimeout > 0 {
+			wait = opts.BuildTimeout
+		}
+	}
 	var info StoreInfo
-	if err := c.call(ctx, http.MethodPost, "/stores", nil, opts.body(), &info); err != nil {
+	if err := c.callWaiting(ctx, http.MethodPost, "/stores", nil, opts.body(), &info, wait); err != nil {
 		return nil, err
 	}
 	return c.newStore(info), nil

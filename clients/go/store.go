@@ -26,6 +26,7 @@ type StoreInfo struct {
 	Version   string            `json:"version"`
 	Snapshot  string            `json:"snapshot"`
 	Fixtures  []string          `json:"fixtures"`
+	Build     string            `json:"build"` // the key of the app-built template it copies
 	Label     string            `json:"label"`
 	Counts    map[string]int64  `json:"counts"`
 	CreatedAt time.Time         `json:"created_at"`
@@ -111,9 +112,10 @@ func (s *Store) Counts(ctx context.Context, tables ...string) (map[string]int64,
 }
 
 // TimeoutError is what Wait returns when its condition did not hold within
-// the timeout (the server's 408 "timeout" to a wait). Counts are the last
-// counts the server saw. Detect it with errors.As; it unwraps to the
-// server's *Error.
+// the timeout (the server's 408 "timeout" to a wait), and what Client.Build
+// returns when another caller's build was not ready in time (Condition
+// "build KEY ready", no Counts). Counts are the last counts the server saw.
+// Detect it with errors.As; it unwraps to the server's *Error.
 type TimeoutError struct {
 	Condition string
 	Timeout   time.Duration
@@ -122,6 +124,9 @@ type TimeoutError struct {
 }
 
 func (e *TimeoutError) Error() string {
+	if len(e.Counts) == 0 {
+		return fmt.Sprintf("larder: %q did not hold within %v", e.Condition, e.Timeout)
+	}
 	keys := make([]string, 0, len(e.Counts))
 	for k := range e.Counts {
 		keys = append(keys, k)
@@ -143,15 +148,13 @@ func (e *TimeoutError) Unwrap() error { return e.Err }
 // leaves the limit to the server's default.
 func (s *Store) Wait(ctx context.Context, condition string, timeout time.Duration) (map[string]int64, error) {
 	q := url.Values{"wait": {condition}}
+	wait := serverWaitDefault
 	if timeout > 0 {
-		ms := timeout.Milliseconds()
-		if ms < 1 {
-			ms = 1
-		}
-		q.Set("timeout_ms", strconv.FormatInt(ms, 10))
+		q.Set("timeout_ms", strconv.FormatInt(milliseconds(timeout), 10))
+		wait = timeout
 	}
 	var a countsAnswer
-	err := s.client.call(ctx, http.MethodGet, s.path("/counts"), q, nil, &a)
+	err := s.client.callWaiting(ctx, http.MethodGet, s.path("/counts"), q, nil, &a, wait)
 	var e *Error
 	if errors.As(err, &e) && e.Status == http.StatusRequestTimeout && e.Code == "timeout" {
 		t := &TimeoutError{Condition: condition, Timeout: timeout, Counts: map[string]int64{}, Err: e}
