@@ -12,7 +12,12 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.TimeUnit;
 
 /**
  * A client of a Larder server.
@@ -20,6 +25,9 @@ import java.util.Map;
  * <pre>{@code
  * Larder larder = Larder.fromEnvironment();            // LARDER_URL, LARDER_TOKEN
  * Store store = larder.createStore(StoreOptions.forTemplate("gallery").fixtures("artists"));
+ *
+ * String key = larder.build("schema-" + hashOfMigrations, path -> runMyMigrator("jdbc:sqlite:" + path));
+ * Store copy = larder.createStore(StoreOptions.create().build(key));
  * }</pre>
  *
  * Thread-safe; share one instance. Every failure is a {@link LarderException} (unchecked).
@@ -28,7 +36,16 @@ public final class Larder {
     /** Where the server listens unless {@code LARDER_URL} says otherwise. */
     public static final String DEFAULT_URL = "http://127.0.0.1:7464";
 
+    /** How long {@link #build(String, BuildStep)} waits for another caller's build unless told otherwise. */
+    public static final Duration DEFAULT_BUILD_TIMEOUT = Duration.ofMinutes(5);
+
     static final Duration DEFAULT_REQUEST_TIMEOUT = Duration.ofSeconds(120);
+
+    /** The longest single long poll of a build (the server's default wait; its limit is higher). */
+    private static final long BUILD_POLL_MS = 30_000;
+
+    /** How many times a finish that answers 409 {@code conflict} is tried, Retry-After apart. */
+    private static final int FINISH_ATTEMPTS = 3;
 
     private final String url;
     private final String token;
@@ -83,11 +100,14 @@ public final class Larder {
         return Json.asObject(call("GET", "/templates", null, Duration.ZERO), "templates");
     }
 
-    /** {@code POST /stores}: a new store as {@code options} describe. */
+    /**
+     * {@code POST /stores}: a new store as {@code options} describe. A store of a build that is still
+     * running waits for it on the server ({@link StoreOptions#buildTimeout}); the request's time limit
+     * grows by as much.
+     */
     public Store createStore(StoreOptions options) {
-        Map<String, Object> info = Json.asObject(
-                call("POST", "/stores", (options == null ? StoreOptions.create() : options).toJson(), Duration.ZERO),
-                "store");
+        StoreOptions o = options == null ? StoreOptions.create() : options;
+        Map<String, Object> info = Json.asObject(call("POST", "/stores", o.toJson(), o.serverWait()), "store");
         return new Store(this, info);
     }
 
@@ -104,6 +124,186 @@ public final class Larder {
     /** {@code GET /stores/{id}}: an existing store (404 {@code store_not_found} when there is none). */
     public Store store(String id) {
         return new Store(this, Json.asObject(call("GET", storePath(id), null, Duration.ZERO), "store"));
+    }
+
+    // ---------------------------------------------------------------- app-built templates
+
+    /**
+     * Makes sure the app-built template {@code key} exists, building it with {@code migrate} when no one
+     * has, and answers {@code key}, for {@code createStore(StoreOptions.create().build(key))}. As
+     * {@link #build(String, String, Duration, BuildStep)} without a label, waiting at most
+     * {@link #DEFAULT_BUILD_TIMEOUT} for another caller's build.
+     */
+    public String build(String key, BuildStep migrate) {
+        return build(key, null, DEFAULT_BUILD_TIMEOUT, migrate);
+    }
+
+    /**
+     * Makes sure the app-built template {@code key} exists and answers {@code key}. The key is your
+     * fingerprint of what goes into the template (e.g. a hash of the migration files):
+     * {@code [A-Za-z0-9._-]{1,128}}.
+     *
+     * <ul>
+     * <li>{@code POST /builds}: when the build is ready, that is all.
+     * <li>When this caller is the one to build it, {@code migrate} runs on the (empty) file; then
+     *     {@code POST /builds/{key}/finish} checks and freezes it (a 409 {@code conflict}, a connection
+     *     still writing, is tried again a few times). If {@code migrate} throws, or the finish fails, the
+     *     build is discarded ({@code DELETE /builds/{key}}, whose own failure is ignored) so that the next
+     *     caller builds it again, and the failure is thrown: a {@code RuntimeException} or {@code Error}
+     *     from {@code migrate} as it is, a checked exception wrapped in a {@link LarderException} (status
+     *     0, code {@code build_failed}, the exception as its cause).
+     * <li>When another caller is building it, waits ({@code GET /builds/{key}?wait=ready}) until it is
+     *     ready; when that builder fails instead (or its lease runs out), starts over, and this caller may
+     *     then build it.
+     * </ul>
+     *
+     * Many threads or processes may call this at once with the same key: {@code migrate} runs once.
+     *
+     * @param label   a label for the build (null for none)
+     * @param timeout how long to wait for another caller's build (null: {@link #DEFAULT_BUILD_TIMEOUT});
+     *                it does not bound this caller's own {@code migrate}
+     * @throws LarderTimeoutException when another caller's build is not ready within {@code timeout}
+     * @throws LarderException        status 400 for a key that is not allowed, and the server's other errors
+     */
+    public String build(String key, String label, Duration timeout, BuildStep migrate) {
+        Objects.requireNonNull(key, "key");
+        Objects.requireNonNull(migrate, "migrate");
+        Duration limit = timeout == null ? DEFAULT_BUILD_TIMEOUT : timeout.isNegative() ? Duration.ZERO : timeout;
+        long deadline = System.nanoTime() + limit.toNanos();
+        Map<String, Object> body = new LinkedHashMap<>();
+        body.put("key", key);
+        if (label != null) body.put("label", label);
+        while (true) {
+            HttpResponse<String> response = sendJson("POST", "/builds", body, Duration.ZERO);
+            BuildInfo claimed = BuildInfo.from(Json.asObject(parse(response, "POST", "/builds"), "build"));
+            switch (response.statusCode()) {
+                case 200:
+                    return key;
+                case 201:
+                    buildAndFinish(key, claimed, migrate);
+                    return key;
+                case 202:
+                    if (awaitBuild(key, deadline, limit)) return key;
+                    continue; // its builder failed: claim it again, perhaps to build it here
+                default:
+                    throw new LarderException(response.statusCode(), "bad_response",
+                            "POST /builds answered " + response.statusCode() + ", not 200, 201 or 202", Map.of());
+            }
+        }
+    }
+
+    /** {@code GET /builds}: every build, building or ready. */
+    public List<BuildInfo> builds() {
+        Map<String, Object> answer = Json.asObject(call("GET", "/builds", null, Duration.ZERO), "builds");
+        List<BuildInfo> builds = new ArrayList<>();
+        for (Object b : Json.asList(answer.get("builds"), "builds")) builds.add(BuildInfo.from(Json.asObject(b, "build")));
+        return List.copyOf(builds);
+    }
+
+    /** {@code GET /builds/{key}}: one build (404 {@code unknown_build} when there is none). */
+    public BuildInfo buildInfo(String key) {
+        return BuildInfo.from(Json.asObject(call("GET", buildPath(key), null, Duration.ZERO), "build"));
+    }
+
+    /**
+     * {@code DELETE /builds/{key}}: discards a build, ready or building (its waiters then start over); the
+     * next {@link #build} of the key builds it again. Stores already made of it stay.
+     *
+     * @throws LarderException 404 {@code unknown_build} when there is none
+     */
+    public void discardBuild(String key) {
+        call("DELETE", buildPath(key), null, Duration.ZERO);
+    }
+
+    /** This caller builds: runs {@code migrate} on the build's file, then finishes it; discards it on any failure. */
+    private void buildAndFinish(String key, BuildInfo claimed, BuildStep migrate) {
+        if (claimed.path() == null) {
+            LarderException e = new LarderException(0, "bad_response",
+                    "POST /builds answered 201 for '" + key + "' without a path", Map.of("key", key));
+            discardQuietly(key, e);
+            throw e;
+        }
+        try {
+            migrate.run(claimed.path());
+        } catch (RuntimeException | Error e) {
+            discardQuietly(key, e);
+            throw e;
+        } catch (Exception e) {
+            LarderException failure = new LarderException(0, "build_failed",
+                    "building '" + key + "' failed: " + e, Map.of("key", key), e);
+            discardQuietly(key, failure);
+            if (e instanceof InterruptedException) Thread.currentThread().interrupt();
+            throw failure;
+        }
+        String path = buildPath(key) + "/finish";
+        for (int attempt = 1; ; attempt++) {
+            HttpResponse<String> response;
+            try {
+                response = sendJson("POST", path, null, Duration.ZERO);
+                if (response.statusCode() == 409 && attempt < FINISH_ATTEMPTS) {
+                    sleepSeconds(response.headers().firstValue("Retry-After").orElse("1"), "POST " + path);
+                    continue;
+                }
+                parse(response, "POST", path);
+                return;
+            } catch (LarderException e) {
+                discardQuietly(key, e);
+                throw e;
+            }
+        }
+    }
+
+    /**
+     * Long polls until another caller's build is ready (true) or gone (false: discarded, its builder
+     * failed or its lease ran out).
+     */
+    private boolean awaitBuild(String key, long deadline, Duration limit) {
+        while (true) {
+            long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+            if (left <= 0) {
+                throw new LarderTimeoutException(408, "timeout", "build '" + key + "' is still being built by another caller after "
+                        + limit.toMillis() + " ms", Map.of("key", key, "timeout_ms", limit.toMillis()));
+            }
+            long ms = Math.min(left, BUILD_POLL_MS);
+            try {
+                Object answer = call("GET", buildPath(key) + "?wait=ready&timeout_ms=" + ms, null, Duration.ofMillis(ms));
+                if (BuildInfo.from(Json.asObject(answer, "build")).isReady()) return true;
+            } catch (LarderException e) {
+                if (e.status() == 404 && "unknown_build".equals(e.code())) return false;
+                if (!(e.status() == 408 && "timeout".equals(e.code()))) throw e;
+            }
+        }
+    }
+
+    /** {@code DELETE /builds/{key}} after a failed build; its own failure only joins {@code failure} as suppressed. */
+    private void discardQuietly(String key, Throwable failure) {
+        boolean interrupted = Thread.interrupted(); // an interrupted thread still discards
+        try {
+            discardBuild(key);
+        } catch (LarderException e) {
+            if (!(e.status() == 404 && "unknown_build".equals(e.code()))) failure.addSuppressed(e);
+        } finally {
+            if (interrupted) Thread.currentThread().interrupt();
+        }
+    }
+
+    private static void sleepSeconds(String retryAfter, String what) {
+        long seconds;
+        try {
+            seconds = Math.max(0, Math.min(10, Long.parseLong(retryAfter.trim())));
+        } catch (NumberFormatException e) {
+            seconds = 1;
+        }
+        try {
+            Thread.sleep(TimeUnit.SECONDS.toMillis(seconds));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new LarderException(0, "interrupted", what + " was interrupted", Map.of(), e);
+        }
+    }
+
+    static String buildPath(String key) {
+        return "/builds/" + encode(key);
     }
 
     // ---------------------------------------------------------------- HTTP
@@ -132,8 +332,17 @@ public final class Larder {
 
     /** One JSON call; answers the parsed body (null for an empty one), or throws the server's error. */
     Object call(String method, String path, Object body, Duration extraTimeout) {
-        HttpResponse<String> response = send(request(method, path, body, extraTimeout),
+        return parse(sendJson(method, path, body, extraTimeout), method, path);
+    }
+
+    /** One JSON request; answers the response, whatever its status. */
+    private HttpResponse<String> sendJson(String method, String path, Object body, Duration extraTimeout) {
+        return send(request(method, path, body, extraTimeout),
                 HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8), method, path);
+    }
+
+    /** The parsed body of a 2xx response (null for an empty one), or the server's error thrown. */
+    private static Object parse(HttpResponse<String> response, String method, String path) {
         if (response.statusCode() / 100 != 2) throw error(response.statusCode(), response.body());
         String text = response.body();
         if (text == null || text.isBlank()) return null;

@@ -1,5 +1,6 @@
 package dev.larder;
 
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
@@ -16,6 +17,9 @@ import java.util.Map;
  * }</pre>
  */
 public final class StoreOptions {
+    /** The server's {@code timeout_ms} for a store of a build when none is sent. */
+    static final long DEFAULT_BUILD_WAIT_MS = 30_000;
+
     private String template;
     private List<String> fixtures;
     private String version;
@@ -25,6 +29,7 @@ public final class StoreOptions {
     private String build;
     private String from;
     private Integer ttlSeconds;
+    private Duration buildTimeout;
 
     private StoreOptions() {}
 
@@ -78,9 +83,23 @@ public final class StoreOptions {
         return this;
     }
 
-    /** The key of an app-built template ({@code POST /builds}); not with template or from. */
+    /**
+     * The key of an app-built template ({@link Larder#build(String, BuildStep)}, {@code POST /builds}): the
+     * store is a copy of it. While that build is still running the server waits for it (see
+     * {@link #buildTimeout}). Not with template, snapshot, version or from.
+     */
     public StoreOptions build(String build) {
         this.build = build;
+        return this;
+    }
+
+    /**
+     * With {@link #build}: how long the server waits while the build is still running (JSON field
+     * {@code timeout_ms}; the server's default is 30 s, its limit 300 s unless configured), then answers
+     * 408 {@code timeout}. The request's own time limit is extended by as much.
+     */
+    public StoreOptions buildTimeout(Duration timeout) {
+        this.buildTimeout = timeout;
         return this;
     }
 
@@ -117,6 +136,13 @@ public final class StoreOptions {
         return label;
     }
 
+    /** How long the server may hold the request waiting for a build (0 without one): added to the request's time limit. */
+    Duration serverWait() {
+        if (build == null) return Duration.ZERO;
+        if (buildTimeout == null) return Duration.ofMillis(DEFAULT_BUILD_WAIT_MS);
+        return buildTimeout.isNegative() ? Duration.ZERO : buildTimeout;
+    }
+
     /** The request body: only the fields that were set. */
     Map<String, Object> toJson() {
         Map<String, Object> body = new LinkedHashMap<>();
@@ -128,6 +154,7 @@ public final class StoreOptions {
         if (build != null) body.put("build", build);
         if (from != null) body.put("from", from);
         if (ttlSeconds != null) body.put("ttl_seconds", ttlSeconds);
+        if (buildTimeout != null) body.put("timeout_ms", Math.max(0, buildTimeout.toMillis()));
         return body;
     }
 
