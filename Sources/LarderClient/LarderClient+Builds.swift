@@ -30,8 +30,9 @@ extension LarderClient {
     /// for ``createStore(template:fixtures:version:snapshot:label:build:from:ttlSeconds:buildTimeout:)``.
     /// The first caller of a key runs `migrate` on the file the server gives
     /// (open it with your own driver, migrate, close it), then finishes the
-    /// build; when `migrate` throws, the build is discarded and the error
-    /// rethrown. Every other caller waits until it is ready; if its builder
+    /// build; when `migrate` throws, or the server refuses to finish (a
+    /// connection still writing the file after a few tries, a corrupt file),
+    /// the build is discarded and the error rethrown. Every other caller waits until it is ready; if its builder
     /// gave up meanwhile, the wait starts over, and this caller may build.
     ///
     ///     let key = try await larder.build(key: "grdb-" + migrationsDigest) { path in
@@ -54,11 +55,13 @@ extension LarderClient {
             if let path = claim.path {
                 do {
                     try await migrate(path)
+                    try await finishBuild(key: key)
                 } catch {
-                    try? await discardBuild(key: key)
+                    // A migrator that failed, or a file the server refused: no one
+                    // should wait for this build until its lease runs out.
+                    if (error as? LarderError)?.code != "unknown_build" { try? await discardBuild(key: key) }
                     throw error
                 }
-                try await finishBuild(key: key)
                 return key
             }
             // Another caller builds it: wait, in polls of at most 30 s.

@@ -89,6 +89,24 @@ final class BuildHelperTests: XCTestCase {
         try await larder.discardBuild(key: key)
     }
 
+    func testAFileTheServerRefusesToFinishIsDiscarded() async throws {
+        let key = uniqueKey("refused")
+        do {
+            try await larder.build(key: key) { path in
+                try Data("not a database at all, but long enough to look like a page of one".utf8).write(to: URL(fileURLWithPath: path))
+            }
+            XCTFail("the server refuses to finish it")
+        } catch let error as LarderError {
+            XCTAssertEqual(error.status, 422, error.description)
+        }
+        do {
+            _ = try await larder.buildInfo(key: key)
+            XCTFail("the refused build is discarded")
+        } catch let error as LarderError {
+            XCTAssertEqual(error.code, "unknown_build")
+        }
+    }
+
     func testBadKeysAndUnknownBuildsAreTheServersErrors() async throws {
         do {
             try await larder.build(key: "bad key!") { _ in XCTFail("never runs") }
