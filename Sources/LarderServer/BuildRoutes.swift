@@ -48,7 +48,7 @@ enum BuildRoutes {
             return .now(json(200, render(s, info)))
         }
         guard wait == "ready" else { throw LarderError.badRequest("'wait' can only be 'ready', not '\(wait)'") }
-        let timeout = try request.queryInt("timeout_ms", in: 0...s.configuration.waitTimeoutMaxMs) ?? min(30_000, s.configuration.waitTimeoutMaxMs)
+        let timeout = try request.waitTimeoutMs(s.configuration)
         guard info.state == .building else { return .now(json(200, render(s, info))) }
         return .whenReady { respond in
             s.builds.whenReady(key, timeoutMs: timeout) { result in
@@ -72,7 +72,7 @@ enum BuildRoutes {
             return json(201, try StoreRoutes.render(s, store, counts: provenance.counts))
         }
         if !s.builds.isBuilding(key) { return .now(try make(try s.builds.entry(key))) }
-        let timeout = timeoutMs ?? min(30_000, s.configuration.waitTimeoutMaxMs)
+        let timeout = timeoutMs ?? s.configuration.defaultWaitTimeoutMs
         return .whenReady { respond in
             s.builds.whenReady(key, timeoutMs: timeout) { result in
                 switch result {

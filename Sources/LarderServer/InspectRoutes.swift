@@ -12,7 +12,7 @@ enum InspectRoutes {
             return .now(json(200, ["counts": JSONValue(counts: try tables.map { t in try store.withReader { try Inspector.counts($0, tables: t) } } ?? store.counts())]))
         }
         let conditions = try CountCondition.parseList(waitText)
-        let timeout = try request.queryInt("timeout_ms", in: 0...s.configuration.waitTimeoutMaxMs) ?? min(30_000, s.configuration.waitTimeoutMaxMs)
+        let timeout = try request.waitTimeoutMs(s.configuration)
         // Unknown tables are a 400 now, not a timeout later.
         _ = try store.withReader { try Inspector.counts($0, tables: Array(Set(conditions.map(\.table) + (tables ?? [])))) }
         let waitDescription = conditions.map(\.description).joined(separator: ",")

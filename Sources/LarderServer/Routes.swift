@@ -63,6 +63,11 @@ extension Request {
         return value
     }
 
+    /// A long poll's `timeout_ms`: within `--wait-timeout-max-ms`, the default when absent.
+    func waitTimeoutMs(_ configuration: Configuration) throws -> Int {
+        try queryInt("timeout_ms", in: 0...configuration.waitTimeoutMaxMs) ?? configuration.defaultWaitTimeoutMs
+    }
+
     /// Refuses query parameters a route does not know.
     func checkQuery(allowed: Set<String>) throws {
         if let unknown = query.first(where: { !allowed.contains($0.name) }) {

@@ -154,14 +154,17 @@ public final class StoreRegistry: Sendable {
 
     /// A new id: `st_` and 128 random bits in hex, never one in use.
     func newID() -> String {
-        var generator = SystemRandomNumberGenerator()
         while true {
-            let a = generator.next() as UInt64, b = generator.next() as UInt64
-            let hex = String(a, radix: 16).leftPadded(16) + String(b, radix: 16).leftPadded(16)
-            let id = "st_" + hex
+            let id = "st_" + StoreRegistry.randomHex()
             // (A clash in building/ is caught by mkdir's EEXIST.)
             if !FileSystem.exists(storesDirectory + "/" + id) { return id }
         }
+    }
+
+    /// 128 random bits in hex (32 digits).
+    static func randomHex() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return String(generator.next() as UInt64, radix: 16).leftPadded(16) + String(generator.next() as UInt64, radix: 16).leftPadded(16)
     }
 
     public var count: Int { live.withLock { $0.stores.count } }

@@ -48,6 +48,9 @@ public struct Configuration: Sendable {
 
     public init() {}
 
+    /// How long a wait waits when the request does not say: 30 s, within `--wait-timeout-max-ms`.
+    public var defaultWaitTimeoutMs: Int { min(30_000, waitTimeoutMaxMs) }
+
     /// One setting: its name (the flag without `--`), what it does, and how
     /// it is read from text and shown. The table below is the one list of
     /// settings: the command line, the environment and the README test read it.

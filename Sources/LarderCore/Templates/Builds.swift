@@ -93,9 +93,7 @@ public final class Builds: Sendable {
     /// Keys are the client's fingerprint of what goes into its template:
     /// 1 to 128 of `A-Z a-z 0-9 . _ -`.
     public static func check(key: String) throws {
-        guard (1...128).contains(key.utf8.count), key.utf8.allSatisfy({ b in
-            (b >= 0x30 && b <= 0x39) || (b | 0x20 >= 0x61 && b | 0x20 <= 0x7A) || b == 0x2E || b == 0x5F || b == 0x2D
-        }) else {
+        guard (1...128).contains(key.utf8.count), key.utf8.allSatisfy(Catalog.isNameByte) else {
             throw LarderError(.badRequest, "a build key is 1 to 128 of the characters A-Z a-z 0-9 . _ - (a hash of the migrations, say), not '\(key)'",
                               details: [("key", .string(key))])
         }
@@ -119,14 +117,15 @@ public final class Builds: Sendable {
             if let b = s.building[key] { return .answer(.building(info(b, path: false))) }
             if let entry = cache.peek(entryKey(key)) { return .answer(.ready(info(entry))) }
             let now = Timestamp.now
-            let b = Building(key: key, label: label, directory: directory + "/" + Builds.randomName(),
+            let b = Building(key: key, label: label, directory: directory + "/" + StoreRegistry.randomHex(),
                              startedAt: now, expiresAt: Timestamp(seconds: now.seconds + lease.seconds), deadline: .now + lease)
             s.building[key] = b
             return .start(b)
         }
-        guard case .start(let b) = step else {
-            if case .answer(let claim) = step { return claim }
-            fatalError("unreachable")
+        let b: Building
+        switch step {
+        case .answer(let claim): return claim
+        case .start(let started): b = started
         }
         do {
             try FileSystem.makeDirectory(b.directory)
@@ -198,7 +197,7 @@ public final class Builds: Sendable {
             throw LarderError(.badRequest, "build '\(b.key)' has no database at \(registry.clientPath(b.path)) any more (removed, or replaced by a link)",
                               details: [("key", .string(b.key))])
         }
-        let copy = registry.temporaryDirectory + "/build-" + Builds.randomName() + ".sqlite"
+        let copy = registry.temporaryDirectory + "/build-" + StoreRegistry.randomHex() + ".sqlite"
         defer { FileSystem.removeDatabase(copy) }
         do {
             // What the builder put in (triggers, views) is the client's: hardened and time-limited.
@@ -363,14 +362,4 @@ public final class Builds: Sendable {
                     label: about?["label"]?.stringValue, startedAt: time("started_at"), finishedAt: time("finished_at"),
                     version: entry.version, counts: entry.counts, sizeBytes: entry.size)
     }
-
-    static func randomName() -> String {
-        var generator = SystemRandomNumberGenerator()
-        return String(generator.next() as UInt64, radix: 16).leftPadded(16) + String(generator.next() as UInt64, radix: 16).leftPadded(16)
-    }
-}
-
-extension Duration {
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-    var dispatch: DispatchTimeInterval { .milliseconds(Int((seconds * 1000).rounded(.up))) }
 }

@@ -58,9 +58,12 @@ public final class Catalog: @unchecked Sendable {
     static func isSafeName(_ name: String) -> Bool {
         // Bytes, not Characters: this runs on every request, and Unicode
         // properties cost more than the rest of the lookup.
-        !name.isEmpty && !name.hasPrefix(".") && name.utf8.count <= 255 && name.utf8.allSatisfy { b in
-            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x5F || b == 0x2D || b == 0x2E
-        }
+        !name.isEmpty && !name.hasPrefix(".") && name.utf8.count <= 255 && name.utf8.allSatisfy(isNameByte)
+    }
+
+    /// `A-Z a-z 0-9 . _ -`: what template names and build keys are made of.
+    static func isNameByte(_ b: UInt8) -> Bool {
+        (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x5F || b == 0x2D || b == 0x2E
     }
 
     /// Template names, sorted.
