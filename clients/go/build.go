@@ -53,17 +53,12 @@ type BuildInfo struct {
 
 // UnmarshalJSON fills the named fields and Raw.
 func (i *BuildInfo) UnmarshalJSON(data []byte) error {
-	type plain BuildInfo
+	type plain BuildInfo // without this method, so no recursion
 	var p plain
-	if err := json.Unmarshal(data, &p); err != nil {
+	if err := unmarshalWithRaw(data, &p, &p.Raw); err != nil {
 		return err
 	}
-	var raw map[string]any
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return err
-	}
-	*i = BuildInfo(p)
-	i.Raw = raw
+	*i = BuildInfo(p) // all or nothing: a failed decode leaves i as it was
 	return nil
 }
 

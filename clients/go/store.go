@@ -39,18 +39,22 @@ type StoreInfo struct {
 
 // UnmarshalJSON fills the named fields and Raw.
 func (i *StoreInfo) UnmarshalJSON(data []byte) error {
-	type plain StoreInfo
+	type plain StoreInfo // without this method, so no recursion
 	var p plain
-	if err := json.Unmarshal(data, &p); err != nil {
+	if err := unmarshalWithRaw(data, &p, &p.Raw); err != nil {
 		return err
 	}
-	var raw map[string]any
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return err
-	}
-	*i = StoreInfo(p)
-	i.Raw = raw
+	*i = StoreInfo(p) // all or nothing: a failed decode leaves i as it was
 	return nil
+}
+
+// unmarshalWithRaw decodes the JSON object data into fields (a pointer to
+// an info struct's method-less twin) and, whole, into raw.
+func unmarshalWithRaw(data []byte, fields any, raw *map[string]any) error {
+	if err := json.Unmarshal(data, fields); err != nil {
+		return err
+	}
+	return json.Unmarshal(data, raw)
 }
 
 // Store is one store of the server. ID and Path do not change; Info is the
