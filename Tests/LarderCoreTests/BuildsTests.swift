@@ -247,4 +247,21 @@ final class BuildsTests: XCTestCase {
         XCTAssertEqual(try builds.info("link").state, .building)
         XCTAssertEqual(builds.list().filter { $0.state == .ready }.count, 0, "another store's file never becomes a build")
     }
+
+    func testFinishingIsTimeLimitedAndATimeoutLeavesTheBuildBuilding() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch) { $0.operationTimeoutMs = 1 }
+        let builds = try builds(core)
+        let file = try XCTUnwrap(path(try builds.claim(key: "slow", label: nil)))
+        do {
+            let db = try Connection(path: file, mode: .readWrite)
+            try db.execute("CREATE TABLE t (x TEXT); CREATE INDEX t_x ON t (x)")
+            try db.transaction {
+                for i in 0..<50_000 { try db.run("INSERT INTO t VALUES (?)", [.text("row \(i)")]) }
+            }
+        }
+        XCTAssertLarderError(.timeout, try builds.finish("slow")) { XCTAssertTrue($0.message.contains("finishing build 'slow'"), $0.message) }
+        XCTAssertEqual(try builds.info("slow").state, .building)
+        XCTAssertEqual(FileSystem.entries(core.registry.temporaryDirectory).filter { $0.hasPrefix("build-") }, [], "no copy is left behind")
+    }
 }

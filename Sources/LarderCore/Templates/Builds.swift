@@ -197,6 +197,7 @@ public final class Builds: Sendable {
             throw LarderError(.badRequest, "build '\(b.key)' has no database at \(registry.clientPath(b.path)) any more (removed, or replaced by a link)",
                               details: [("key", .string(b.key))])
         }
+        let started = ContinuousClock.now
         let copy = registry.temporaryDirectory + "/build-" + StoreRegistry.randomHex() + ".sqlite"
         defer { FileSystem.removeDatabase(copy) }
         do {
@@ -219,14 +220,19 @@ public final class Builds: Sendable {
                 }
                 try source.backup(to: copy)
             }
-            let version: String?, counts: [(String, Int64)]
+            let (version, counts): (String?, [(String, Int64)])
             do {
+                // The copy holds the same client's tables: hardened, and within what is left of the same limit.
                 let db = try Connection(path: copy, mode: .readWrite)
                 try db.harden()
-                try db.execute("PRAGMA journal_mode=WAL")
-                counts = try Inspector.counts(db)
-                version = try Bookkeeping.read(db, preferring: nil).current
-                try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                let left = registry.operationTimeoutMs - Int((ContinuousClock.now - started).milliseconds)
+                (version, counts) = try db.limited(milliseconds: max(left, 1), "finishing build '\(b.key)'") {
+                    try db.execute("PRAGMA journal_mode=WAL")
+                    let counts = try Inspector.counts(db)
+                    let version = try Bookkeeping.read(db, preferring: nil).current
+                    try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    return (version, counts)
+                }
             }
             let about: JSONValue = ["key": .string(b.key), "label": JSONValue(b.label),
                                     "started_at": .double(b.startedAt.seconds), "finished_at": .double(Timestamp.now.seconds)]
