@@ -31,10 +31,14 @@ public struct SandboxPolicy: Sendable {
 
 /// State the C callbacks read through their user-data pointer. Every
 /// connection has one: the authorizer always notes transaction control (so
-/// scripts can skip a `.dump`'s own BEGIN/COMMIT without reading text), and
-/// refuses what the policy forbids only while untrusted SQL runs.
+/// scripts can skip a `.dump`'s own BEGIN/COMMIT without reading text),
+/// refuses denied functions on a hardened connection whoever's statement
+/// reaches them (a view or trigger a client planted fires inside Larder's
+/// own statements too), and refuses the rest of what the policy forbids
+/// only while untrusted SQL runs.
 final class Guard {
     var policy = SandboxPolicy()
+    var hardened = false
     var enforcing = false
     var refusal: String?
     var sawTransactionControl = false
@@ -43,6 +47,12 @@ final class Guard {
 
     func authorize(_ action: Int32, _ a: UnsafePointer<CChar>?, _ b: UnsafePointer<CChar>?) -> Int32 {
         if action == SQLITE_TRANSACTION { sawTransactionControl = true }
+        if action == SQLITE_FUNCTION, hardened || enforcing, let b {
+            let name = String(cString: b).lowercased()
+            guard policy.deniedFunctions.contains(name) else { return SQLITE_OK }
+            refusal = "the function \(name)()"
+            return SQLITE_DENY
+        }
         guard enforcing else { return SQLITE_OK }
         switch action {
         case SQLITE_ATTACH:
@@ -51,9 +61,6 @@ final class Guard {
             refusal = "DETACH"
         case SQLITE_TRANSACTION, SQLITE_SAVEPOINT:
             refusal = "transaction control (Larder runs the transaction)"
-        case SQLITE_FUNCTION:
-            guard let b, case let name = String(cString: b).lowercased(), policy.deniedFunctions.contains(name) else { return SQLITE_OK }
-            refusal = "the function \(name)()"
         case SQLITE_PRAGMA:
             let name = a.map { String(cString: $0).lowercased() } ?? ""
             if policy.readPragmas.contains(name) { return SQLITE_OK }
@@ -64,6 +71,31 @@ final class Guard {
         }
         return SQLITE_DENY
     }
+}
+
+/// One denied function's stand-in on a hardened connection: the name it
+/// refuses, and the guard that notes the refusal.
+private final class DeniedFunction {
+    let name: String
+    unowned let owner: Guard
+    init(name: String, owner: Guard) { self.name = name; self.owner = owner }
+}
+
+/// Called instead of a denied function wherever SQLite evaluates it (a
+/// CHECK constraint, an index expression or a generated column, which
+/// SQLite resolves when it reads the schema, without asking the
+/// authorizer): fails with SQLITE_AUTH and notes the refusal.
+private let refuseDeniedFunction: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = { context, _, _ in
+    guard let context, let data = sqlite3_user_data(context) else { return }
+    let denied = Unmanaged<DeniedFunction>.fromOpaque(data).takeUnretainedValue()
+    denied.owner.refusal = "the function \(denied.name)()"
+    sqlite3_result_error(context, "not authorized: \(denied.name)() reaches outside the database", -1)
+    sqlite3_result_error_code(context, SQLITE_AUTH)
+}
+
+private let releaseDeniedFunction: @convention(c) (UnsafeMutableRawPointer?) -> Void = { data in
+    guard let data else { return }
+    Unmanaged<DeniedFunction>.fromOpaque(data).release()
 }
 
 let guardAuthorizer: @convention(c) (
@@ -90,14 +122,27 @@ public func monotonicNanos() -> UInt64 {
 
 extension Connection {
     /// Makes the connection safe for a database whose contents a client
-    /// controls (triggers and views it planted): defensive mode, schema
-    /// functions only when innocuous, no extensions, no FTS3 tokenizer
-    /// pointers, no ATTACH, and size limits. Larder's own statements still
-    /// run; untrusted SQL goes through `untrusted`.
+    /// controls (triggers and views it planted): defensive mode, no
+    /// extensions, no FTS3 tokenizer pointers, no ATTACH, size limits, and
+    /// the denied functions refused wherever the schema uses them. Larder's
+    /// own statements still run; untrusted SQL goes through `untrusted`.
+    ///
+    /// The schema is trusted to call SQLite's built-in functions: Debian's
+    /// SQLite 3.40 does not mark the JSON functions innocuous, so with
+    /// `trusted_schema=0` a Django `JSONField` (`CHECK (JSON_VALID(...))`)
+    /// or a `json_extract` index makes the whole database unreadable. What
+    /// reaches outside the database is kept out by name instead, as SQLite
+    /// reports it: the authorizer refuses `deniedFunctions` in views and
+    /// triggers (resolved when the statement using them is prepared), and
+    /// each denied name is replaced on this connection by a function that
+    /// only refuses, for CHECK constraints, indexes and generated columns
+    /// (resolved when SQLite reads the schema, where no authorizer is asked).
+    /// Larder registers no functions of its own, so SQLite's built-ins are
+    /// all there is to call.
     public func harden(_ policy: SandboxPolicy = SandboxPolicy()) throws {
         let settings: [(Int32, Int32)] = [
             (SQLITE_DBCONFIG_DEFENSIVE, 1),
-            (SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0),
+            (SQLITE_DBCONFIG_TRUSTED_SCHEMA, 1),
             (SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0),
             (SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, 0),
             (SQLITE_DBCONFIG_ENABLE_TRIGGER, 1),
@@ -110,6 +155,15 @@ extension Connection {
         sqlite3_limit(handle, SQLITE_LIMIT_ATTACHED, 0)
         sqlite3_limit(handle, SQLITE_LIMIT_LENGTH, policy.maxLength)
         guardState.policy = policy
+        guardState.hardened = true
+        for name in policy.deniedFunctions {
+            // Every arity SQLite or FTS3 registers them with, and any other.
+            for arguments: Int32 in [-1, 0, 1, 2, 3] {
+                let denied = Unmanaged.passRetained(DeniedFunction(name: name, owner: guardState)).toOpaque()
+                let rc = sqlite3_create_function_v2(handle, name, arguments, SQLITE_UTF8, denied, refuseDeniedFunction, nil, nil, releaseDeniedFunction)
+                guard rc == SQLITE_OK else { throw SQLiteError(connection: handle, code: rc) }
+            }
+        }
     }
 
     /// Runs `body`, which prepares and runs SQL a client sent, with the

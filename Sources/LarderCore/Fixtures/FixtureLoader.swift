@@ -37,8 +37,20 @@ public enum FixtureLoader {
 
     public static func load(_ db: Connection, _ items: [Item]) throws {
         try db.transaction {
-            for item in items { try apply(db, item) }
+            for item in items {
+                do { try apply(db, item) } catch let error as LarderError where error.code != .forbiddenSQL {
+                    // Rows whose insert fires a trigger the client planted
+                    // that calls a denied function: the guard refused it.
+                    guard let refused = db.sandboxRefusal else { throw error }
+                    throw refusal(refused, item, statement: error.details.first { $0.0 == "statement" }?.1)
+                }
+            }
         }
+    }
+
+    static func refusal(_ refused: String, _ item: Item, statement: JSONValue?) -> LarderError {
+        LarderError(.forbiddenSQL, "refused: \(refused) is not allowed in fixture \(item.label)",
+                    details: [("fixture", .string(item.label)), ("refused", .string(refused)), ("statement", statement ?? .null)])
     }
 
     /// A fixture whose shape is wrong: a file's is fixture_failed, inline rows are a bad request.
@@ -80,11 +92,7 @@ public enum FixtureLoader {
             }
         } catch let error as SQLiteError {
             if case .sql = item {
-                if let refused = db.sandboxRefusal {
-                    throw LarderError(.forbiddenSQL, "refused: \(refused) is not allowed in fixture SQL",
-                                      details: [("fixture", .string(item.label)), ("refused", .string(refused)),
-                                                ("statement", JSONValue(error.statement))])
-                }
+                if let refused = db.sandboxRefusal { throw refusal(refused, item, statement: JSONValue(error.statement)) }
                 // The wrapper's refusal of text SQLite would misread (a NUL character).
                 if error.code == 21 /* SQLITE_MISUSE */ { throw LarderError(.badRequest, error.message, details: [("fixture", .string(item.label))]) }
             }
