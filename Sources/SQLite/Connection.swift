@@ -97,7 +97,12 @@ public final class Connection: @unchecked Sendable {
                     let rest = String(cString: cursor)
                     throw SQLiteError(connection: handle, code: rc, statement: Connection.firstStatementText(rest))
                 }
-                guard let stmt else { break } // only whitespace or comments left
+                guard let stmt else {
+                    // An empty statement (`;;`) or only whitespace and comments: go on after it.
+                    guard let tail, tail > cursor else { break }
+                    cursor = tail
+                    continue
+                }
                 let statement = Statement(handle: stmt, connection: self)
                 statement.isTransactionControl = guardState.sawTransactionControl
                 try refuseVacuumInto(statement)

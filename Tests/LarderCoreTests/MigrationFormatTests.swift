@@ -63,7 +63,7 @@ final class MigrationFormatTests: XCTestCase {
         let db = try scratch.database()
         try Migrator(set: set).migrate(db, to: nil)
         XCTAssertEqual(try rows(db, "SELECT version FROM schema_migrations ORDER BY version"), [["20240101000000"], ["20240202000000"]])
-        XCTAssertEqual(try rows(db, "SELECT sql FROM sqlite_schema WHERE name = 'schema_migrations'"), [["CREATE TABLE schema_migrations (version varchar(128) primary key)"]])
+        XCTAssertEqual(try rows(db, "SELECT sql FROM sqlite_schema WHERE name = 'schema_migrations'"), [["CREATE TABLE \"schema_migrations\" (version varchar(128) primary key)"]])
     }
 
     func testGooseStatementBlocksAndVersionTable() throws {
@@ -128,8 +128,7 @@ final class MigrationFormatTests: XCTestCase {
         let scratch = Scratch()
         let cases: [([String: String], String)] = [
             (["0001_a.sql": "SELECT 1;", "001_b.sql": "SELECT 2;"], "duplicate version 1"),
-            (["1_a.up.sql": "SELECT 1;"], "no matching down migration"),
-            (["1_a.down.sql": "SELECT 1;", "2_b.up.sql": "SELECT 1;", "2_b.down.sql": ""], "no matching up migration"),
+            (["1_a.up.sql": "SELECT 1;", "001_b.up.sql": "SELECT 1;"], "duplicate version 1"),
             (["V1__a.sql": "SELECT 1;", "1_b.up.sql": "SELECT 1;", "1_b.down.sql": ""], "mix formats"),
             (["abc.sql": "SELECT 1;"], "not named like"),
         ]
@@ -138,7 +137,7 @@ final class MigrationFormatTests: XCTestCase {
             XCTAssertLarderError(.migrationFailed, try MigrationSet.read(directory: dir)) { XCTAssertTrue($0.message.contains(message), $0.message) }
         }
         let goose = scratch.write(["00001_a.sql": "-- +goose Down\nDROP TABLE a;"], under: "goose")
-        XCTAssertLarderError(.migrationFailed, try MigrationSet.read(directory: goose, format: .goose)) { XCTAssertTrue($0.message.contains("no '-- +goose Up'"), $0.message) }
+        XCTAssertLarderError(.migrationFailed, try MigrationSet.read(directory: goose, format: .goose)) { XCTAssertTrue($0.message.contains("must start with '-- +goose Up'"), $0.message) }
     }
 
     func testRebuildingAParentTableKeepsCascadingChildren() throws {

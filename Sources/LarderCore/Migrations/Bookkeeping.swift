@@ -34,6 +34,15 @@ enum Bookkeeping {
         Set(try db.rows("SELECT name FROM pragma_table_info(?)", [.text(table)]).compactMap { $0.first?.string })
     }
 
+    /// A bookkeeping table's name in SQL as tools that put it in with `%s`
+    /// write it (golang-migrate, goose): bare when it is a plain identifier,
+    /// so the schema's text is theirs; quoted otherwise.
+    static func bare(_ table: String) -> String {
+        let plain = table.utf8.first.map { !(0x30...0x39).contains($0) } == true
+            && table.utf8.allSatisfy { Catalog.isNameByte($0) && $0 != 0x2E && $0 != 0x2D }
+        return plain ? table : quoteIdentifier(table)
+    }
+
     static func highest(_ versions: [String]) -> String? {
         versions.max(by: VersionOrder.less)
     }
@@ -49,17 +58,13 @@ enum Bookkeeping {
     /// The read-only readers of tools Larder does not run.
     static let foreign: [any ForeignBookkeeping.Type] = [Alembic.self, GRDB.self, Django.self, Rails.self]
 
-    /// The state a database is in, read from the table of `format` when it
-    /// has one, else from any tool Larder knows (read-only), else
-    /// `PRAGMA user_version`.
-    static func read(_ db: Connection, preferring format: MigrationFormat?) throws -> AppliedState {
-        var order = MigrationFormat.all
-        if let format {
-            order.removeAll { $0.name == format.rawValue }
-            order.insert(format.tool, at: 0)
-        }
-        for tool in order {
-            if let state = try tool.readState(db) { return state }
+    /// The state a database is in, read from the table of `set`'s tool
+    /// (by the team's name for it) when it has one, else from any tool
+    /// Larder knows (read-only), else `PRAGMA user_version`.
+    static func read(_ db: Connection, preferring set: MigrationSet?) throws -> AppliedState {
+        if let set, let state = try set.format.tool.readState(db, table: set.table) { return state }
+        for tool in MigrationFormat.all where tool.name != set?.format.rawValue {
+            if let state = try tool.readState(db, table: tool.bookkeepingTable) { return state }
         }
         for reader in foreign {
             if let state = try reader.readState(db) { return state }

@@ -6,12 +6,16 @@ import Foundation
 /// format detected from the files (or named in `template.json`).
 public struct MigrationSet: Sendable {
     public var format: MigrationFormat
+    /// How the team configured its tool (`template.json`).
+    public var settings = MigrationSettings()
     /// Versioned migrations in version order.
     public var migrations: [Migration]
     /// Flyway repeatables (`R__`), in name order.
     public var repeatables: [Migration]
 
     public var versions: [String] { migrations.map(\.version) }
+    /// The bookkeeping table: the team's name for it, else the tool's own.
+    public var table: String { settings.table ?? format.tool.bookkeepingTable }
     public var latest: String? { migrations.last?.version }
 
     public func migration(_ version: String) -> Migration? {
@@ -39,7 +43,15 @@ public struct MigrationSet: Sendable {
 
     /// Reads `directory`. Files not ending in `.sql` are ignored; a `.sql`
     /// file that does not fit the format is an error that names it.
-    public static func read(directory: String, format override: MigrationFormat? = nil) throws -> MigrationSet {
+    public static func read(directory: String, format: MigrationFormat? = nil) throws -> MigrationSet {
+        var settings = MigrationSettings()
+        settings.format = format
+        return try read(directory: directory, settings: settings)
+    }
+
+    /// Reads `directory` as the team's tool, configured with `settings`, reads it.
+    public static func read(directory: String, settings: MigrationSettings) throws -> MigrationSet {
+        let override = settings.format
         let files = FileSystem.entries(directory).filter { $0.hasSuffix(".sql") }
         var contents: [String: String] = [:]
         for file in files {
@@ -47,7 +59,8 @@ public struct MigrationSet: Sendable {
             contents[file] = String(decoding: bytes, as: UTF8.self)
         }
         let format = try override ?? detect(files: files, contents: contents, directory: directory)
-        var set = MigrationSet(format: format, migrations: [], repeatables: [])
+        try settings.check(against: format, directory)
+        var set = MigrationSet(format: format, settings: settings, migrations: [], repeatables: [])
         try format.tool.read(files, contents, directory, into: &set)
         set.migrations.sort { VersionOrder.less($0.version, $1.version) }
         set.repeatables.sort { $0.file < $1.file }
@@ -93,54 +106,11 @@ public struct MigrationSet: Sendable {
     /// A migration read from its file(s); `raw` are the files' texts, hashed
     /// into the checksum.
     static func make(version: String, fileVersion: String, name: String, file: String, up: String, down: String? = nil, downFile: String? = nil,
-                     noTransaction: Bool = false, toolChecksum: Int32? = nil, raw: [String]) -> Migration {
+                     noTransaction: Bool = false, noTransactionDown: Bool? = nil, toolChecksum: Int32? = nil, raw: [String]) -> Migration {
         let hash = SHA256()
         for text in raw { hash.update(text) }
         return Migration(version: version, fileVersion: fileVersion, name: name, file: file, up: up, down: down, downFile: downFile,
-                         noTransaction: noTransaction, checksum: hash.finalize(), toolChecksum: toolChecksum)
-    }
-
-    /// Tools that keep up and down in one file per version, in sections
-    /// started by marker lines (dbmate, goose). A migration runs outside a
-    /// transaction when its up line carries `upFlag`, or a line says `noTransactionLine`.
-    mutating func readMarked(_ files: [String], _ contents: [String: String], _ directory: String, up upMarker: String, down downMarker: String,
-                             upFlag: String?, noTransactionLine: String?) throws {
-        for file in files {
-            guard let (written, name) = MigrationSet.numberedRaw(file, suffix: ".sql") else {
-                throw MigrationSet.malformed(directory, "'\(file)' is not named like 20240613061102_name.sql", files: [file])
-            }
-            let version = VersionOrder.normalized(written)
-            let text = contents[file]!
-            var upLines: [Substring] = [], downLines: [Substring] = []
-            var section = 0 // 0 before any marker, 1 up, 2 down
-            var sawUp = false, sawDown = false
-            var noTransaction = false
-            for line in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }) {
-                let trimmed = line.trimmingCharacters(in: .whitespaces)
-                if trimmed.hasPrefix(upMarker) {
-                    if sawUp { throw MigrationSet.malformed(directory, "'\(file)' has two '\(upMarker)' lines", files: [file]) }
-                    sawUp = true; section = 1
-                    if let upFlag, trimmed.contains(upFlag) { noTransaction = true }
-                    continue
-                }
-                if trimmed.hasPrefix(downMarker) {
-                    sawDown = true; section = 2
-                    continue
-                }
-                if let noTransactionLine, trimmed.hasPrefix(noTransactionLine) { noTransaction = true; continue }
-                switch section {
-                case 1: upLines.append(line)
-                case 2: downLines.append(line)
-                default:
-                    if !trimmed.isEmpty && !trimmed.hasPrefix("--") {
-                        throw MigrationSet.malformed(directory, "'\(file)' has SQL before '\(upMarker)'", files: [file])
-                    }
-                }
-            }
-            guard sawUp else { throw MigrationSet.malformed(directory, "'\(file)' has no '\(upMarker)' line", files: [file]) }
-            migrations.append(MigrationSet.make(version: version, fileVersion: written, name: name, file: file, up: upLines.joined(separator: "\n"),
-                                                down: sawDown ? downLines.joined(separator: "\n") : nil, downFile: sawDown ? file : nil,
-                                                noTransaction: noTransaction, raw: [text]))
-        }
+                         noTransaction: noTransaction, noTransactionDown: noTransactionDown ?? noTransaction,
+                         checksum: hash.finalize(), toolChecksum: toolChecksum)
     }
 }

@@ -15,21 +15,32 @@ protocol MigrationTool: Sendable {
     /// Reads a directory's `.sql` files into `set` (versioned migrations and
     /// any repeatables); a file that does not fit is an error naming it.
     static func read(_ files: [String], _ contents: [String: String], _ directory: String, into set: inout MigrationSet) throws
-    /// The state a database is in, from this tool's table; nil when it has none.
-    static func readState(_ db: Connection) throws -> AppliedState?
+    /// The state a database is in, from this tool's table (named `table`);
+    /// nil when it has none.
+    static func readState(_ db: Connection, table: String) throws -> AppliedState?
     /// Records `migration` as applied, as the tool would (its table is made when missing).
-    static func recordUp(_ db: Connection, _ migration: Migration, milliseconds: Int) throws
+    static func recordUp(_ db: Connection, _ migration: Migration, table: String, milliseconds: Int) throws
     /// Records `migration` as rolled back; `previous` is the version below it.
-    static func recordDown(_ db: Connection, _ migration: Migration, previous: String?, milliseconds: Int) throws
+    static func recordDown(_ db: Connection, _ migration: Migration, previous: String?, table: String, milliseconds: Int) throws
     /// Before a migration that runs outside a transaction, so a run cut short shows.
-    static func markDirty(_ db: Connection, _ migration: Migration) throws
+    static func markDirty(_ db: Connection, _ migration: Migration, table: String) throws
     /// Repeatable scripts due again (Flyway's `R__` whose checksum changed).
     static func repeatablesDue(_ db: Connection, in set: MigrationSet) throws -> [Migration]
+    /// Whether Larder decides a migration's transaction itself (plain SQL,
+    /// its own format): a `.dump`'s BEGIN/COMMIT are skipped and VACUUM runs
+    /// outside. The other tools wrap each file in a transaction where SQLite
+    /// refuses the file's own transaction control, and Larder refuses it as
+    /// they do.
+    static var decidesTransactions: Bool { get }
+    /// How the team runs a file of this tool outside a transaction, for the
+    /// error that refuses a file's own BEGIN or COMMIT.
+    static var outsideTransactionHint: String { get }
 }
 
 extension MigrationTool {
-    static func markDirty(_ db: Connection, _ migration: Migration) throws {}
+    static func markDirty(_ db: Connection, _ migration: Migration, table: String) throws {}
     static func repeatablesDue(_ db: Connection, in set: MigrationSet) throws -> [Migration] { [] }
+    static var decidesTransactions: Bool { false }
 }
 
 /// The migration format of a template: which tool's files and bookkeeping.
@@ -77,10 +88,15 @@ public struct Migration: Sendable {
     public var downFile: String?
     /// The format says it must run outside a transaction.
     public var noTransaction: Bool
+    /// The same of its down (dbmate sets each section's apart).
+    public var noTransactionDown: Bool
     /// SHA-256 of the file(s), hex.
     public var checksum: String
     /// The checksum the owning tool records, when it keeps one (Flyway's
     /// CRC-32 over the lines).
     public var toolChecksum: Int32?
+    /// A migration in code (a Flyway Java or Kotlin class) that cannot run
+    /// here: recorded as applied, never run, and reported by the checks.
+    public var isCode = false
     public var isRepeatable: Bool { version.isEmpty }
 }

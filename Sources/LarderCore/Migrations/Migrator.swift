@@ -16,6 +16,8 @@ public struct Migrator {
         public var name: String
         public var milliseconds: Int
         public var direction: String
+        /// False for a migration in code (Flyway Java/Kotlin): recorded, not run.
+        public var ran = true
     }
 
     public struct Outcome: Sendable {
@@ -28,7 +30,7 @@ public struct Migrator {
     /// with no bookkeeping of its own falls back to `fallbackVersion` (an
     /// `.expect.json` version).
     public func state(_ db: Connection, fallbackVersion: String? = nil) throws -> AppliedState {
-        var state = try Bookkeeping.read(db, preferring: set.format)
+        var state = try Bookkeeping.read(db, preferring: set)
         if state.source == nil, let fallbackVersion {
             state = AppliedState(source: "expect.json", current: VersionOrder.canonical(fallbackVersion), listed: nil)
         }
@@ -71,11 +73,11 @@ public struct Migrator {
         let from = set.versions.last(where: { applied.contains($0) }) ?? state.current
         // A database whose version came from elsewhere gets the format's own
         // bookkeeping for what it already has, so the tool accepts it.
-        let ownTable = try set.format.tool.readState(db) != nil
+        let ownTable = try set.format.tool.readState(db, table: set.table) != nil
         if !ownTable, !applied.isEmpty {
             try db.transaction {
                 for m in set.migrations where applied.contains(m.version) {
-                    try set.format.tool.recordUp(db, m, milliseconds: 0)
+                    try set.format.tool.recordUp(db, m, table: set.table, milliseconds: 0)
                 }
             }
         }
@@ -93,8 +95,8 @@ public struct Migrator {
             }
             for m in rollback {
                 let previous = set.migrations.last { applied.contains($0.version) && VersionOrder.less($0.version, m.version) }?.version
-                let ms = try run(db, m, sql: m.down!, file: m.downFile ?? m.file, storeVersion: current, noTransaction: m.noTransaction, violations: &violations) {
-                    try set.format.tool.recordDown(db, m, previous: previous, milliseconds: $0)
+                let ms = try run(db, m, sql: m.down!, file: m.downFile ?? m.file, storeVersion: current, noTransaction: m.noTransactionDown, violations: &violations) {
+                    try set.format.tool.recordDown(db, m, previous: previous, table: set.table, milliseconds: $0)
                 }
                 applied.remove(m.version)
                 current = previous
@@ -102,8 +104,15 @@ public struct Migrator {
             }
         }
         for m in pending {
+            if m.isCode {
+                try db.transaction { try set.format.tool.recordUp(db, m, table: set.table, milliseconds: 0) }
+                applied.insert(m.version)
+                current = m.version
+                steps.append(Step(version: m.version, name: m.name, milliseconds: 0, direction: "up", ran: false))
+                continue
+            }
             let ms = try run(db, m, sql: m.up, file: m.file, storeVersion: current, noTransaction: m.noTransaction, violations: &violations) {
-                try set.format.tool.recordUp(db, m, milliseconds: $0)
+                try set.format.tool.recordUp(db, m, table: set.table, milliseconds: $0)
             }
             applied.insert(m.version)
             current = m.version
@@ -111,7 +120,7 @@ public struct Migrator {
         }
         for r in try set.format.tool.repeatablesDue(db, in: set) {
             let ms = try run(db, r, sql: r.up, file: r.file, storeVersion: current, noTransaction: false, violations: &violations) {
-                try set.format.tool.recordUp(db, r, milliseconds: $0)
+                try set.format.tool.recordUp(db, r, table: set.table, milliseconds: $0)
             }
             steps.append(Step(version: "", name: r.name, milliseconds: ms, direction: "repeatable"))
         }
@@ -144,7 +153,8 @@ public struct Migrator {
     private func run(_ db: Connection, _ m: Migration, sql: String, file: String, storeVersion: String?, noTransaction: Bool,
                      violations: inout [String: Int]?, record: (Int) throws -> Void) throws -> Int {
         let started = ContinuousClock.now
-        let outsideTransaction = noTransaction || Migrator.needsNoTransaction(sql)
+        let tool = set.format.tool
+        let outsideTransaction = noTransaction || (tool.decidesTransactions && Migrator.needsNoTransaction(sql))
         let keysWereOn = try db.scalar("PRAGMA foreign_keys")?.isTrue ?? false
         try db.execute("PRAGMA foreign_keys = OFF")
         defer { if keysWereOn { try? db.execute("PRAGMA foreign_keys = ON") } }
@@ -155,7 +165,7 @@ public struct Migrator {
         }
         do {
             if outsideTransaction {
-                try db.transaction { try set.format.tool.markDirty(db, m) }
+                try db.transaction { try set.format.tool.markDirty(db, m, table: set.table) }
                 try db.forEachStatement(in: sql) { statement in
                     while try statement.step() {}
                 }
@@ -166,7 +176,13 @@ public struct Migrator {
                 var after: [String: Int] = [:]
                 try db.transaction {
                     try db.forEachStatement(in: sql) { statement in
-                        if statement.isTransactionControl { return }
+                        if statement.isTransactionControl {
+                            if tool.decidesTransactions { return }
+                            // The tool runs the file in a transaction, where SQLite refuses it: refused before it runs.
+                            throw LarderError(.migrationFailed, "migration \(file) failed: \(tool.name) runs each migration in a transaction, where its own '\(statement.sql.prefix(40))' fails (cannot start a transaction within a transaction); \(tool.outsideTransactionHint)",
+                                              details: [("migration", .string(file)), ("version", .string(m.version)), ("store_version", JSONValue(storeVersion)),
+                                                        ("statement", .string(statement.sql))])
+                        }
                         while try statement.step() {}
                     }
                     after = try Migrator.foreignKeyViolations(db)

@@ -110,20 +110,15 @@ public final class Catalog: @unchecked Sendable {
     }
 
     static func load(name: String, folder: String) throws -> Template {
-        var settings: JSONValue = .object([])
+        var settings = TemplateSettings()
         if FileSystem.exists(folder + "/template.json") {
-            do { settings = try JSONValue.parse(try FileSystem.readFile(folder + "/template.json")) } catch {
+            let json: JSONValue
+            do { json = try JSONValue.parse(try FileSystem.readFile(folder + "/template.json")) } catch {
                 throw LarderError(.badRequest, "template '\(name)': template.json is not valid JSON: \(error)", details: [("template", .string(name))])
             }
+            settings = try TemplateSettings.read(json, template: name)
         }
-        var format: MigrationFormat?
-        if let text = settings["format"]?.stringValue {
-            guard let f = MigrationFormat(rawValue: text) else {
-                throw LarderError(.badRequest, "template '\(name)': unknown format '\(text)' in template.json; formats: \(MigrationFormat.allCases.map(\.rawValue).joined(separator: ", "))")
-            }
-            format = f
-        }
-        let migrations = try MigrationSet.read(directory: folder + "/migrations", format: format)
+        let migrations = try MigrationSet.read(directory: folder + "/migrations", settings: settings.migrations)
         var fixtures: [String: DataFixture] = [:]
         var hashes: [String: String] = [:]
         for file in FileSystem.entries(folder + "/data") {
@@ -149,8 +144,7 @@ public final class Catalog: @unchecked Sendable {
             }
             snapshots[snapshotName] = Template.Snapshot(name: snapshotName, path: path, sha256: SHA256.hex(try FileSystem.readFile(path)), expect: expect)
         }
-        let defaults = settings["fixtures"]?.arrayValue?.compactMap(\.stringValue) ?? []
         return Template(name: name, directory: folder, migrations: migrations, fixtures: fixtures, fixtureHashes: hashes,
-                        snapshots: snapshots, defaultFixtures: defaults)
+                        snapshots: snapshots, defaultFixtures: settings.fixtures, roundTrip: settings.roundTrip)
     }
 }

@@ -19,6 +19,8 @@ public struct Template: Sendable {
     public var snapshots: [String: Snapshot]
     /// Fixtures applied when a request names none (`template.json` "fixtures").
     public var defaultFixtures: [String]
+    /// How strict the round trip of its down migrations is (`template.json` "round_trip").
+    public var roundTrip: TemplateSettings.RoundTrip = .exact
     /// Which reading of the folder this is: a new number each time the
     /// catalog (re)reads a template, so what was worked out from one
     /// reading can be kept while it is current.

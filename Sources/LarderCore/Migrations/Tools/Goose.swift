@@ -1,45 +1,162 @@
 import SQLite
 
-/// goose (SQL migrations): `-- +goose Up` / `-- +goose Down` sections,
-/// `StatementBegin/End`, `-- +goose NO TRANSACTION`; `goose_db_version` gets
-/// a row per step, starting with goose's own version-0 row.
+/// goose (SQL migrations), read as goose v3's own parser reads them:
+/// `-- +goose Up` (required) and `-- +goose Down` sections, annotations in
+/// any case (`--+goose up` too), statements that end where a line's last
+/// word before any `--` comment ends in `;`, `StatementBegin`/`End`
+/// blocks, `-- +goose NO TRANSACTION`; `goose_db_version` gets a row per
+/// step, starting with goose's own version-0 row.
 enum Goose: MigrationTool {
     static let name = "goose"
     static let bookkeepingTable = "goose_db_version"
+    static let outsideTransactionHint = "add -- +goose NO TRANSACTION, as goose needs"
+
+    enum Annotation: String, CaseIterable {
+        case up = "Up", down = "Down", statementBegin = "StatementBegin", statementEnd = "StatementEnd"
+        case noTransaction = "NO TRANSACTION", envsubOn = "ENVSUB ON", envsubOff = "ENVSUB OFF"
+    }
+
+    /// Whether goose takes `line` for an annotation: a comment that mentions `+goose`.
+    static func isAnnotation(_ line: Substring) -> Bool {
+        line.trimmingCharacters(in: .whitespaces).hasPrefix("--") && line.contains("+goose")
+    }
+
+    /// The annotation on `line`, as goose reads it: every `--` taken out,
+    /// then the first `+goose`, the rest compared in any case.
+    static func annotation(_ line: Substring) throws -> Annotation {
+        if line.first == " " || line.first == "\t" { throw Problem("\"\(line)\" contains leading whitespace: invalid annotation") }
+        var command = line.replacingOccurrences(of: "--", with: "")
+        if let first = command.range(of: "+goose") { command.removeSubrange(first) }
+        if command.contains("+goose") { throw Problem("\"\(line)\" contains multiple '+goose' annotations: invalid annotation") }
+        command = command.trimmingCharacters(in: .whitespaces)
+        if command.isEmpty { throw Problem("\"\(line)\": empty annotation") }
+        guard let found = Annotation.allCases.first(where: { $0.rawValue.lowercased() == command.lowercased() }) else {
+            throw Problem("failed to parse annotation line \"\(line)\": \"\(command)\" not supported: invalid annotation")
+        }
+        return found
+    }
+
+    /// Whether a line ends a statement: its last word before a word that
+    /// starts a `--` comment ends in `;`.
+    static func endsWithSemicolon(_ line: Substring) -> Bool {
+        var last: Substring = ""
+        for word in line.split(whereSeparator: \.isWhitespace) {
+            if word.hasPrefix("--") { break }
+            last = word
+        }
+        return last.hasSuffix(";")
+    }
+
+    struct Problem: Error { var message: String; init(_ message: String) { self.message = message } }
+
+    /// One file: its up and down statements, and whether it runs outside a transaction.
+    static func parse(_ text: String) throws -> (up: [String], down: [String]?, noTransaction: Bool) {
+        enum Section { case none, up, down }
+        var section = Section.none
+        var up: [String] = [], down: [String]? = nil
+        var buffer: [Substring] = []
+        var inBlock = false, noTransaction = false, envsub = false
+        func flush() {
+            let statement = buffer.joined(separator: "\n").trimmingCharacters(in: .whitespacesAndNewlines)
+            buffer = []
+            if section == .up { up.append(statement) } else { down!.append(statement) }
+        }
+        func finishSection() throws {
+            if inBlock { throw Problem("failed to parse migration: missing '-- +goose StatementEnd' annotation") }
+            let rest = buffer.joined(separator: "\n").trimmingCharacters(in: .whitespacesAndNewlines)
+            if !rest.isEmpty {
+                throw Problem("failed to parse migration: direction: \(section == .up ? "up" : "down"): unexpected unfinished SQL query: \"\(rest.prefix(200))\": missing semicolon?")
+            }
+            buffer = []
+        }
+        for line in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }) {
+            if isAnnotation(line) {
+                switch try annotation(line) {
+                case .up:
+                    if section != .none { throw Problem("duplicate '-- +goose Up' annotations") }
+                    section = .up
+                case .down:
+                    guard section == .up, !inBlock else { throw Problem("failed to parse migration: must start with '-- +goose Up' annotation") }
+                    try finishSection()
+                    section = .down
+                    down = []
+                case .statementBegin:
+                    guard section != .none else { throw Problem("'-- +goose StatementBegin' must be defined after '-- +goose Up' or '-- +goose Down' annotation") }
+                    inBlock = true
+                case .statementEnd:
+                    guard inBlock else { throw Problem("'-- +goose StatementEnd' must be defined after '-- +goose StatementBegin'") }
+                    inBlock = false
+                    flush()
+                case .noTransaction: noTransaction = true
+                case .envsubOn: envsub = true
+                case .envsubOff: envsub = false
+                }
+                continue
+            }
+            guard section != .none else {
+                let trimmed = line.trimmingCharacters(in: .whitespaces)
+                if trimmed.isEmpty || trimmed.hasPrefix("--") { continue }
+                throw Problem("failed to parse migration: unexpected state 0 on line \"\(line.prefix(200))\"")
+            }
+            // Before a statement starts, comments and empty lines are not part of it.
+            if buffer.isEmpty && !inBlock && (line.isEmpty || line.trimmingCharacters(in: .whitespaces).hasPrefix("--")) { continue }
+            if envsub && line.contains("$") {
+                throw Problem("-- +goose ENVSUB ON substitutes the goose process's environment, which Larder does not have: write the values into the file")
+            }
+            buffer.append(line)
+            if !inBlock && endsWithSemicolon(line) { flush() }
+        }
+        guard section != .none else { throw Problem("failed to parse migration: must start with '-- +goose Up' annotation") }
+        try finishSection()
+        return (up, down, noTransaction)
+    }
 
     static func claims(file: String, text: String) -> Bool {
-        text.contains("-- +goose Up") || text.contains("-- +goose Down")
+        text.split(whereSeparator: { $0 == "\n" || $0 == "\r\n" }).contains { isAnnotation($0) && (try? annotation($0)) == .up }
     }
 
     static func read(_ files: [String], _ contents: [String: String], _ directory: String, into set: inout MigrationSet) throws {
-        try set.readMarked(files, contents, directory, up: "-- +goose Up", down: "-- +goose Down", upFlag: nil, noTransactionLine: "-- +goose NO TRANSACTION")
+        for file in files {
+            guard let (written, name) = MigrationSet.numberedRaw(file, suffix: ".sql"), Int64(written).map({ $0 > 0 }) == true else {
+                throw MigrationSet.malformed(directory, "'\(file)' is not named like 20240613061102_name.sql (a version above 0)", files: [file])
+            }
+            let text = contents[file]!
+            let parsed: (up: [String], down: [String]?, noTransaction: Bool)
+            do { parsed = try parse(text) } catch let problem as Problem {
+                throw MigrationSet.malformed(directory, "'\(file)': goose: \(problem.message)", files: [file])
+            }
+            // Each statement as goose sends it; an empty statement between them keeps a block without `;` apart.
+            set.migrations.append(MigrationSet.make(version: VersionOrder.normalized(written), fileVersion: written, name: name, file: file,
+                                                    up: parsed.up.joined(separator: "\n;\n"), down: parsed.down?.joined(separator: "\n;\n"),
+                                                    downFile: parsed.down == nil ? nil : file, noTransaction: parsed.noTransaction, raw: [text]))
+        }
     }
 
-    static func readState(_ db: Connection) throws -> AppliedState? {
-        guard try Bookkeeping.tableExists(db, bookkeepingTable) else { return nil }
+    static func readState(_ db: Connection, table: String) throws -> AppliedState? {
+        guard try Bookkeeping.tableExists(db, table) else { return nil }
         var state: [Int64: Bool] = [:]
-        for row in try db.rows("SELECT version_id, is_applied FROM goose_db_version ORDER BY id") {
+        for row in try db.rows("SELECT version_id, is_applied FROM \(Bookkeeping.bare(table)) ORDER BY id") {
             if let v = row[0].int64, v != 0 { state[v] = row[1].isTrue }
         }
         let listed = state.filter(\.value).map { String($0.key) }
-        return AppliedState(source: bookkeepingTable, current: Bookkeeping.highest(listed), listed: listed)
+        return AppliedState(source: table, current: Bookkeeping.highest(listed), listed: listed)
     }
 
-    static func ensureTable(_ db: Connection) throws {
-        guard try !Bookkeeping.tableExists(db, bookkeepingTable) else { return }
+    static func ensureTable(_ db: Connection, _ table: String) throws {
+        guard try !Bookkeeping.tableExists(db, table) else { return }
         try db.execute("""
-            CREATE TABLE goose_db_version (id INTEGER PRIMARY KEY AUTOINCREMENT, version_id INTEGER NOT NULL, is_applied INTEGER NOT NULL, tstamp TIMESTAMP DEFAULT (datetime('now')));
-            INSERT INTO goose_db_version (version_id, is_applied) VALUES (0, 1);
+            CREATE TABLE \(Bookkeeping.bare(table)) (id INTEGER PRIMARY KEY AUTOINCREMENT, version_id INTEGER NOT NULL, is_applied INTEGER NOT NULL, tstamp TIMESTAMP DEFAULT (datetime('now')));
+            INSERT INTO \(Bookkeeping.bare(table)) (version_id, is_applied) VALUES (0, 1);
             """)
     }
 
-    static func recordUp(_ db: Connection, _ m: Migration, milliseconds: Int) throws {
-        try ensureTable(db)
-        try db.run("INSERT INTO goose_db_version (version_id, is_applied) VALUES (?, 1)", [.integer(Int64(m.version) ?? 0)])
+    static func recordUp(_ db: Connection, _ m: Migration, table: String, milliseconds: Int) throws {
+        try ensureTable(db, table)
+        try db.run("INSERT INTO \(Bookkeeping.bare(table)) (version_id, is_applied) VALUES (?, 1)", [.integer(Int64(m.version) ?? 0)])
     }
 
-    static func recordDown(_ db: Connection, _ m: Migration, previous: String?, milliseconds: Int) throws {
-        try ensureTable(db)
-        try db.run("DELETE FROM goose_db_version WHERE version_id = ?", [.integer(Int64(m.version) ?? 0)])
+    static func recordDown(_ db: Connection, _ m: Migration, previous: String?, table: String, milliseconds: Int) throws {
+        try ensureTable(db, table)
+        try db.run("DELETE FROM \(Bookkeeping.bare(table)) WHERE version_id = ?", [.integer(Int64(m.version) ?? 0)])
     }
 }
