@@ -56,7 +56,12 @@ final class MigrationCheckTests: XCTestCase {
     /// Round-trip results of a fixtures directory made of `templates` (name → migration files).
     func roundTrips(_ templates: [String: [String: String]], roundTrips: Bool = true) throws -> [String: MigrationCheck.Result] {
         let scratch = Scratch()
-        for (name, files) in templates { scratch.write(files, under: "fixtures/\(name)/migrations") }
+        for (name, files) in templates {
+            // "../template.json" goes beside migrations/.
+            scratch.write(files.filter { !$0.key.hasPrefix("../") }, under: "fixtures/\(name)/migrations")
+            scratch.write(Dictionary(uniqueKeysWithValues: files.filter { $0.key.hasPrefix("../") }.map { (String($0.key.dropFirst(3)), $0.value) }),
+                          under: "fixtures/\(name)")
+        }
         let check = MigrationCheck(catalog: Catalog(directory: scratch.path + "/fixtures"), temporaryDirectory: scratch.path)
         return Dictionary(try check.run(roundTrips: roundTrips).filter { $0.kind == .roundTrip }.map { ($0.template, $0) }, uniquingKeysWith: { a, _ in a })
     }
@@ -127,6 +132,26 @@ final class MigrationCheckTests: XCTestCase {
         XCTAssertTrue(r["missing"]?.failures.first?.hasPrefix("down from 20240102000000 to 20240101000000: cannot go down") == true, "\(r["missing"]!.failures)")
         XCTAssertTrue(r["missing"]?.failures.first?.contains("20240102000000_b.up.sql has no down migration") == true)
         XCTAssertEqual(r["again"]?.failures, ["down from 3 to 2: the schema differs from a fresh build at 2: index a_n on a is not in a fresh build"])
+    }
+
+    /// A deliberately lossy down ("SQLite can't drop columns": `SELECT 1`)
+    /// fails the exact trip; `"round_trip": "runs"` asks only that every
+    /// step runs and nothing is left at the bottom; `"off"` skips it.
+    func testATemplateChoosesHowStrictItsRoundTripIs() throws {
+        let lossy = MigrationCheckTests.tableA.merging([
+            "2_b.up.sql": "ALTER TABLE a ADD COLUMN b TEXT;", "2_b.down.sql": "SELECT 1;",
+        ]) { a, _ in a }
+        let r = try roundTrips([
+            "exact": lossy,
+            "runs": lossy.merging(["../template.json": #"{"round_trip": "runs"}"#]) { a, _ in a },
+            "off": lossy.merging(["../template.json": #"{"round_trip": "off"}"#]) { a, _ in a },
+            "leaves": ["1_a.up.sql": "CREATE TABLE a (x); CREATE TABLE keep (x);", "1_a.down.sql": "DROP TABLE a;",
+                       "../template.json": #"{"round_trip": "runs"}"#],
+        ])
+        XCTAssertEqual(Set(r.keys), ["exact", "runs", "leaves"])
+        XCTAssertEqual(r["exact"]?.failures, ["down from 2 to 1: the schema differs from a fresh build at 1: column a.b is not in a fresh build"])
+        XCTAssertEqual(r["runs"]?.failures, [])
+        XCTAssertEqual(r["leaves"]?.failures, ["down to nothing leaves table keep behind"])
     }
 
     func testRoundTripsCanBeSkippedAndNothingElseIsNothingToCheck() throws {

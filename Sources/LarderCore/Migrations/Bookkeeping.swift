@@ -1,4 +1,5 @@
 import SQLite
+import Synchronization
 
 /// What a database says about the migrations applied to it.
 public struct AppliedState: Sendable {
@@ -52,8 +53,17 @@ enum Bookkeeping {
         names.map { String($0.prefix(while: \.isNumber)) }.filter { !$0.isEmpty }.map(VersionOrder.normalized)
     }
 
-    /// Every table a migration tool keeps (never counted, never diffed as data).
-    static let tables: Set<String> = Set(MigrationFormat.all.map { $0.bookkeepingTable } + foreign.flatMap { $0.tables })
+    /// Every table a migration tool keeps (never counted, never diffed as
+    /// data): each tool's own name, and every name a template's
+    /// `migrations_table` gave one.
+    static var tables: Set<String> { named.withLock { $0 } }
+
+    private static let named = Mutex<Set<String>>(Set(MigrationFormat.all.map { $0.bookkeepingTable } + foreign.flatMap { $0.tables }))
+
+    /// A bookkeeping table a team renamed: hidden from counts and diffs from now on.
+    static func register(_ table: String) {
+        named.withLock { if !$0.contains(table) { $0.insert(table) } }
+    }
 
     /// The read-only readers of tools Larder does not run.
     static let foreign: [any ForeignBookkeeping.Type] = [Alembic.self, GRDB.self, Django.self, Rails.self]

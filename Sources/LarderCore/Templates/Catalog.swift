@@ -117,6 +117,7 @@ public final class Catalog: @unchecked Sendable {
                 throw LarderError(.badRequest, "template '\(name)': template.json is not valid JSON: \(error)", details: [("template", .string(name))])
             }
             settings = try TemplateSettings.read(json, template: name)
+            if let table = settings.migrations.table { Bookkeeping.register(table) }
         }
         let migrations = try MigrationSet.read(directory: folder + "/migrations", settings: settings.migrations)
         var fixtures: [String: DataFixture] = [:]
