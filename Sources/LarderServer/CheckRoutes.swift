@@ -4,20 +4,22 @@ import MicroHTTP
 /// `GET /checks/migrations`: JSON, or JUnit XML with `?format=junit`.
 enum CheckRoutes {
     static func migrations(_ s: Services, _ request: Request) throws -> Outcome {
-        try request.checkQuery(allowed: ["template", "format", "round_trip"])
+        try request.checkQuery(allowed: ["template", "format", "round_trip", "data"])
         let template = request.queryValue("template")
-        let roundTrips: Bool
-        switch request.queryValue("round_trip") ?? "true" {
-        case "true", "1": roundTrips = true
-        case "false", "0": roundTrips = false
-        case let other: throw LarderError.badRequest("round_trip must be 'true' or 'false', not '\(other)'")
+        func flag(_ name: String) throws -> Bool {
+            switch request.queryValue(name) ?? "true" {
+            case "true", "1": return true
+            case "false", "0": return false
+            case let other: throw LarderError.badRequest("\(name) must be 'true' or 'false', not '\(other)'")
+            }
         }
+        let roundTrips = try flag("round_trip"), dataCheck = try flag("data")
         let format = request.queryValue("format") ?? "json"
         guard format == "json" || format == "junit" else { throw LarderError.badRequest("format must be 'json' or 'junit', not '\(format)'") }
         if let template { _ = try s.catalog.template(template) }
         return .later {
             let check = MigrationCheck(catalog: s.catalog, temporaryDirectory: s.registry.temporaryDirectory)
-            let results = try check.run(template: template, roundTrips: roundTrips)
+            let results = try check.run(template: template, roundTrips: roundTrips, dataCheck: dataCheck)
             s.lastCheck.withLock { $0 = (Timestamp.now, results) }
             let status = results.allSatisfy(\.passed) ? 200 : 422
             if format == "junit" {

@@ -177,6 +177,8 @@ enum OpenAPI {
                           Parameter(name: "template", schema: templateName, description: "Check only this template."),
                           Parameter(name: "round_trip", schema: ["type": "boolean", "default": true],
                                     description: "false skips the round trips (up, down to nothing, up again) of templates with down migrations."),
+                          Parameter(name: "data", schema: ["type": "boolean", "default": true],
+                                    description: "false skips the check that every table and column of a snapshot that held data still holds it."),
                           Parameter(name: "format", schema: ["type": "string", "enum": ["json", "junit"], "default": "json"],
                                     description: "`junit` answers JUnit XML (application/xml)."),
                       ], answer: "CheckReport",
@@ -352,7 +354,7 @@ enum OpenAPI {
             ("BuildList", answer([("builds", ["type": "array", "items": ref("Build")])])),
             ("CheckResult", answer([
                 ("template", string), ("kind", ["type": "string", "enum": ["snapshot", "round_trip"]]), ("snapshot", nullableString), ("from_version", nullableString), ("to_version", nullableString),
-                ("passed", boolean), ("ms", ["type": "number", "minimum": 0]), ("failures", strings),
+                ("passed", boolean), ("ms", ["type": "number", "minimum": 0]), ("failures", strings), ("notes", strings),
             ])),
             ("CheckReport", answer([("passed", nonNegative), ("failed", nonNegative), ("results", ["type": "array", "items": ref("CheckResult")])])),
         ]

@@ -86,6 +86,7 @@ struct Check: ParsableCommand {
     @Option(help: "Check only this template.") var template: String?
     @Option(help: "Also write the results as JUnit XML to this file.") var junit: String?
     @Flag(help: "Skip the round trips (up, down to nothing, up again) of templates with down migrations.") var noRoundTrip = false
+    @Flag(help: "Skip the check that every table and column of a snapshot that held data still holds it after migrating.") var noDataCheck = false
 
     func run() throws {
         var configuration = try Configuration.fromEnvironment()
@@ -98,15 +99,18 @@ struct Check: ParsableCommand {
         let printer = LinePrinter()
         let results: [MigrationCheck.Result]
         do {
-            results = try check.run(template: template, roundTrips: !noRoundTrip) { result in
-                let mark = result.passed ? (colour ? "\u{1B}[32mPASS\u{1B}[0m" : "PASS") : (colour ? "\u{1B}[31mFAIL\u{1B}[0m" : "FAIL")
-                var line = "\(mark) \(result.template)/\(result.subject) \(result.fromVersion ?? "?") -> \(result.toVersion ?? "?") (\(String(format: "%.1f", result.milliseconds)) ms)"
-                for failure in result.failures { line += "\n       - " + failure }
-                printer.print(line)
-            }
+            results = try check.run(template: template, roundTrips: !noRoundTrip, dataCheck: !noDataCheck)
         } catch {
             FileHandle.standardError.write(Data("larder check: \((error as? LarderError)?.message ?? "\(error)")\n".utf8))
             throw ExitCode(2)
+        }
+        // In the order of the JUnit report: template, its snapshots by name, then its round trip.
+        for result in results {
+            let mark = result.passed ? (colour ? "\u{1B}[32mPASS\u{1B}[0m" : "PASS") : (colour ? "\u{1B}[31mFAIL\u{1B}[0m" : "FAIL")
+            var line = "\(mark) \(result.template)/\(result.title) (\(String(format: "%.1f", result.milliseconds)) ms)"
+            for failure in result.failures { line += "\n       - " + failure }
+            for note in result.notes { line += "\n       note: " + note }
+            printer.print(line)
         }
         if let junit { try MigrationCheck.junit(results).write(toFile: junit, atomically: true, encoding: .utf8) }
         let failed = results.filter { !$0.passed }.count

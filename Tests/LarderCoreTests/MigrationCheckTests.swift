@@ -1,5 +1,6 @@
 import Foundation
 import LarderCore
+import SQLite
 import TestSupport
 import XCTest
 
@@ -49,6 +50,68 @@ final class MigrationCheckTests: XCTestCase {
         let a: JSONValue = ["tables": [["name": "t", "columns": [["name": "c", "type": "TEXT", "notnull": false, "default": nil, "pk": 0]], "indexes": [], "foreign_keys": []]], "views": [], "triggers": []]
         let b: JSONValue = ["tables": [["name": "t", "columns": [["name": "c", "type": "INTEGER", "notnull": false, "default": nil, "pk": 0]], "indexes": [], "foreign_keys": []]], "views": [], "triggers": []]
         XCTAssertEqual(SchemaComparison.differences(expected: a, found: b), ["column t.c: type is \"INTEGER\", a fresh build has \"TEXT\""])
+    }
+
+    // MARK: Data kept
+
+    /// A template whose 2nd migration loses data in every way seen on real
+    /// projects, and snapshots at 1 holding data; `expect` is each snapshot's
+    /// `.expect.json` (nil: none).
+    func dataChecks(_ expect: [String: String?], dataCheck: Bool = true) throws -> [String: MigrationCheck.Result] {
+        let scratch = Scratch()
+        let migrations = scratch.write([
+            "0001_a.sql": """
+                CREATE TABLE campaigns (id INTEGER PRIMARY KEY, name TEXT, url TEXT, notes TEXT);
+                CREATE TABLE users (id INTEGER PRIMARY KEY, fullname TEXT);
+                CREATE TABLE sessions (id INTEGER PRIMARY KEY, token TEXT);
+                CREATE TABLE legacy (x);
+                """,
+            "0002_b.sql": """
+                ALTER TABLE campaigns DROP COLUMN url;
+                UPDATE campaigns SET notes = NULL WHERE id = 1;
+                CREATE TABLE profiles (user_id INTEGER PRIMARY KEY, name TEXT);
+                INSERT INTO profiles SELECT id, fullname FROM users WHERE id > 1;
+                ALTER TABLE users DROP COLUMN fullname;
+                DELETE FROM sessions;
+                DROP TABLE legacy;
+                """,
+        ], under: "fixtures/shop/migrations")
+        try FileManager.default.createDirectory(atPath: scratch.path + "/fixtures/shop/snapshots", withIntermediateDirectories: true)
+        for (name, text) in expect {
+            let db = try Connection(path: scratch.path + "/fixtures/shop/snapshots/\(name).sqlite")
+            try Migrator(set: try MigrationSet.read(directory: migrations)).migrate(db, to: "1")
+            try db.execute("""
+                INSERT INTO campaigns VALUES (1, 'a', 'https://a', 'n1'), (2, 'b', 'https://b', 'n2'), (3, 'c', 'https://c', NULL);
+                INSERT INTO users VALUES (1, 'Ada'), (2, 'Grace'); INSERT INTO sessions VALUES (1, 't'); INSERT INTO legacy VALUES (1);
+                """)
+            if let text { scratch.write(["\(name).expect.json": text], under: "fixtures/shop/snapshots") }
+        }
+        let check = MigrationCheck(catalog: Catalog(directory: scratch.path + "/fixtures"), temporaryDirectory: scratch.path)
+        return Dictionary(try check.run(dataCheck: dataCheck).map { ($0.subject, $0) }, uniquingKeysWith: { a, _ in a })
+    }
+
+    func testAMigrationThatLosesDataFailsNamingWhatWasThere() throws {
+        let r = try dataChecks(["silent": nil])
+        let failures = Set(r["silent"]?.failures ?? [])
+        XCTAssertTrue(failures.contains("campaigns.url held 3 non-NULL values; the migrated store has no column url"), "\(failures)")
+        XCTAssertTrue(failures.contains("campaigns.notes held 2 non-NULL values; the migrated store has 1"), "\(failures)")
+        XCTAssertTrue(failures.contains("users.fullname held 2 non-NULL values; the migrated store has no column fullname"), "\(failures)")
+        XCTAssertTrue(failures.contains("table sessions held 1 rows; the migrated store has 0"), "\(failures)")
+        XCTAssertTrue(failures.contains("table legacy held 1 rows; the migrated store has no table legacy"), "\(failures)")
+        XCTAssertEqual(failures.count, 5, "a table that lost rows is named once, not per column: \(failures)")
+        XCTAssertTrue(MigrationCheck.junit(Array(r.values)).contains("campaigns.url held 3 non-NULL values"))
+        XCTAssertTrue(try dataChecks(["silent": nil], dataCheck: false)["silent"]!.passed, "--no-data-check")
+    }
+
+    func testDeclaredDropsMovesAndDeletesPassAndAMoveIsChecked() throws {
+        let declared = #"{"drops": ["campaigns.url", "legacy", "campaigns.notes"], "deletes": {"sessions": "*"}, "moves": {"users.fullname": "profiles.name"}}"#
+        let r = try dataChecks(["declared": declared, "counted": #"{"drops": ["campaigns.url", "campaigns.notes", "legacy"], "deletes": {"sessions": 0}}"#])
+        // Ada (user 1) never arrived in profiles: the declared move says so.
+        XCTAssertEqual(r["declared"]?.failures, ["users.fullname held 2 non-NULL values, declared moved to profiles.name; 1 of its distinct values did not arrive (such as \"Ada\")"])
+        XCTAssertEqual(Set(r["counted"]?.failures ?? []), [
+            "table sessions held 1 rows, of which 0 may be deleted; the migrated store has 0",
+            "users.fullname held 2 non-NULL values; the migrated store has no column fullname",
+        ])
     }
 
     // MARK: Round trips

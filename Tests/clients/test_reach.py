@@ -243,6 +243,41 @@ class CheckRefusesNothingTests(Scratch):
             self.assertIn(words, done.stderr, arguments)
         self.assertEqual(self.check("--fixtures", FIXTURES).returncode, 0)
 
+    def test_a_migration_that_drops_a_column_with_data_fails_naming_it(self):
+        fixtures = os.path.join(self.scratch, "dropping")
+        migrations = os.path.join(fixtures, "ads", "migrations")
+        os.makedirs(migrations)
+        os.makedirs(os.path.join(fixtures, "ads", "snapshots"))
+        with open(os.path.join(migrations, "0001_campaigns.sql"), "w") as f:
+            f.write("CREATE TABLE campaigns (id INTEGER PRIMARY KEY, name TEXT, url TEXT);\n")
+        with open(os.path.join(migrations, "0002_no_url.sql"), "w") as f:
+            f.write("ALTER TABLE campaigns DROP COLUMN url;\n")
+        for name in ("v1", "v1b"):
+            db = sqlite3.connect(os.path.join(fixtures, "ads", "snapshots", name + ".sqlite"))
+            db.executescript("CREATE TABLE campaigns (id INTEGER PRIMARY KEY, name TEXT, url TEXT);"
+                             "INSERT INTO campaigns VALUES (1, 'a', 'https://a'), (2, 'b', 'https://b'), (3, 'c', 'https://c');"
+                             "PRAGMA user_version = 1;")
+            db.close()
+        junit = os.path.join(self.scratch, "checks.xml")
+        done = self.check("--fixtures", fixtures, "--junit", junit)
+        self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+        message = "campaigns.url held 3 non-NULL values; the migrated store has no column url"
+        self.assertIn(message, done.stdout)
+        with open(junit) as f:
+            self.assertIn(message, f.read())
+        lines = [line.split(" (")[0] for line in done.stdout.splitlines() if line.startswith(("PASS", "FAIL"))]
+        self.assertEqual(lines, ["FAIL ads/v1", "FAIL ads/v1b"], "in the JUnit report's order, every run")
+        self.assertEqual(self.check("--fixtures", fixtures, "--no-data-check").returncode, 0)
+        # Declared on purpose: it passes.
+        with open(os.path.join(fixtures, "ads", "snapshots", "v1.expect.json"), "w") as f:
+            json.dump({"drops": ["campaigns.url"]}, f)
+        done = self.check("--fixtures", fixtures)
+        self.assertIn("PASS ads/v1 (1 → 2)", done.stdout)
+        larder = self.serve("--fixtures", fixtures, root="root-dropping")
+        status, report, _ = larder.call("GET", "/checks/migrations")
+        self.assertEqual((status, report["passed"], report["failed"]), (422, 1, 1), report)
+        self.assertEqual(larder.call("GET", "/checks/migrations?data=false")[0], 200)
+
     def test_the_server_answers_404_and_400_likewise(self):
         larder = self.serve("--fixtures", os.path.join(self.scratch, "missing"), root="root-missing")
         status, error, _ = larder.call("GET", "/checks/migrations")

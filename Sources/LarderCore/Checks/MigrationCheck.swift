@@ -18,14 +18,24 @@ public struct MigrationCheck: Sendable {
         public var toVersion: String?
         public var milliseconds: Double
         public var failures: [String]
+        /// What the check could not do and says so without failing (a migration in code, not run here).
+        public var notes: [String] = []
         public var passed: Bool { failures.isEmpty }
         /// What was checked, in words: the snapshot's name, or "round trip".
         public var subject: String { snapshot ?? "round trip" }
+        /// The subject and its versions, as the JUnit report and `larder check`
+        /// name it: `v2 (2 → 6)`, `round trip (2 → nothing → 2)`. A round
+        /// trip's does not depend on how far it got: CI report viewers
+        /// follow a test case by its name.
+        public var title: String {
+            kind == .roundTrip ? "round trip (\(fromVersion ?? "?") → nothing → \(fromVersion ?? "?"))"
+                : "\(subject) (\(fromVersion ?? "?") → \(toVersion ?? "?"))"
+        }
 
         public var json: JSONValue {
             ["template": .string(template), "kind": .string(kind.rawValue), "snapshot": JSONValue(snapshot), "from_version": JSONValue(fromVersion),
              "to_version": JSONValue(toVersion), "passed": .bool(passed), "ms": .double((milliseconds * 100).rounded() / 100),
-             "failures": JSONValue(failures)]
+             "failures": JSONValue(failures), "notes": JSONValue(notes)]
         }
     }
 
@@ -42,7 +52,9 @@ public struct MigrationCheck: Sendable {
     /// Nothing to check is an error, never a silent pass: a fixtures
     /// directory that is missing (`not_found`), or without snapshots, or a
     /// named template without any (`bad_request`).
-    public func run(template only: String? = nil, roundTrips: Bool = true, progress: (@Sendable (Result) -> Void)? = nil) throws -> [Result] {
+    /// `dataCheck`: whether every snapshot's data must be kept (see `DataKept`).
+    public func run(template only: String? = nil, roundTrips: Bool = true, dataCheck: Bool = true,
+                    progress: (@Sendable (Result) -> Void)? = nil) throws -> [Result] {
         guard FileSystem.isDirectory(catalog.directory) else {
             throw LarderError(.notFound, "the fixtures directory '\(catalog.directory)' does not exist", details: [("fixtures", .string(catalog.directory))])
         }
@@ -70,7 +82,7 @@ public struct MigrationCheck: Sendable {
         DispatchQueue.concurrentPerform(iterations: jobs.count) { index in
             let result: Result
             switch work[index] {
-            case .snapshot(let t, let snapshot): result = check(t, snapshot, freshSchema: schemas[t.name] ?? .null)
+            case .snapshot(let t, let snapshot): result = check(t, snapshot, freshSchema: schemas[t.name] ?? .null, dataCheck: dataCheck)
             case .roundTrip(let t): result = roundTrip(t)
             }
             results.withLock { $0[index] = result }
@@ -96,8 +108,8 @@ public struct MigrationCheck: Sendable {
         return try Inspector.schema(db)
     }
 
-    public func check(_ t: Template, _ snapshot: Template.Snapshot, freshSchema: JSONValue) -> Result {
-        MigrationCheck.timed { checkUntimed(t, snapshot, freshSchema: freshSchema) }
+    public func check(_ t: Template, _ snapshot: Template.Snapshot, freshSchema: JSONValue, dataCheck: Bool = true) -> Result {
+        MigrationCheck.timed { checkUntimed(t, snapshot, freshSchema: freshSchema, dataCheck: dataCheck) }
     }
 
     static func timed(_ body: () -> Result) -> Result {
@@ -107,16 +119,20 @@ public struct MigrationCheck: Sendable {
         return result
     }
 
-    func checkUntimed(_ t: Template, _ snapshot: Template.Snapshot, freshSchema: JSONValue) -> Result {
+    func checkUntimed(_ t: Template, _ snapshot: Template.Snapshot, freshSchema: JSONValue, dataCheck: Bool) -> Result {
         var result = Result(template: t.name, kind: .snapshot, snapshot: snapshot.name, fromVersion: nil, toVersion: nil, milliseconds: 0, failures: [])
         let path = temporaryPath("\(t.name)-\(snapshot.name)")
         defer { removeDatabase(path) }
         func fail(_ text: String) { result.failures.append(text) }
         do {
             try FileSystem.copyFile(from: snapshot.path, to: path)
-            let db = try Connection(path: path, mode: .readWrite)
+            let db = try Connection(path: path, mode: .readWrite, uri: true)
             // A throwaway copy: no durability needed, no fsync wanted.
             try db.execute("PRAGMA journal_mode=MEMORY; PRAGMA synchronous=OFF;")
+            var problems: [String] = []
+            let kept = DataKept(expect: snapshot.expect, problems: &problems)
+            problems.forEach(fail)
+            try MigrationCheck.checkAsserts(db, snapshot.expect?["before"], "before", fail: fail)
             let before: [String]
             do { before = try db.rows("PRAGMA integrity_check").compactMap { $0[0].string } } catch let error as SQLiteError { before = [error.message] }
             if before != ["ok"] {
@@ -137,9 +153,11 @@ public struct MigrationCheck: Sendable {
             }
             let violationsBefore = try Migrator.foreignKeyViolations(db)
             var carried: [String: Int]? = violationsBefore
+            let migrated: [Migrator.Step]
             do {
                 let outcome = try migrator.migrate(db, to: nil, fallbackVersion: snapshot.expectedVersion, violations: &carried)
                 result.toVersion = outcome.to
+                migrated = outcome.applied
             } catch let error as LarderError {
                 fail(error.message)
                 return result
@@ -154,6 +172,14 @@ public struct MigrationCheck: Sendable {
                 fail("schema differs from a fresh build: \(difference)")
             }
             try checkExpectations(db, snapshot.expect, fail: fail)
+            if dataCheck {
+                // The snapshot as saved, beside its migrated copy.
+                try db.attachImmutable(path: snapshot.path, as: "base")
+                try kept.failures(db).forEach(fail)
+            }
+            for step in migrated where !step.ran {
+                result.notes.append("\(step.version) \(step.name) is a migration in code: recorded, not run here")
+            }
         } catch {
             fail("check could not run: \(error)")
         }
@@ -174,15 +200,20 @@ public struct MigrationCheck: Sendable {
             if counts[table] == nil { fail("expected at least \(wanted) rows in \(table); there is no such table") }
             else if found < wanted { fail("expected at least \(wanted) rows in \(table), found \(found)") }
         }
-        for item in expect["assert"]?.arrayValue ?? [] {
-            guard let sql = item.stringValue else { fail("an assert in expect.json is not a string"); continue }
+        try MigrationCheck.checkAsserts(db, expect["assert"], "assert", fail: fail)
+    }
+
+    /// Each SQL of `list` (`assert` after migrating, `before` on the snapshot as saved) must answer true.
+    static func checkAsserts(_ db: Connection, _ list: JSONValue?, _ key: String, fail: (String) -> Void) throws {
+        for item in list?.arrayValue ?? [] {
+            guard let sql = item.stringValue else { fail("an item of \(key) in expect.json is not a string"); continue }
             do {
                 let statement = try db.prepareSingle(sql)
-                guard try statement.step() else { fail("assert returned no row: \(sql)"); continue }
+                guard try statement.step() else { fail("\(key) returned no row: \(sql)"); continue }
                 let value = statement.column(0)
-                if !value.isTrue { fail("assert is false (got \(QueryRunner.json(value).jsonText)): \(sql)") }
+                if !value.isTrue { fail("\(key) is false (got \(QueryRunner.json(value).jsonText)): \(sql)") }
             } catch let error as SQLiteError {
-                fail("assert failed to run (\(error.message)): \(sql)")
+                fail("\(key) failed to run (\(error.message)): \(sql)")
             }
         }
     }
@@ -199,15 +230,17 @@ public struct MigrationCheck: Sendable {
         out += "<testsuites name=\"larder\" tests=\"\(results.count)\" failures=\"\(failed)\" time=\"\(String(format: "%.3f", total))\">\n"
         out += "  <testsuite name=\"larder.migrations\" tests=\"\(results.count)\" failures=\"\(failed)\" errors=\"0\" time=\"\(String(format: "%.3f", total))\">\n"
         for r in results {
-            // A round trip's name does not depend on how far it got: CI report viewers follow a test case by its name.
-            let name = r.kind == .roundTrip ? "round trip (\(r.fromVersion ?? "?") → nothing → \(r.fromVersion ?? "?"))"
-                : "\(r.subject) (\(r.fromVersion ?? "?") → \(r.toVersion ?? "?"))"
-            out += "    <testcase classname=\"larder.migrations.\(esc(r.template))\" name=\"\(esc(name))\" time=\"\(String(format: "%.3f", r.milliseconds / 1000))\""
-            if r.passed {
+            out += "    <testcase classname=\"larder.migrations.\(esc(r.template))\" name=\"\(esc(r.title))\" time=\"\(String(format: "%.3f", r.milliseconds / 1000))\""
+            if r.passed && r.notes.isEmpty {
                 out += "/>\n"
-            } else {
-                out += ">\n      <failure message=\"\(esc(r.failures[0]))\" type=\"migration_check\">\(esc(r.failures.joined(separator: "\n")))</failure>\n    </testcase>\n"
+                continue
             }
+            out += ">\n"
+            if !r.passed {
+                out += "      <failure message=\"\(esc(r.failures[0]))\" type=\"migration_check\">\(esc(r.failures.joined(separator: "\n")))</failure>\n"
+            }
+            if !r.notes.isEmpty { out += "      <system-out>\(esc(r.notes.joined(separator: "\n")))</system-out>\n" }
+            out += "    </testcase>\n"
         }
         out += "  </testsuite>\n</testsuites>\n"
         return out
