@@ -27,7 +27,7 @@ extension LarderClient {
     }
 
     /// Makes sure the app-built template `key` exists, and answers `key`
-    /// for ``createStore(template:fixtures:version:snapshot:label:build:from:ttlSeconds:buildTimeout:)``.
+    /// for ``createStore(template:fixtures:version:snapshot:keepSnapshotVersion:label:build:from:ttlSeconds:buildTimeout:)``.
     /// The first caller of a key runs `migrate` on the file the server gives
     /// (open it with your own driver, migrate, close it), then finishes the
     /// build; when `migrate` throws, or the server refuses to finish (a

@@ -61,18 +61,20 @@ public final class LarderClient: Sendable {
     ///   - fixtures: data fixtures applied in order after migrating.
     ///   - version: migrate to this version (the server's default is `"latest"`).
     ///   - snapshot: start from `snapshots/NAME.sqlite` of the template.
+    ///   - keepSnapshotVersion: send `"version": null`, which keeps `snapshot` as it was
+    ///     saved instead of migrating it; not with `version`.
     ///   - label: shown in listings and the dashboard; ``LarderTestCase`` puts the test's name here.
     ///   - build: the key of an app-built template (`POST /builds`); not with `template` or `from`.
     ///   - from: the id of a live store to fork; not with `template` or `build`.
     ///   - ttlSeconds: how long the store lives unless kept.
     ///   - buildTimeout: how long the server waits while `build` is still building (its default: 30 s).
     public func createStore(template: String? = nil, fixtures: [String]? = nil, version: String? = nil, snapshot: String? = nil,
-                            label: String? = nil, build: String? = nil, from: String? = nil,
+                            keepSnapshotVersion: Bool = false, label: String? = nil, build: String? = nil, from: String? = nil,
                             ttlSeconds: Int? = nil, buildTimeout: Duration? = nil) async throws -> LarderStore {
         var body: [String: LarderValue] = [:]
         if let template { body["template"] = .string(template) }
         if let fixtures { body["fixtures"] = .array(fixtures.map { .string($0) }) }
-        if let version { body["version"] = .string(version) }
+        if let version { body["version"] = .string(version) } else if keepSnapshotVersion { body["version"] = .null }
         if let snapshot { body["snapshot"] = .string(snapshot) }
         if let label { body["label"] = .string(label) }
         if let build { body["build"] = .string(build) }

@@ -232,7 +232,7 @@ final class ServerTests: XCTestCase {
         let finished = try await server.request("POST", "/builds/django-1f2e/finish")
         XCTAssertEqual(finished.status, 200, String(decoding: finished.data, as: UTF8.self))
         XCTAssertEqual(finished.json?["state"], "ready")
-        XCTAssertEqual(finished.json?["version"], "1")
+        XCTAssertEqual(finished.json?["version"], .null, "Django numbers its migrations per app")
         XCTAssertEqual(finished.json?["counts"]?["polls_question"], 1)
         let (store, poll) = try await (waiting, polling)
         XCTAssertEqual(store.status, 201, String(decoding: store.data, as: UTF8.self))

@@ -43,6 +43,15 @@ final class LarderClientTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: store.path))
     }
 
+    func testASnapshotKeptAsItWasSaved() async throws {
+        let migrated = try await larder.createStore(template: "gallery", snapshot: "v3")
+        XCTAssertEqual(migrated.info.version, "6")
+        let kept = try await larder.createStore(template: "gallery", snapshot: "v3", keepSnapshotVersion: true)
+        XCTAssertEqual(kept.info.version, "3", "\"version\": null keeps the snapshot as it is")
+        try await migrated.delete()
+        try await kept.delete()
+    }
+
     func testEmptyStore() async throws {
         let store = try await larder.createStore()
         XCTAssertNil(store.info.template)

@@ -189,7 +189,13 @@ public final class CountWaiter: Sendable {
             let changed = version != known
             guard changed || anyExpired else { return }
             let all = try Inspector.counts(db)
-            let byName = Dictionary(all, uniquingKeysWith: { a, _ in a })
+            var byName = Dictionary(all, uniquingKeysWith: { a, _ in a })
+            // Bookkeeping tables a wait names are counted too.
+            let named = Set(waits.flatMap { $0.conditions.map(\.table) + ($0.tables ?? []) }).subtracting(byName.keys)
+            for name in named {
+                // One that is gone meanwhile counts as empty, as a user table would.
+                if let (_, count) = try? Inspector.counts(db, tables: [name]).first { byName[name] = count }
+            }
             var finished: [(Wait, Result)] = []
             for wait in waits {
                 let shown = wait.tables.map { names in names.map { ($0, byName[$0] ?? 0) } } ?? all

@@ -18,14 +18,20 @@ public enum Inspector {
         return names
     }
 
+    /// The migration tools' bookkeeping tables this database has.
+    static func bookkeepingTablesPresent(_ db: Connection) throws -> [String] {
+        try db.rows("SELECT name FROM sqlite_schema WHERE type = 'table'").compactMap { $0[0].string }.filter { bookkeepingTables.contains($0) }
+    }
+
     /// Row counts of `tables` (default: every user table). An unknown table is a bad request.
     public static func counts(_ db: Connection, tables: [String]? = nil) throws -> [(String, Int64)] {
         let all = try userTables(db)
         var names = all
         if let tables {
-            let known = Set(all)
+            // Bookkeeping tables are left out of every count but those that name them.
+            let known = Set(all).union(try bookkeepingTablesPresent(db))
             if let unknown = tables.first(where: { !known.contains($0) }) {
-                throw LarderError(.badRequest, "no table '\(unknown)' in this store",
+                throw LarderError(.badRequest, "no table '\(unknown)' in this store (counts leave out sqlite_ tables, and migration bookkeeping unless named)",
                                   details: [("table", .string(unknown)), ("tables", JSONValue(all))])
             }
             names = tables

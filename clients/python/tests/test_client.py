@@ -379,6 +379,15 @@ def test_store_from_a_snapshot(client):
     store.delete()
 
 
+def test_a_snapshot_kept_as_it_was_saved(client):
+    # version=None sends "version": null: the snapshot is not migrated.
+    store = client.create_store(template="gallery", snapshot="v3", version=None)
+    assert store.info["version"] == "3"
+    assert store.migrations()["version"] == "3"
+    store.delete()
+    assert client.create_store(template="gallery", version="2").info["version"] == "2"
+
+
 def test_artifact_is_streamed_to_a_zip_file(client, tmp_path):
     store = client.create_store(template="gallery", fixtures=["artists", "artworks"], label="artifact")
     with open_db(store.path) as db:

@@ -140,11 +140,14 @@ class Client:
     # --- the API ---------------------------------------------------------------
 
     def create_store(self, template: Optional[str] = None, fixtures: Union[str, Sequence[str], None] = None,
-                     version: Optional[str] = None, snapshot: Optional[str] = None, label: Optional[str] = None,
+                     version: Any = "latest", snapshot: Optional[str] = None, label: Optional[str] = None,
                      build: Optional[str] = None, from_store: Union[str, "Store", None] = None, *,
                      ttl_seconds: Optional[int] = None, timeout_ms: Optional[int] = None) -> "Store":
         """POST /stores: a new store. Only the arguments given are sent: no
-        argument at all gives an empty store. `from_store` (a store or its
+        argument at all gives an empty store. `version` is the version to
+        migrate to ("latest" unless said, sent only with a template);
+        `version=None` sends `"version": null`, which keeps a `snapshot` as
+        it was saved. `from_store` (a store or its
         id) forks a live store; `build` copies an app-built template (see
         `build`), waiting server-side while it is still being built, up to
         `timeout_ms` (the server's default 30000; only with `build`), then
@@ -152,7 +155,9 @@ class Client:
         body: Dict[str, Any] = {}
         if template is not None:
             body["template"] = template
-        if version is not None:
+        if version is None:
+            body["version"] = None
+        elif version != "latest":
             body["version"] = str(version)
         if snapshot is not None:
             body["snapshot"] = snapshot

@@ -132,7 +132,9 @@ def store_options(item: pytest.Item, client: Optional[Client] = None) -> Dict[st
             default = _setting(item.config, "larder_template", "LARDER_TEMPLATE")
             if default:
                 options["template"] = default
-    return {key: value for key, value in options.items() if value is not None}
+    # version=None beside a snapshot keeps the snapshot as it was saved.
+    return {key: value for key, value in options.items()
+            if value is not None or (key == "version" and options.get("snapshot") is not None)}
 
 
 def session_build(config: pytest.Config, client: Client) -> Optional[str]:
