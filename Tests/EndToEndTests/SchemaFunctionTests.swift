@@ -76,7 +76,18 @@ final class SchemaFunctionTests: XCTestCase {
         }
         let finished = try await server.request("POST", "/builds/django-json/finish")
         XCTAssertEqual(finished.status, 200, String(decoding: finished.data, as: UTF8.self))
+        XCTAssertEqual(finished.json?["version"], .null, "Django numbers migrations per app: no one version")
         let id = try await server.create(#"{"build": "django-json"}"#)
+        // Bookkeeping is left out of counts, but counted when named.
+        let all = try await server.request("GET", "/stores/\(id)/counts")
+        XCTAssertNil(all.json?["counts"]?["django_migrations"])
+        let named = try await server.request("GET", "/stores/\(id)/counts?tables=django_migrations,library_book")
+        XCTAssertEqual(named.json?["counts"], ["django_migrations": 2, "library_book": 0], String(decoding: named.data, as: UTF8.self))
+        let waited = try await server.request("GET", "/stores/\(id)/counts?wait=django_migrations>=2&timeout_ms=2000")
+        XCTAssertEqual(waited.status, 200, String(decoding: waited.data, as: UTF8.self))
+        let unknown = try await server.request("GET", "/stores/\(id)/counts?tables=south_migrationhistory")
+        XCTAssertEqual(unknown.status, 400)
+        XCTAssertTrue(unknown.json?["error"]?["message"]?.stringValue?.contains("bookkeeping unless named") == true)
         try await exercise(server, id)
     }
 
