@@ -141,6 +141,25 @@ final class ToolFidelityTests: XCTestCase {
         ])
     }
 
+    func testFlywayCallbacksOfMigrateRunAndTheOthersAreRead() throws {
+        let scratch = Scratch()
+        let set = try read([
+            "V1__a.sql": "CREATE TABLE a (x);", "V2__b.sql": "CREATE TABLE b (x);",
+            "beforeMigrate.sql": "CREATE TABLE IF NOT EXISTS runs (event TEXT);",
+            "beforeEachMigrate__log.sql": "INSERT INTO runs VALUES ('each');",
+            "afterMigrate__view.sql": "DROP VIEW IF EXISTS everything; CREATE VIEW everything AS SELECT x FROM a UNION ALL SELECT x FROM b;",
+            "beforeClean.sql": "DROP TABLE a;",
+        ], scratch)
+        XCTAssertEqual(set.format, .flyway)
+        XCTAssertEqual(set.versions, ["1", "2"])
+        XCTAssertEqual(set.callbacks.keys.sorted(), ["afterMigrate", "beforeClean", "beforeEachMigrate", "beforeMigrate"])
+        let db = try scratch.database()
+        try Migrator(set: set).migrate(db, to: nil)
+        XCTAssertEqual(try rows(db, "SELECT event FROM runs"), [["each"], ["each"]])
+        XCTAssertEqual(try rows(db, "SELECT count(*) FROM everything"), [["0"]])
+        XCTAssertEqual(try rows(db, "SELECT count(*) FROM flyway_schema_history"), [["2"]], "callbacks are not history")
+    }
+
     // MARK: every tool
 
     func testRenamedBookkeepingTablesAreWrittenReadAndHidden() throws {

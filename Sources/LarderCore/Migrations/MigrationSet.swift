@@ -12,6 +12,8 @@ public struct MigrationSet: Sendable {
     public var migrations: [Migration]
     /// Flyway repeatables (`R__`), in name order.
     public var repeatables: [Migration]
+    /// Flyway's SQL callbacks by event (`afterMigrate`), each in file-name order.
+    public var callbacks: [String: [Migration]] = [:]
 
     public var versions: [String] { migrations.map(\.version) }
     /// The bookkeeping table: the team's name for it, else the tool's own.
@@ -64,6 +66,7 @@ public struct MigrationSet: Sendable {
         try format.tool.read(files, contents, directory, into: &set)
         set.migrations.sort { VersionOrder.less($0.version, $1.version) }
         set.repeatables.sort { $0.file < $1.file }
+        for event in set.callbacks.keys { set.callbacks[event]!.sort { $0.file < $1.file } }
         var seen: [String: String] = [:]
         for m in set.migrations {
             if let other = seen[m.version] {

@@ -103,6 +103,17 @@ public struct Migrator {
                 steps.append(Step(version: m.version, name: m.name, milliseconds: ms, direction: "down"))
             }
         }
+        // Flyway's migrate callbacks, as `flyway migrate` runs them: before and
+        // after the whole run (every run), around each migration (in its transaction).
+        let goingUp = rollback.isEmpty
+        func callbacks(_ event: String) throws {
+            guard goingUp else { return }
+            for c in set.callbacks[event] ?? [] {
+                _ = try run(db, c, sql: c.up, file: c.file, storeVersion: current, noTransaction: false, violations: &violations) { _ in }
+            }
+        }
+        let beforeEach = (set.callbacks["beforeEachMigrate"] ?? []).map(\.up), afterEach = (set.callbacks["afterEachMigrate"] ?? []).map(\.up)
+        try callbacks("beforeMigrate")
         for m in pending {
             if m.isCode {
                 try db.transaction { try set.format.tool.recordUp(db, m, table: set.table, milliseconds: 0) }
@@ -111,19 +122,23 @@ public struct Migrator {
                 steps.append(Step(version: m.version, name: m.name, milliseconds: 0, direction: "up", ran: false))
                 continue
             }
-            let ms = try run(db, m, sql: m.up, file: m.file, storeVersion: current, noTransaction: m.noTransaction, violations: &violations) {
+            let sql = (beforeEach + [m.up] + afterEach).joined(separator: "\n;\n")
+            let ms = try run(db, m, sql: sql, file: m.file, storeVersion: current, noTransaction: m.noTransaction, violations: &violations) {
                 try set.format.tool.recordUp(db, m, table: set.table, milliseconds: $0)
             }
             applied.insert(m.version)
             current = m.version
             steps.append(Step(version: m.version, name: m.name, milliseconds: ms, direction: "up"))
         }
+        if !steps.isEmpty { try callbacks("afterVersioned") }
         for r in try set.format.tool.repeatablesDue(db, in: set) {
             let ms = try run(db, r, sql: r.up, file: r.file, storeVersion: current, noTransaction: false, violations: &violations) {
                 try set.format.tool.recordUp(db, r, table: set.table, milliseconds: $0)
             }
             steps.append(Step(version: "", name: r.name, milliseconds: ms, direction: "repeatable"))
         }
+        if !steps.isEmpty { try callbacks("afterMigrateApplied") }
+        try callbacks("afterMigrate")
         return Outcome(from: from, to: current, applied: steps)
     }
 

@@ -83,6 +83,11 @@ public final class Provisioner: Sendable {
                 hash.update("m \(m.version) \(m.checksum)\n")
             }
             for r in template.migrations.repeatables { hash.update("r \(r.file) \(r.checksum)\n") }
+            for (event, scripts) in template.migrations.callbacks.sorted(by: { $0.key < $1.key }) {
+                for c in scripts { hash.update("c \(event) \(c.file) \(c.checksum)\n") }
+            }
+            // What the team configured its tool with changes what is built too.
+            hash.update("b \(template.migrations.table) \(template.migrations.settings.noTransactionWrap)\n")
             hash.update("to \(version)\n")
         } else {
             hash.update("as-is\n")

@@ -12,7 +12,27 @@ enum Flyway: MigrationTool {
     static let bookkeepingTable = "flyway_schema_history"
     static let outsideTransactionHint = "Flyway's SQLite parser reads BEGIN as the start of a block and never runs a migration's own transaction control: remove it"
 
-    static func claims(file: String, text: String) -> Bool { parts(file) != nil }
+    static func claims(file: String, text: String) -> Bool { parts(file) != nil || callbackEvent(file) != nil }
+
+    /// Flyway's SQL callbacks: `EVENT.sql` or `EVENT__description.sql`.
+    /// Those of `migrate` run here (see `Migrator`); the other commands'
+    /// (`beforeClean`, `afterInfo`, ...) are read and never run, as a
+    /// `flyway migrate` never runs them.
+    static let callbackEvents: Set<String> = [
+        "beforeMigrate", "beforeEachMigrate", "beforeEachMigrateStatement", "afterEachMigrateStatement", "afterEachMigrateStatementError",
+        "afterEachMigrate", "afterEachMigrateError", "afterMigrate", "afterMigrateApplied", "afterVersioned", "afterMigrateError",
+        "beforeClean", "afterClean", "afterCleanError", "beforeInfo", "afterInfo", "afterInfoError", "beforeValidate", "afterValidate",
+        "afterValidateError", "beforeBaseline", "afterBaseline", "afterBaselineError", "beforeRepair", "afterRepair", "afterRepairError",
+        "beforeUndo", "beforeEachUndo", "afterEachUndo", "afterEachUndoError", "afterUndo", "afterUndoError", "createSchema",
+        "beforeConnect", "afterConnect", "beforeEachUndoStatement", "afterEachUndoStatement", "afterEachUndoStatementError",
+    ]
+
+    static func callbackEvent(_ file: String) -> String? {
+        guard file.hasSuffix(".sql") else { return nil }
+        let stem = file.dropLast(4)
+        let event = stem.range(of: "__").map { String(stem[..<$0.lowerBound]) } ?? String(stem)
+        return callbackEvents.contains(event) ? event : nil
+    }
 
     /// `V1_2__name.sql` → ("V", "1.2", "name"); `R__name.sql` → ("R", "", "name").
     static func parts(_ file: String) -> (kind: Character, version: String, name: String)? {
@@ -28,8 +48,16 @@ enum Flyway: MigrationTool {
     static func read(_ files: [String], _ contents: [String: String], _ directory: String, into set: inout MigrationSet) throws {
         var undo: [String: (file: String, text: String)] = [:]
         for file in files {
+            if let event = callbackEvent(file) {
+                let text: String
+                do { text = try replacePlaceholders(contents[file]!, file: file, settings: set.settings, table: set.table) } catch let problem as Problem {
+                    throw MigrationSet.malformed(directory, "'\(file)': \(problem.message)", files: [file])
+                }
+                set.callbacks[event, default: []].append(MigrationSet.make(version: "", fileVersion: "", name: event, file: file, up: text, raw: [text]))
+                continue
+            }
             guard let (kind, version, name) = parts(file), let separator = file.range(of: "__") else {
-                throw MigrationSet.malformed(directory, "'\(file)' is not named like V1__name.sql or R__name.sql", files: [file])
+                throw MigrationSet.malformed(directory, "'\(file)' is not named like V1__name.sql, R__name.sql or a callback (afterMigrate.sql)", files: [file])
             }
             let raw = contents[file]!
             let text: String
@@ -42,7 +70,7 @@ enum Flyway: MigrationTool {
             case "V":
                 // A versioned migration's checksum is of the file as written, before replacement.
                 set.migrations.append(MigrationSet.make(version: version, fileVersion: written, name: name, file: file, up: text,
-                                                        toolChecksum: checksum(raw), raw: [raw]))
+                                                        toolChecksum: checksum(raw), raw: [text]))
             case "R":
                 // A repeatable's is of the file after replacement (Flyway 6.3 and later), so a new value runs it again.
                 set.repeatables.append(MigrationSet.make(version: "", fileVersion: "", name: name, file: file, up: text,
