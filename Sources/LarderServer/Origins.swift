@@ -3,7 +3,8 @@ import MicroHTTP
 
 /// Which names a request may give in `Host` and `Origin`: a web page on
 /// another site (a form POST, a DNS-rebinding page) must not drive the
-/// server. Loopback names, the listen address, the public URL's host and
+/// server. Loopback addresses (parsed as addresses: a DNS name that starts
+/// with `127.` is not one), the listen address, the public URL's host and
 /// `--allowed-hosts` may; a server listening on every address (which needs
 /// a token) takes any `Host` unless `--allowed-hosts` narrows it.
 struct Origins: Sendable {
@@ -33,7 +34,7 @@ struct Origins: Sendable {
     }
 
     private func allows(_ host: String) -> Bool {
-        anyHost || names.contains(host) || host.hasPrefix("127.")
+        anyHost || names.contains(host) || Loopback.contains(host)
     }
 
     /// `Host: [::1]:7464` → `::1`, `Example.org.:80` → `example.org`.

@@ -23,6 +23,21 @@ final class JSONAndConfigurationTests: XCTestCase {
         XCTAssertEqual(try JSONValue.parse(Array("\"é\\n\"".utf8)).stringValue, "é\n")
     }
 
+    func testLoopbackIsReadAsAnAddressNotAPrefix() {
+        for host in ["localhost", "127.0.0.1", "127.255.1.9", "::1", "0:0:0:0:0:0:0:1", "0::1", "::ffff:127.0.0.1", "LOCALHOST"] {
+            XCTAssertTrue(Loopback.contains(host), host)
+        }
+        for host in ["127.x.attacker.example", "127.0.0.1.attacker.example", "127.1", "127.0.0.256", "128.0.0.1", "::2", "::ffff:10.0.0.1",
+                     "1::1", "", "localhost.example", "0.0.0.0", "::"] {
+            XCTAssertFalse(Loopback.contains(host), host)
+        }
+        var c = Configuration()
+        c.host = "127.0.0.1.attacker.example"
+        XCTAssertFalse(c.listensOnLoopbackOnly, "a name is not loopback: it needs a token")
+        c.host = "[::1]"
+        XCTAssertTrue(c.listensOnLoopbackOnly)
+    }
+
     func testEverySettingHasAFlagAnEnvironmentVariableAndIsInTheREADME() throws {
         let readme = try String(contentsOfFile: repositoryRoot + "/README.md", encoding: .utf8)
         XCTAssertEqual(Set(Configuration.settings.map(\.name)).count, Configuration.settings.count, "a setting is listed twice")

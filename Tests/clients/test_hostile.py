@@ -109,8 +109,15 @@ class HostileTests(unittest.TestCase):
         status, _ = self.request("POST", "/stores", b"template=gallery", {"Origin": "https://evil.test", "Content-Type": "application/x-www-form-urlencoded"})
         self.assertEqual(status, 403)
         self.assertEqual(os.listdir(os.path.join(self.root, "stores")), [])
-        # The server's own names, and clients that send no Origin, work.
-        for host in ["127.0.0.1:%d" % self.port, "localhost:%d" % self.port, "localhost"]:
+        # DNS rebinding: names that only look like loopback addresses are names.
+        for host in ["127.x.attacker-rebind.example", "127.0.0.1.attacker.example", "127.1", "localhost.attacker.example"]:
+            status, body = self.request("GET", "/stores", headers={"Host": "%s:%d" % (host, self.port), "Origin": "http://%s:%d" % (host, self.port)})
+            self.assertEqual((status, body["error"]["code"]), (403, "forbidden"), host)
+            status, body = self.request("DELETE", "/stores?label_prefix=", headers={"Host": host})
+            self.assertEqual(status, 403, host)
+        # The server's own names, any loopback address, and clients that send no Origin, work.
+        for host in ["127.0.0.1:%d" % self.port, "localhost:%d" % self.port, "localhost", "127.0.0.2", "[::1]:%d" % self.port,
+                     "[0:0:0:0:0:0:0:1]", "[::ffff:127.0.0.1]"]:
             self.assertEqual(self.request("GET", "/health", headers={"Host": host})[0], 200, host)
         status, _ = self.request("POST", "/stores", b"{}", {"Origin": "http://127.0.0.1:%d" % self.port, "Content-Type": "application/json"})
         self.assertEqual(status, 201)

@@ -199,7 +199,7 @@ public struct Configuration: Sendable {
 
     /// Whether `host` is a loopback address (anything else requires a token).
     public var listensOnLoopbackOnly: Bool {
-        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+        Loopback.contains(host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host)
     }
 
     public func validate() throws {
