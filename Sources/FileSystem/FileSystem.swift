@@ -221,6 +221,27 @@ public enum FileSystem {
         return lstat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
     }
 
+    /// What a path that someone else may have planted is, as `lstat` sees it.
+    public enum Entry: Equatable, Sendable {
+        case missing
+        /// A plain file with this one name.
+        case ownFile
+        /// A symbolic link, a directory, a device, or a plain file with a
+        /// second name elsewhere (a hard link to another's file): in words.
+        case foreign(String)
+    }
+
+    public static func entry(_ path: String) -> Entry {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return .missing }
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: return info.st_nlink == 1 ? .ownFile : .foreign("a hard link to a file that has another name")
+        case S_IFLNK: return .foreign("a symbolic link")
+        case S_IFDIR: return .foreign("a directory")
+        default: return .foreign("not a plain file")
+        }
+    }
+
     public static func isDirectory(_ path: String) -> Bool {
         var info = stat()
         return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
@@ -270,15 +291,102 @@ public enum FileSystem {
         try removeTree(path)
     }
 
+    /// How deep the walk goes holding a descriptor per level; a directory
+    /// deeper than this is moved up to the top and removed from there.
+    static let removalDepth = 32
+
+    /// Removes `path` and everything below it by descriptor: every directory
+    /// is opened relative to its parent's descriptor with `O_NOFOLLOW |
+    /// O_DIRECTORY` and its entries are unlinked relative to it, so a
+    /// directory that a test swaps for a link while the walk runs is removed
+    /// as the link, never followed, and nothing outside the tree is touched.
+    /// The top is the server's own (a store directory it renamed into the
+    /// trash), opened without following a link either.
     private static func removeTree(_ path: String) throws {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return }
-        if (info.st_mode & S_IFMT) == S_IFDIR {
-            for name in entries(path) { try removeTree(path + "/" + name) }
-            if rmdir(path) != 0 && errno != ENOENT { throw Failure("cannot remove", path) }
-        } else if unlink(path) != 0 && errno != ENOENT {
-            throw Failure("cannot remove", path)
+        let top = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard top >= 0 else {
+            if errno == ENOENT { return }
+            // A file, or a link: removed as itself.
+            guard errno == ENOTDIR || errno == ELOOP else { throw Failure("cannot open", path) }
+            if unlink(path) != 0 && errno != ENOENT { throw Failure("cannot remove", path) }
+            return
         }
+        defer { close(top) }
+        // Pass after pass while there is more (deep directories moved up,
+        // entries a test added meanwhile), as long as each pass removes something.
+        var parked = 0
+        for _ in 0..<100_000 {
+            var removed = 0
+            guard try empty(top, depth: 0, top: top, parked: &parked, removed: &removed, path: path), removed > 0 else { break }
+        }
+        if rmdir(path) != 0 && errno != ENOENT { throw Failure("cannot remove", path) }
+    }
+
+    /// Removes every entry of the directory open as `fd`; answers whether
+    /// anything is left to do (a deep directory moved up to `top`, or an
+    /// entry that appeared meanwhile).
+    private static func empty(_ fd: Int32, depth: Int, top: Int32, parked: inout Int, removed: inout Int, path: String) throws -> Bool {
+        var again = false
+        for name in try names(fd, path: path) {
+            if unlinkat(fd, name, 0) == 0 { removed += 1; continue }
+            if errno == ENOENT { continue }
+            guard errno == EISDIR else { throw Failure("cannot remove", path + "/…/" + name) }
+            if depth + 1 >= removalDepth {
+                parked += 1
+                if renameat(fd, name, top, ".deep-\(parked)-\(UInt32.random(in: 0...UInt32.max))") != 0 && errno != ENOENT {
+                    throw Failure("cannot move up", path + "/…/" + name)
+                }
+                removed += 1
+                again = true
+                continue
+            }
+            let child = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            if child < 0 {
+                if errno == ENOENT { continue }
+                // Swapped for a link or a file since it was seen: that goes, as itself.
+                guard errno == ENOTDIR || errno == ELOOP else { throw Failure("cannot open", path + "/…/" + name) }
+                if unlinkat(fd, name, 0) == 0 { removed += 1 } else if errno != ENOENT { again = true }
+                continue
+            }
+            do {
+                defer { close(child) }
+                if try empty(child, depth: depth + 1, top: top, parked: &parked, removed: &removed, path: path) { again = true }
+            }
+            if unlinkat(fd, name, AT_REMOVEDIR) == 0 { removed += 1; continue }
+            if errno != ENOENT {
+                guard errno == ENOTEMPTY || errno == EEXIST || errno == ENOTDIR else { throw Failure("cannot remove", path + "/…/" + name) }
+                again = true
+            }
+        }
+        return again
+    }
+
+    /// The entry names of the directory open as `fd` (without `.` and `..`).
+    private static func names(_ fd: Int32, path: String) throws -> [String] {
+        let copy = dup(fd)
+        guard copy >= 0, let dir = fdopendir(copy) else {
+            if copy >= 0 { close(copy) }
+            throw Failure("cannot list", path)
+        }
+        defer { closedir(dir) }
+        // The copy shares its offset with `fd`, which an earlier listing left at the end.
+        rewinddir(dir)
+        var out: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+            if name != "." && name != ".." { out.append(name) }
+        }
+        return out
+    }
+
+    /// Takes a directory the server owns away from everyone else (mode
+    /// 0700), without following a link: what a test could write in it, it
+    /// no longer can.
+    public static func revokeAccess(_ path: String) {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        fchmod(fd, 0o700)
+        close(fd)
     }
 
     /// Bytes free for an unprivileged writer on the file system of `path`, or nil.

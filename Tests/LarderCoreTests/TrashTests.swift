@@ -52,4 +52,50 @@ final class TrashTests: XCTestCase {
         XCTAssertEqual(try again.registry.list().stores.map(\.id), [kept.id], "a store in the trash is never found again")
         XCTAssertLarderError(.storeNotFound, try again.registry.get(doomed.id))
     }
+
+    /// The attack of a hostile test: it fills a sub-directory of its store
+    /// with files and, while the server removes them, swaps that directory
+    /// for a link to another place whose files have the same names. A walk
+    /// that re-resolves paths deletes the other place's files; removal by
+    /// descriptor removes the link and the test's own files only.
+    func testRemovingATreeNeverFollowsADirectorySwappedForALink() throws {
+        let scratch = Scratch()
+        let root = scratch.path + "/root"
+        let outside = scratch.path + "/precious"
+        try FileSystem.makeDirectories(outside)
+        let count = 3000
+        for i in 0..<count { try FileSystem.writeFile([1], to: outside + "/f\(i)") }
+        for round in 0..<3 {
+            let store = root + "/trash/st_\(round)"
+            try FileSystem.makeDirectories(store + "/big")
+            for i in 0..<count { try FileSystem.writeFile([2], to: store + "/big/f\(i)") }
+            let swapped = Flag()
+            let swapper = Thread {
+                // Once the removal has begun, swap the directory for a link.
+                while FileSystem.entries(store + "/big").count == count { usleep(200) }
+                if rename(store + "/big", store + "/big-moved") == 0, symlink(outside, store + "/big") == 0 { swapped.set() }
+            }
+            swapper.start()
+            XCTAssertNoThrow(try FileSystem.removeTree(store, within: root))
+            while !swapper.isFinished { usleep(1000) }
+            XCTAssertFalse(FileSystem.exists(store), "round \(round): the whole tree is gone")
+            XCTAssertEqual(FileSystem.entries(outside).count, count, "round \(round) (swapped: \(swapped.value)): nothing outside the tree was removed")
+        }
+    }
+
+    /// A tree deeper than the walk holds descriptors for is removed too.
+    func testAVeryDeepTreeIsRemoved() throws {
+        let scratch = Scratch()
+        let root = scratch.path + "/root"
+        var path = root + "/trash/st_deep"
+        try FileSystem.makeDirectories(path)
+        let top = path
+        for i in 0..<300 {
+            path += "/d"
+            try FileSystem.makeDirectory(path)
+            if i % 50 == 0 { try FileSystem.writeFile([1], to: path + "/f") }
+        }
+        try FileSystem.removeTree(top, within: root)
+        XCTAssertFalse(FileSystem.exists(top))
+    }
 }
