@@ -225,6 +225,62 @@ final class HostileInputTests: XCTestCase {
         XCTAssertEqual(after.json?["stores"], before.json?["stores"], "no quota slot is held")
     }
 
+    /// A test points its store.sqlite (or its -wal) at a database of
+    /// someone else's: no path reads, writes, copies or overwrites it.
+    func testAStoreFileReplacedByALinkIsNeverFollowed() async throws {
+        let server = try TestServer()
+        let scratch = Scratch()
+        let secret = scratch.path + "/secret.sqlite"
+        do {
+            let db = try Connection(path: secret)
+            try db.execute("PRAGMA journal_mode=WAL; CREATE TABLE secrets (s TEXT); INSERT INTO secrets VALUES ('the server''s own');")
+        }
+        let before = try Data(contentsOf: URL(fileURLWithPath: secret))
+        for planted in ["store.sqlite", "store.sqlite-wal", "store.sqlite-shm", "hardlink"] {
+            let id = try await server.create()
+            let shown = try await server.request("GET", "/stores/\(id)")
+            let path = try XCTUnwrap(shown.json?["path"]?.stringValue)
+            var otherPath = ""
+            if planted == "hardlink" {
+                let other = try await server.create()
+                let otherShown = try await server.request("GET", "/stores/\(other)")
+                otherPath = try XCTUnwrap(otherShown.json?["path"]?.stringValue)
+            }
+            /// Plants the link again where the server's last connection, closing, removed a `-wal` or `-shm`.
+            func plant() {
+                let file = path + planted.dropFirst("store.sqlite".count)
+                if planted == "hardlink" {
+                    // A second name of another file (here another store's live file).
+                    if FileSystem.entry(path) == .ownFile { unlink(path); XCTAssertEqual(link(otherPath, path), 0) }
+                } else if case .foreign = FileSystem.entry(file) {
+                    return
+                } else {
+                    let target = planted == "store.sqlite" ? secret : secret + (planted.hasSuffix("-wal") ? "-wal" : "-shm")
+                    unlink(file)
+                    XCTAssertEqual(symlink(target, file), 0)
+                }
+            }
+            let attempts: [(String, String, String?)] = [
+                ("GET", "/stores/\(id)/counts", nil), ("GET", "/stores/\(id)/schema", nil), ("GET", "/stores/\(id)/database", nil),
+                ("GET", "/stores/\(id)/artifact", nil), ("GET", "/stores/\(id)/diff", nil),
+                ("POST", "/stores/\(id)/query", #"{"sql": "SELECT * FROM secrets"}"#),
+                ("POST", "/stores/\(id)/query", #"{"sql": "CREATE TABLE planted (x)"}"#),
+                ("POST", "/stores/\(id)/reset", nil), ("POST", "/stores", #"{"from": "\#(id)"}"#),
+            ]
+            for (method, route, body) in attempts {
+                plant()
+                let answer = try await server.request(method, route, json: body)
+                XCTAssertEqual(answer.status, 400, "\(planted): \(method) \(route) → \(String(decoding: answer.data.prefix(300), as: UTF8.self))")
+                XCTAssertTrue(answer.json?["error"]?["message"]?.stringValue?.contains("never opens") == true, "\(planted): \(route)")
+            }
+            let deleted = try await server.request("DELETE", "/stores/\(id)")
+            XCTAssertEqual(deleted.status, 204)
+        }
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: secret)), before, "the linked file is untouched")
+        let secretRows = try rows(try Connection(path: secret, mode: .readOnly), "SELECT name FROM sqlite_schema")
+        XCTAssertEqual(secretRows, [["secrets"]])
+    }
+
     func testHugeQueryAnswersAreCutAtTheByteBound() async throws {
         let server = try TestServer { $0.queryMaxBytes = 8 << 20 }
         let id = try await server.create("{}")

@@ -123,9 +123,14 @@ public final class Store: Sendable {
     /// Runs `body` with a read connection from this store's pool, within
     /// `readTimeoutMs` (a store may hold views a client made to be slow).
     public func withReader<T>(_ body: (Connection) throws -> T) throws -> T {
+        if isDeleted { throw notFound }
+        // A pooled connection holds the files as they were: what is there now is checked all the same.
+        do { try checkFiles() } catch {
+            dropReaders()
+            throw isDeleted ? notFound : error
+        }
         let pooled = readers.withLock { $0.popLast() }
         if pooled != nil { Store.openReaders.subtract(1, ordering: .relaxed) }
-        if isDeleted { throw notFound }
         let db: Connection
         do { db = try pooled ?? connect() } catch { throw isDeleted ? notFound : error }
         var healthy = true
@@ -171,7 +176,10 @@ public final class Store: Sendable {
     public func diff(_ options: StoreDiff.Options = StoreDiff.Options()) throws -> StoreDiff.Result {
         _ = try creationState()
         let db: Connection
-        do { db = try StoreDiff.connect(databasePath, base: basePath) } catch { throw isDeleted ? notFound : error }
+        do {
+            try checkFiles()
+            db = try StoreDiff.connect(databasePath, base: basePath)
+        } catch { throw isDeleted ? notFound : error }
         try begin(nil, on: db)
         defer { end(nil, on: db) }
         do {
@@ -183,9 +191,34 @@ public final class Store: Sendable {
 
     /// A new connection to the live file (WAL, busy timeout), hardened: a
     /// store holds whatever a client put there, triggers and views included.
+    /// The file is opened without following a link, after its `-wal`,
+    /// `-shm` and `-journal` are checked (see `checkFiles`).
     public func connect(busyTimeoutMs: Int32 = 5000) throws -> Connection {
-        let db = try Connection(path: databasePath, mode: .readWrite, busyTimeoutMs: busyTimeoutMs)
+        try checkFiles()
+        let db = try Connection(path: databasePath, mode: .readWriteNoFollow, busyTimeoutMs: busyTimeoutMs)
         try db.harden()
         return db
+    }
+
+    /// The test owns the store's directory and may plant anything in it: the
+    /// live file and its `-wal`, `-shm` and `-journal` must be plain files
+    /// of this store alone, never a link to a file elsewhere (another
+    /// store's, the template cache's, the server's own) nor a second name of
+    /// one. Anything else is a bad request that says which and what.
+    func checkFiles() throws {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let name = "store.sqlite" + suffix
+            switch FileSystem.entry(databasePath + suffix) {
+            case .ownFile: continue
+            case .missing where !suffix.isEmpty: continue
+            case .missing:
+                throw LarderError(.badRequest, "store '\(id)': its store.sqlite was removed; reset it or delete it",
+                                  details: [("id", .string(id)), ("file", .string(name))])
+            case .foreign(let what):
+                throw LarderError(.badRequest, "store '\(id)': its \(name) is \(what), which Larder never opens; "
+                                      + "put back a plain file of the store's own, or delete the store",
+                                  details: [("id", .string(id)), ("file", .string(name)), ("found", .string(what))])
+            }
+        }
     }
 }
