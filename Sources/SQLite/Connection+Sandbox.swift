@@ -1,5 +1,6 @@
 import CSQLite
 import Glibc
+import Synchronization
 
 /// What a sandboxed connection may do. Untrusted SQL runs on a connection
 /// with this policy applied: defensive mode, no trusted schema, no
@@ -44,6 +45,32 @@ final class Guard {
     var sawTransactionControl = false
     var deadlineNanos: UInt64 = .max
     var timedOut = false
+    /// Set by `interrupt()` (from another thread).
+    let interrupted = Atomic<Bool>(false)
+
+    /// How long a busy wait lasts, and when the present one began.
+    var busyTimeoutNanos: UInt64 = 0
+    var busySince: UInt64 = 0
+
+    /// SQLite's busy handler: whether to try again (after a short sleep).
+    /// Gives up when the busy timeout is spent, the time limit ran out, or
+    /// the connection was interrupted.
+    func keepWaiting(attempt: Int32) -> Bool {
+        let now = monotonicNanos()
+        if attempt == 0 { busySince = now }
+        guard stopReason() == nil, now - busySince < busyTimeoutNanos else { return false }
+        // As sqlite3_busy_timeout: short sleeps first, then 10 ms ones.
+        usleep(attempt < 5 ? 1_000 : attempt < 20 ? 5_000 : 10_000)
+        return true
+    }
+
+    /// Why a wait outside SQLite (a copy retrying a lock) must stop now, or nil.
+    func stopReason() -> String? {
+        if interrupted.load(ordering: .relaxed) { return "interrupted" }
+        guard monotonicNanos() > deadlineNanos else { return nil }
+        timedOut = true
+        return "the time limit ran out"
+    }
 
     func authorize(_ action: Int32, _ a: UnsafePointer<CChar>?, _ b: UnsafePointer<CChar>?) -> Int32 {
         if action == SQLITE_TRANSACTION { sawTransactionControl = true }
@@ -103,6 +130,11 @@ let guardAuthorizer: @convention(c) (
 ) -> Int32 = { context, action, a, b, _, _ in
     guard let context else { return SQLITE_DENY }
     return Unmanaged<Guard>.fromOpaque(context).takeUnretainedValue().authorize(action, a, b)
+}
+
+let guardBusy: @convention(c) (UnsafeMutableRawPointer?, Int32) -> Int32 = { context, attempt in
+    guard let context else { return 0 }
+    return Unmanaged<Guard>.fromOpaque(context).takeUnretainedValue().keepWaiting(attempt: attempt) ? 1 : 0
 }
 
 private let guardProgress: @convention(c) (UnsafeMutableRawPointer?) -> Int32 = { context in

@@ -6,6 +6,8 @@ import Foundation
 public final class Connection: @unchecked Sendable {
     public let handle: OpaquePointer
     public let path: String
+    /// How long a statement waits for another connection's lock.
+    public let busyTimeoutMs: Int32
     let guardState = Guard()
     private var statementCache: [String: Statement] = [:]
 
@@ -41,7 +43,11 @@ public final class Connection: @unchecked Sendable {
         }
         self.handle = db
         self.path = path
-        sqlite3_busy_timeout(db, busyTimeoutMs)
+        self.busyTimeoutMs = busyTimeoutMs
+        // Waits for another connection's lock as sqlite3_busy_timeout does,
+        // but ends the wait at the time limit and on interrupt() too.
+        guardState.busyTimeoutNanos = UInt64(max(busyTimeoutMs, 0)) * 1_000_000
+        sqlite3_busy_handler(db, guardBusy, Unmanaged.passUnretained(guardState).toOpaque())
         sqlite3_extended_result_codes(db, 1)
         sqlite3_set_authorizer(db, guardAuthorizer, Unmanaged.passUnretained(guardState).toOpaque())
     }
@@ -151,7 +157,12 @@ public final class Connection: @unchecked Sendable {
         try scalar("PRAGMA data_version")?.int64 ?? 0
     }
 
-    public func interrupt() { sqlite3_interrupt(handle) }
+    /// Stops what runs on the connection (`SQLITE_INTERRUPT`), a copy
+    /// waiting for a lock included; the connection is not to be used again.
+    public func interrupt() {
+        guardState.interrupted.store(true, ordering: .relaxed)
+        sqlite3_interrupt(handle)
+    }
 
     /// Runs `body` in a transaction (BEGIN IMMEDIATE), committing on success
     /// and rolling back on any error.
@@ -186,17 +197,26 @@ public final class Connection: @unchecked Sendable {
     }
 
     /// The backup API in one step: every page of `source` into `target`.
-    /// `retryingWhileBusy`: a busy or locked answer is tried again until it
-    /// goes (a snapshot of a store whose test writes); else it is the error.
+    /// `retryingWhileBusy`: a busy or locked answer is tried again (a
+    /// snapshot of a store whose test writes) for as long as the source's
+    /// busy timeout, then it is `SQLITE_BUSY`; else it is the error at once.
+    /// Either way, the time limit of either connection (`withTimeLimit`) and
+    /// an `interrupt()` stop the wait (`SQLITE_INTERRUPT`).
     private static func copyPages(from source: Connection, into target: Connection, retryingWhileBusy: Bool) throws {
         guard let backup = sqlite3_backup_init(target.handle, "main", source.handle, "main") else {
             throw SQLiteError(connection: target.handle, code: SQLITE_ERROR)
         }
+        let waitUntil = monotonicNanos() + UInt64(max(source.busyTimeoutMs, 0)) * 1_000_000
         var rc: Int32
         repeat {
             rc = sqlite3_backup_step(backup, -1)
-            let busy = rc == SQLITE_BUSY || rc == SQLITE_LOCKED
-            if busy && retryingWhileBusy { sqlite3_sleep(5) } else if busy { break }
+            guard rc == SQLITE_BUSY || rc == SQLITE_LOCKED else { continue }
+            if let stop = [source, target].lazy.compactMap({ $0.guardState.stopReason() }).first {
+                sqlite3_backup_finish(backup)
+                throw SQLiteError(code: SQLITE_INTERRUPT, message: "copy stopped while the database was locked: \(stop)")
+            }
+            guard retryingWhileBusy, monotonicNanos() < waitUntil else { break }
+            sqlite3_sleep(5)
         } while rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED
         let finish = sqlite3_backup_finish(backup)
         guard rc == SQLITE_DONE, finish == SQLITE_OK else {

@@ -50,6 +50,38 @@ final class ResetAndForkTests: XCTestCase {
         XCTAssertEqual(try count(held, "artists"), 4)
     }
 
+    /// A store its test locked for good (`locking_mode=EXCLUSIVE`): a fork
+    /// and a snapshot wait the read limit, then conflict; a DELETE ends a
+    /// copy that waits.
+    func testCopiesOfAStoreLockedForGoodConflictAndDeleteEndsThem() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch) { $0.queryTimeoutMs = 300 }
+        let store = try core.store("gallery")
+        let holder = try Connection(path: store.databasePath, mode: .readWrite)
+        try holder.execute("PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; INSERT INTO albums (title) VALUES ('held');")
+        var started = Date()
+        // As the server answers them: 409 conflict.
+        func conflicts(_ work: () throws -> Void) {
+            XCTAssertThrowsError(try work()) { XCTAssertEqual(LarderError.classify($0)?.code, .conflict, "\($0)") }
+        }
+        conflicts { _ = try core.provisioner.createFork(of: store.id, fixtures: nil, label: nil, ttlSeconds: nil) }
+        conflicts { _ = try DatabaseSnapshot(store: core.registry.get(store.id), temporaryDirectory: scratch.path) }
+        XCTAssertLessThan(Date().timeIntervalSince(started), 5)
+
+        let patientScratch = Scratch()
+        let patient = try CoreServices(patientScratch) { $0.queryTimeoutMs = 60_000 }
+        let other = try patient.store("gallery")
+        let otherHolder = try Connection(path: other.databasePath, mode: .readWrite)
+        try otherHolder.execute("PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; INSERT INTO albums (title) VALUES ('held');")
+        started = Date()
+        let registry = patient.registry, doomed = other.id
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(300)) { try? registry.delete(doomed) }
+        XCTAssertLarderError(.storeNotFound, try patient.provisioner.createFork(of: other.id, fixtures: nil, label: nil, ttlSeconds: nil))
+        XCTAssertLessThan(Date().timeIntervalSince(started), 5)
+        try holder.execute("ROLLBACK")
+        try otherHolder.execute("ROLLBACK")
+    }
+
     func testATemplateStoresBaseIsALinkToTheImmutableCacheFile() throws {
         let scratch = Scratch()
         let core = try CoreServices(scratch)

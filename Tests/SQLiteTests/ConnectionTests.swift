@@ -89,6 +89,33 @@ final class ConnectionTests: XCTestCase {
         }
     }
 
+    /// A database another connection locks for good (a test's
+    /// `locking_mode=EXCLUSIVE`): a copy waits the source's busy timeout,
+    /// then fails busy; a time limit or an interrupt ends the wait sooner.
+    func testACopyOfALockedDatabaseGivesUpAndCanBeStopped() throws {
+        let scratch = Scratch()
+        let path = scratch.path + "/locked.sqlite"
+        let holder = try Connection(path: path)
+        try holder.execute("PRAGMA journal_mode=WAL; CREATE TABLE t (x); PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; INSERT INTO t VALUES (1);")
+        var started = Date()
+        let waiting = try Connection(path: path, mode: .readWrite, busyTimeoutMs: 300)
+        XCTAssertThrowsError(try waiting.backup(to: scratch.path + "/a.sqlite")) { XCTAssertTrue(($0 as? SQLiteError)?.isBusy == true, "\($0)") }
+        XCTAssertLessThan(Date().timeIntervalSince(started), 3)
+
+        let patient = try Connection(path: path, mode: .readWrite, busyTimeoutMs: 60_000)
+        started = Date()
+        XCTAssertThrowsError(try patient.withTimeLimit(milliseconds: 200) { try patient.backup(to: scratch.path + "/b.sqlite") })
+        XCTAssertTrue(patient.timedOut)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 3)
+
+        let stopped = try Connection(path: path, mode: .readWrite, busyTimeoutMs: 60_000)
+        started = Date()
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(200)) { stopped.interrupt() }
+        XCTAssertThrowsError(try stopped.backup(to: scratch.path + "/c.sqlite")) { XCTAssertEqual(($0 as? SQLiteError)?.code, 9 /* SQLITE_INTERRUPT */, "\($0)") }
+        XCTAssertLessThan(Date().timeIntervalSince(started), 3)
+        try holder.execute("ROLLBACK")
+    }
+
     func testValidateRejectsSomethingThatIsNotADatabase() throws {
         let path = directory + "/not.sqlite"
         try Data("SQLite format 3\0".utf8 + [UInt8](repeating: 7, count: 200)).write(to: URL(fileURLWithPath: path))

@@ -25,8 +25,8 @@ public final class DatabaseSnapshot: Sendable {
         do {
             let source: Connection
             do {
-                source = try store.connect()
-                try source.backup(to: path)
+                source = try store.connect(busyTimeoutMs: Int32(clamping: store.readTimeoutMs))
+                try store.tracking(source) { try source.backup(to: path) }
             } catch {
                 throw store.isDeleted ? store.notFound : error
             }

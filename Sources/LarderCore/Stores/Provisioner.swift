@@ -169,7 +169,8 @@ public final class Provisioner: Sendable {
         }
         return try registry.create(label: label, ttlSeconds: ttlSeconds) { path in
             do {
-                try source.connect().backup(to: path)
+                let db = try source.connect(busyTimeoutMs: Int32(clamping: source.readTimeoutMs))
+                try source.tracking(db) { try db.backup(to: path) }
             } catch {
                 throw source.isDeleted ? source.notFound : error
             }

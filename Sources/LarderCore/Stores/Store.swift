@@ -91,6 +91,17 @@ public final class Store: Sendable {
         }
     }
 
+    /// Runs `body` with `db` known to the store, so that `DELETE` interrupts
+    /// it (a copy waiting for the test's lock), whatever else runs.
+    func tracking<T>(_ db: Connection, _ body: () throws -> T) throws -> T {
+        try state.withLock { s in
+            if s.deleted { throw notFound }
+            s.active[ObjectIdentifier(db)] = db
+        }
+        defer { state.withLock { s in s.active[ObjectIdentifier(db)] = nil } }
+        return try body()
+    }
+
     func end(_ exclusive: String?, on db: Connection) {
         state.withLock { s in
             if exclusive != nil { s.operation = nil }
