@@ -83,7 +83,7 @@ enum OpenAPI {
                       errors: [400, 404, 408, 413, 415, 422, 429, 507], body: "CreateStore", answer: "Store",
                       description: "An empty body gives an empty store. A raw upload (`Content-Type: application/vnd.sqlite3`, a SQLite "
                           + "database file as the body) takes the query parameters `template`, `version`, `label` and `ttl_seconds` "
-                          + "(1 to 31536000), which do what the JSON fields do; a JSON body takes no query parameters. An upload "
+                          + "(1 to 31536000), which do what the JSON fields do (a label is at most 256 bytes); a JSON body takes no query parameters. An upload "
                           + "that is not a SQLite database is a 400. `from` forks a live store (404 `store_not_found` when there is none): "
                           + "a consistent copy of its committed state, then `fixtures` (named fixtures of its template). `build` copies an "
                           + "app-built template (404 `unknown_build` when there is none); while it is building, the request waits up to "
@@ -213,6 +213,8 @@ enum OpenAPI {
     static let noNUL: JSONValue = "^[^\\u0000]*$"
     static let sql: JSONValue = ["type": "string", "pattern": noNUL]
     static let nullableString: JSONValue = ["type": ["string", "null"]]
+    /// At most 256 bytes of UTF-8: 256 characters at most, fewer where they take more than a byte.
+    static let label: JSONValue = ["type": ["string", "null"], "maxLength": 256]
     static let boolean: JSONValue = ["type": "boolean"]
     static let strings: JSONValue = ["type": "array", "items": ["type": "string"]]
     static let time: JSONValue = ["type": "string", "format": "date-time"]
@@ -245,7 +247,7 @@ enum OpenAPI {
             ("CreateStore", object([
                 ("template", template), ("version", ["type": ["string", "null"], "description": "\"latest\" (the default) or a version; null keeps a snapshot as it is."]),
                 ("snapshot", nullableString), ("fixtures", ["type": ["array", "null"], "items": ["type": "string"]]),
-                ("label", nullableString), ("ttl_seconds", ttl),
+                ("label", label), ("ttl_seconds", ttl),
                 ("from", ["type": ["string", "null"], "description": "The id of a live store to fork; not with `template`, `snapshot` or `version`."]),
                 ("build", ["type": ["string", "null"], "pattern": "^[A-Za-z0-9._-]{1,128}$",
                            "description": "The key of an app-built template to copy; not with `template` or `from`."]),
@@ -264,7 +266,7 @@ enum OpenAPI {
                 ["if": isNull("version"), "then": isString("snapshot")],
             ]), ("examples", [[:], ["template": "gallery", "fixtures": ["artists", "artworks"], "label": "test_album_sync", "ttl_seconds": 600]])])),
             ("SignIn", object([("token", ["type": "string", "minLength": 1, "maxLength": 1024])], required: ["token"])),
-            ("PatchStore", object([("keep", ["type": ["boolean", "null"]]), ("ttl_seconds", ttl), ("label", nullableString)],
+            ("PatchStore", object([("keep", ["type": ["boolean", "null"]]), ("ttl_seconds", ttl), ("label", label)],
                                  extra: [("examples", [["keep": true, "ttl_seconds": 86400]])])),
             ("LoadFixtures", object([
                 ("fixtures", strings), ("sql", sql),
@@ -343,7 +345,7 @@ enum OpenAPI {
                 ("version", string), ("name", string), ("ms", ["type": "number", "minimum": 0])])])])),
             ("Migrations", answer([("version", nullableString), ("dirty", boolean), ("migrations", ["type": "array", "items": answer([
                 ("version", string), ("name", string), ("state", ["type": "string", "enum": ["applied", "pending"]])])])])),
-            ("CreateBuild", object([("key", buildKey), ("label", nullableString)], required: ["key"],
+            ("CreateBuild", object([("key", buildKey), ("label", label)], required: ["key"],
                                    extra: [("examples", [["key": "django-3f2a9c", "label": "ci-4711"]])])),
             ("Build", ["type": "object", "required": ["key", "state", "label", "links"], "properties": [
                 "key": buildKey, "state": ["type": "string", "enum": ["building", "ready"]], "label": nullableString,

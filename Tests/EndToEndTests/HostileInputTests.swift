@@ -281,6 +281,44 @@ final class HostileInputTests: XCTestCase {
         XCTAssertEqual(secretRows, [["secrets"]])
     }
 
+    /// Every string a client can store in a record is bounded: labels at
+    /// 256 bytes (400 beyond, before anything is made), a version read from
+    /// a database's own bookkeeping at 256 bytes (unknown beyond).
+    func testLabelsAndVersionsAreBounded() async throws {
+        let server = try TestServer()
+        let long = String(repeating: "é", count: 129) // 258 bytes
+        let fine = String(repeating: "x", count: 256)
+        for (method, route, body) in [("POST", "/stores", #"{"template": "gallery", "label": "\#(long)"}"#), ("POST", "/stores", #"{"label": "\#(long)"}"#),
+                                      ("POST", "/builds", #"{"key": "k", "label": "\#(long)"}"#)] {
+            let answer = try await server.request(method, route, json: body)
+            XCTAssertEqual(answer.status, 400, "\(route): \(String(decoding: answer.data.prefix(300), as: UTF8.self))")
+        }
+        let scratch = Scratch()
+        try scratch.database("up.sqlite").execute("CREATE TABLE t (x)")
+        let file = try Data(contentsOf: URL(fileURLWithPath: scratch.path + "/up.sqlite"))
+        let upload = try await server.request("POST", "/stores?label=" + String(repeating: "y", count: 257), data: file, type: "application/vnd.sqlite3")
+        XCTAssertEqual(upload.status, 400)
+        XCTAssertTrue(upload.json?["error"]?["message"]?.stringValue?.contains("at most 256 bytes") == true)
+        XCTAssertEqual(FileSystem.entries(server.root + "/stores"), [])
+        let id = try await server.create(#"{"template": "gallery", "label": "\#(fine)"}"#)
+        let patched = try await server.request("PATCH", "/stores/\(id)", json: #"{"label": "\#(long)"}"#)
+        XCTAssertEqual(patched.status, 400)
+        let shown = try await server.request("GET", "/stores/\(id)")
+        XCTAssertEqual(shown.json?["label"]?.stringValue, fine)
+
+        // A build whose bookkeeping names a huge version: recorded as unknown.
+        let claimed = try await server.request("POST", "/builds", json: #"{"key": "bomb"}"#)
+        let path = try XCTUnwrap(claimed.json?["path"]?.stringValue)
+        do {
+            let db = try Connection(path: path, mode: .readWrite)
+            try db.execute("CREATE TABLE alembic_version (version_num TEXT); INSERT INTO alembic_version VALUES (hex(zeroblob(500000)));")
+        }
+        let finished = try await server.request("POST", "/builds/bomb/finish")
+        XCTAssertEqual(finished.status, 200, String(decoding: finished.data.prefix(300), as: UTF8.self))
+        XCTAssertEqual(finished.json?["version"], .null)
+        XCTAssertLessThan(finished.data.count, 10_000)
+    }
+
     func testHugeQueryAnswersAreCutAtTheByteBound() async throws {
         let server = try TestServer { $0.queryMaxBytes = 8 << 20 }
         let id = try await server.create("{}")

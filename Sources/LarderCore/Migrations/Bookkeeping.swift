@@ -15,6 +15,18 @@ public struct AppliedState: Sendable {
 
     public static let none = AppliedState(source: nil, current: nil, listed: nil)
 
+    /// The longest version kept, in UTF-8 bytes: a version goes into every
+    /// record and answer, and a database a client made can say anything.
+    public static let maxVersionBytes = 256
+
+    /// The state with a version past `maxVersionBytes` left out (unknown).
+    var bounded: AppliedState {
+        guard let current, current.utf8.count > AppliedState.maxVersionBytes else { return self }
+        var copy = self
+        copy.current = nil
+        return copy
+    }
+
     /// The applied versions among `known`.
     public func applied(among known: [String]) -> Set<String> {
         if let listed { return Set(listed) }
@@ -72,6 +84,10 @@ enum Bookkeeping {
     /// (by the team's name for it) when it has one, else from any tool
     /// Larder knows (read-only), else `PRAGMA user_version`.
     static func read(_ db: Connection, preferring set: MigrationSet?) throws -> AppliedState {
+        try unbounded(db, preferring: set).bounded
+    }
+
+    private static func unbounded(_ db: Connection, preferring set: MigrationSet?) throws -> AppliedState {
         if let set, let state = try set.format.tool.readState(db, table: set.table) { return state }
         for tool in MigrationFormat.all where tool.name != set?.format.rawValue {
             if let state = try tool.readState(db, table: tool.bookkeepingTable) { return state }

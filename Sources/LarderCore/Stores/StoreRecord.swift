@@ -1,6 +1,16 @@
 /// What Larder knows of a store, kept beside it as `store.json` so a restart
 /// finds it again.
 public struct StoreRecord: Sendable {
+    /// The longest label, in UTF-8 bytes: every listing, page and record repeats it.
+    public static let maxLabelBytes = 256
+
+    /// A label a client gave, refused when it is longer than `maxLabelBytes`.
+    public static func check(label: String?) throws {
+        guard let label, label.utf8.count > maxLabelBytes else { return }
+        throw LarderError(.badRequest, "a label is at most \(maxLabelBytes) bytes; this one has \(label.utf8.count)",
+                          details: [("label_bytes", .int(Int64(label.utf8.count))), ("max_bytes", .int(Int64(maxLabelBytes)))])
+    }
+
     public var id: String
     public var sequence: Int64
     public var template: String?

@@ -173,6 +173,7 @@ public final class StoreRegistry: Sendable {
     /// the store keeps a copy of it as its creation state. On any error
     /// nothing is left behind.
     public func create(label: String?, ttlSeconds: Int?, build: (String) throws -> Provenance) throws -> (Store, Provenance) {
+        try StoreRecord.check(label: label)
         try reserveSlot()
         defer { releaseSlot() }
         let id = newID()
@@ -201,6 +202,7 @@ public final class StoreRegistry: Sendable {
     func create(copyOf source: String, ready: ReadyCopy?, provenance: Provenance, label: String?,
                 ttlSeconds: Int?) throws -> (Store, Provenance) {
         do {
+            try StoreRecord.check(label: label)
             try reserveSlot()
         } catch {
             if let ready { discard(ready) }
@@ -334,6 +336,7 @@ public final class StoreRegistry: Sendable {
     }
 
     public func update(_ id: String, _ patch: Patch) throws -> Store {
+        if let label = patch.label { try StoreRecord.check(label: label) }
         let store = try get(id)
         _ = store.update { r in
             if let keep = patch.keep { r.keep = keep }

@@ -111,6 +111,7 @@ public final class Builds: Sendable {
     /// empty) to build in; later callers hear that it is building or ready.
     public func claim(key: String, label: String?) throws -> Claim {
         try Builds.check(key: key)
+        try StoreRecord.check(label: label)
         discardLapsed()
         enum Step { case answer(Claim), start(Building) }
         let step = shared.withLock { s -> Step in

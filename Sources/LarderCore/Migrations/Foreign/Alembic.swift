@@ -8,7 +8,7 @@ enum Alembic: ForeignBookkeeping {
 
     static func readState(_ db: Connection) throws -> AppliedState? {
         guard try Bookkeeping.tableExists(db, "alembic_version") else { return nil }
-        let heads = try db.rows("SELECT version_num FROM alembic_version ORDER BY version_num").compactMap { $0[0].string }
+        let heads = try db.rows("SELECT version_num FROM alembic_version ORDER BY version_num LIMIT 16").compactMap { $0[0].string }
         guard !heads.isEmpty else { return nil }
         return AppliedState(source: "alembic_version", current: heads.joined(separator: ","), listed: heads)
     }
