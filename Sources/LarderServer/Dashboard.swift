@@ -15,16 +15,28 @@ enum Dashboard {
     /// How often the page refreshes its live part, in milliseconds.
     static let refreshMs = 5000
 
+    /// Text for HTML, in one pass over its bytes.
     static func escape(_ s: String) -> String {
-        s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
-            .replacingOccurrences(of: "'", with: "&#39;")
+        var out: [UInt8] = []
+        out.reserveCapacity(s.utf8.count)
+        for byte in s.utf8 {
+            switch byte {
+            case UInt8(ascii: "&"): out += Array("&amp;".utf8)
+            case UInt8(ascii: "<"): out += Array("&lt;".utf8)
+            case UInt8(ascii: ">"): out += Array("&gt;".utf8)
+            case UInt8(ascii: "\""): out += Array("&quot;".utf8)
+            case UInt8(ascii: "'"): out += Array("&#39;".utf8)
+            default: out.append(byte)
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// `GET /` (the token check has passed): `?cursor=` pages to older stores.
     static func show(_ s: Services, _ request: Request) throws -> Outcome {
         try request.checkQuery(allowed: ["cursor"])
-        return .now(html(200, try page(s, cursor: request.queryValue("cursor"))))
+        let cursor = request.queryValue("cursor")
+        return .later { html(200, try page(s, cursor: cursor)) }
     }
 
     /// An HTML answer, with the headers every page of the dashboard carries.

@@ -9,7 +9,7 @@ enum InspectRoutes {
         let tables = request.queryValue("tables").map(names)
         guard let waitText = request.queryValue("wait") else {
             if request.queryValue("timeout_ms") != nil { throw LarderError.badRequest("'timeout_ms' goes with 'wait'") }
-            return .now(json(200, ["counts": JSONValue(counts: try tables.map { t in try store.withReader { try Inspector.counts($0, tables: t) } } ?? store.counts())]))
+            return .later { json(200, ["counts": JSONValue(counts: try tables.map { t in try store.withReader { try Inspector.counts($0, tables: t) } } ?? store.counts())]) }
         }
         let conditions = try CountCondition.parseList(waitText)
         let timeout = try request.waitTimeoutMs(s.configuration)
@@ -34,7 +34,7 @@ enum InspectRoutes {
 
     static func schema(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
         try request.checkQuery(allowed: [])
-        return .now(json(200, try s.registry.get(id).withReader { try Inspector.schema($0) }))
+        return .later { json(200, try s.registry.get(id).withReader { try Inspector.schema($0) }) }
     }
 
     /// What the test changed since the store was created.

@@ -16,10 +16,12 @@ enum MigrationRoutes {
     }
 
     static func migrations(_ s: Services, _ id: String) throws -> Outcome {
-        let status = try s.editor.migrations(id)
-        return .now(json(200, [
-            "version": JSONValue(status.version), "dirty": .bool(status.dirty),
-            "migrations": .array(status.migrations.map { ["version": .string($0.version), "name": .string($0.name), "state": .string($0.applied ? "applied" : "pending")] }),
-        ]))
+        .later {
+            let status = try s.editor.migrations(id)
+            return json(200, [
+                "version": JSONValue(status.version), "dirty": .bool(status.dirty),
+                "migrations": .array(status.migrations.map { ["version": .string($0.version), "name": .string($0.name), "state": .string($0.applied ? "applied" : "pending")] }),
+            ])
+        }
     }
 }

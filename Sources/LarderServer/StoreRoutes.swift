@@ -97,7 +97,8 @@ enum StoreRoutes {
     }
 
     static func show(_ s: Services, _ id: String) throws -> Outcome {
-        .now(json(200, try render(s, try s.registry.get(id), counts: nil)))
+        // Counts read the store, which its test may hold locked: off the pool threads.
+        .later { json(200, try render(s, try s.registry.get(id), counts: nil)) }
     }
 
     static func patch(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
@@ -106,7 +107,8 @@ enum StoreRoutes {
         patch.keep = try body.bool("keep")
         patch.ttlSeconds = try body.int("ttl_seconds", in: 1...31_536_000)
         if body.has("label") { patch.label = .some(try body.string("label")) }
-        return .now(json(200, try render(s, try s.registry.update(id, patch), counts: nil)))
+        let change = patch
+        return .later { json(200, try render(s, try s.registry.update(id, change), counts: nil)) }
     }
 
     /// `POST /stores/{id}/reset`: back to the creation state, in place.

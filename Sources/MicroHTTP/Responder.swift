@@ -4,13 +4,24 @@ import Synchronization
 /// Finishes a suspended request from any thread. The first `send` wins; later
 /// calls are ignored.
 public final class Responder: Sendable {
-    let context: RequestContext
+    let context: RequestContext?
+    let sink: (@Sendable (Response) -> Void)?
 
-    init(context: RequestContext) { self.context = context }
+    init(context: RequestContext) {
+        self.context = context
+        sink = nil
+    }
+
+    /// A responder without a connection, which hands the answer to `sink`:
+    /// for routes run in-process (tests of a router without sockets).
+    public init(sink: @escaping @Sendable (Response) -> Void) {
+        context = nil
+        self.sink = sink
+    }
 
     /// Answers the request and resumes its connection.
     public func send(_ response: Response) {
-        context.complete(with: response)
+        if let context { context.complete(with: response) } else { sink?(response) }
     }
 
     /// Runs `body` (once, on the server's watcher thread) if the client
@@ -18,6 +29,7 @@ public final class Responder: Sendable {
     /// dropped and any later `send` ignored. For long waits: release what
     /// the wait holds at once, not when its timeout comes.
     public func onHangup(_ body: @escaping @Sendable () -> Void) {
+        guard let context else { return }
         let waiting = context.state.withLock { s -> Bool in
             guard s.phase == .suspended, s.pending == nil else { return false }
             s.onHangup = body
@@ -27,5 +39,20 @@ public final class Responder: Sendable {
     }
 
     /// True once the request has been answered (or the server is stopping).
-    public var isAnswered: Bool { context.isAnswered }
+    public var isAnswered: Bool { context?.isAnswered ?? false }
+}
+
+extension Reply {
+    /// The answer, with work meant for a worker thread run here and now
+    /// (routes run without a server: tests). Nil when the work answers only
+    /// later (a long poll).
+    public func answeredHere() -> Response? {
+        switch self {
+        case .now(let response): return response
+        case .later(let work):
+            let answer = Mutex<Response?>(nil)
+            work(Responder(sink: { response in answer.withLock { $0 = $0 ?? response } }))
+            return answer.withLock { $0 }
+        }
+    }
 }

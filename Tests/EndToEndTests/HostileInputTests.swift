@@ -1,5 +1,8 @@
 import FileSystem
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import LarderCore
 import LarderServer
 import SQLite
@@ -317,6 +320,39 @@ final class HostileInputTests: XCTestCase {
         XCTAssertEqual(finished.status, 200, String(decoding: finished.data.prefix(300), as: UTF8.self))
         XCTAssertEqual(finished.json?["version"], .null)
         XCTAssertLessThan(finished.data.count, 10_000)
+    }
+
+    /// A test that locks its store for good (legal: `locking_mode=EXCLUSIVE`)
+    /// and asks about it: every read of it answers 409 after the busy
+    /// timeout, copies of it too, and the server goes on answering others
+    /// meanwhile (no read of a store runs on a connection thread).
+    func testAStoreLockedForGoodStallsNothingElse() async throws {
+        let server = try TestServer { $0.threads = 2 }
+        let created = try await server.request("POST", "/stores", json: #"{"template": "gallery"}"#)
+        let id = try XCTUnwrap(created.json?["id"]?.stringValue), path = try XCTUnwrap(created.json?["path"]?.stringValue)
+        let held = try Connection(path: path, mode: .readWrite)
+        try held.execute("PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; INSERT INTO albums (title) VALUES ('held');")
+        let routes = ["/stores/\(id)", "/stores/\(id)/counts", "/stores/\(id)/schema", "/stores/\(id)/migrations", "/stores/\(id)/database"]
+        let started = Date()
+        try await withThrowingTaskGroup(of: (String, Int, TimeInterval).self) { group in
+            for route in routes + routes {
+                group.addTask {
+                    let answer = try await server.request("GET", route)
+                    return (route, answer.status, Date().timeIntervalSince(started))
+                }
+            }
+            try await Task.sleep(for: .milliseconds(200))
+            // A client of its own (the shared session queues requests per host behind the ten).
+            let health = Date()
+            let (_, ok) = try await URLSession(configuration: .ephemeral).data(from: URL(string: server.base + "/health")!)
+            XCTAssertEqual((ok as? HTTPURLResponse)?.statusCode, 200)
+            XCTAssertLessThan(Date().timeIntervalSince(health), 0.5, "/health waits for no store")
+            for try await (route, status, after) in group {
+                XCTAssertEqual(status, 409, route)
+                XCTAssertLessThan(after, 10, route)
+            }
+        }
+        try held.execute("ROLLBACK; PRAGMA locking_mode=NORMAL; SELECT 1 FROM albums;")
     }
 
     func testHugeQueryAnswersAreCutAtTheByteBound() async throws {

@@ -51,7 +51,7 @@ final class ResetAndForkTests: XCTestCase {
     }
 
     /// A store its test locked for good (`locking_mode=EXCLUSIVE`): a fork
-    /// and a snapshot wait the read limit, then conflict; a DELETE ends a
+    /// and a snapshot wait the busy timeout, then conflict; a DELETE ends a
     /// copy that waits.
     func testCopiesOfAStoreLockedForGoodConflictAndDeleteEndsThem() throws {
         let scratch = Scratch()
@@ -69,7 +69,7 @@ final class ResetAndForkTests: XCTestCase {
         XCTAssertLessThan(Date().timeIntervalSince(started), 5)
 
         let patientScratch = Scratch()
-        let patient = try CoreServices(patientScratch) { $0.queryTimeoutMs = 60_000 }
+        let patient = try CoreServices(patientScratch) { $0.queryTimeoutMs = 60_000; $0.busyTimeoutMs = 60_000 }
         let other = try patient.store("gallery")
         let otherHolder = try Connection(path: other.databasePath, mode: .readWrite)
         try otherHolder.execute("PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; INSERT INTO albums (title) VALUES ('held');")

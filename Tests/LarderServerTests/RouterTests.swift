@@ -27,7 +27,7 @@ final class RouterTests: XCTestCase {
         if let type { headers["content-type"] = type }
         if let token { headers["authorization"] = "Bearer " + token }
         let reply = router.route(Request(method: method, path: path, query: query.map { (name: $0.0, value: $0.1) }, headers: headers, body: Array(body.utf8)))
-        guard case .now(let response) = reply else { return (-1, nil) }
+        guard let response = reply.answeredHere() else { return (-1, nil) }
         guard case .bytes(let bytes) = response.body else { return (response.status, nil) }
         return (response.status, try? JSONValue.parse(bytes))
     }

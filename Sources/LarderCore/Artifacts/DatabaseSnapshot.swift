@@ -25,7 +25,7 @@ public final class DatabaseSnapshot: Sendable {
         do {
             let source: Connection
             do {
-                source = try store.connect(busyTimeoutMs: Int32(clamping: store.readTimeoutMs))
+                source = try store.connect(busyTimeoutMs: Int32(clamping: store.busyTimeoutMs))
                 try store.tracking(source) { try source.backup(to: path) }
             } catch {
                 throw store.isDeleted ? store.notFound : error

@@ -169,7 +169,7 @@ public final class Provisioner: Sendable {
         }
         return try registry.create(label: label, ttlSeconds: ttlSeconds) { path in
             do {
-                let db = try source.connect(busyTimeoutMs: Int32(clamping: source.readTimeoutMs))
+                let db = try source.connect(busyTimeoutMs: Int32(clamping: source.busyTimeoutMs))
                 try source.tracking(db) { try db.backup(to: path) }
             } catch {
                 throw source.isDeleted ? source.notFound : error

@@ -30,10 +30,14 @@ public final class Store: Sendable {
     /// Time limit of reads (counts, schema, migration state): `--query-timeout-ms`.
     let readTimeoutMs: Int
 
-    init(record: StoreRecord, directory: String, readTimeoutMs: Int = 5_000) {
+    /// How long a read waits for a lock the test holds (`--busy-timeout-ms`), then 409.
+    let busyTimeoutMs: Int
+
+    init(record: StoreRecord, directory: String, readTimeoutMs: Int = 5_000, busyTimeoutMs: Int = 1_000) {
         self.id = record.id
         self.directory = directory
         self.readTimeoutMs = readTimeoutMs
+        self.busyTimeoutMs = busyTimeoutMs
         self.state = Mutex(State(record: record))
     }
 
@@ -143,7 +147,7 @@ public final class Store: Sendable {
         let pooled = readers.withLock { $0.popLast() }
         if pooled != nil { Store.openReaders.subtract(1, ordering: .relaxed) }
         let db: Connection
-        do { db = try pooled ?? connect() } catch { throw isDeleted ? notFound : error }
+        do { db = try pooled ?? connect(busyTimeoutMs: Int32(clamping: busyTimeoutMs)) } catch { throw isDeleted ? notFound : error }
         var healthy = true
         defer {
             // Kept only while healthy, while the store lives and the process-wide cap allows.

@@ -142,7 +142,7 @@ public final class StoreRegistry: Sendable {
                 try FileSystem.removeTree(directory, within: root)
                 continue
             }
-            found[name] = Store(record: record, directory: directory, readTimeoutMs: readTimeoutMs)
+            found[name] = Store(record: record, directory: directory, readTimeoutMs: readTimeoutMs, busyTimeoutMs: busyTimeoutMs)
             maxSequence = max(maxSequence, record.sequence)
         }
         live.withLock { l in
@@ -276,7 +276,7 @@ public final class StoreRegistry: Sendable {
         try FileSystem.writeFile(record.json.serialized(), to: staging + "/store.json")
         let directory = storesDirectory + "/" + id
         try FileSystem.rename(staging, to: directory)
-        let store = Store(record: record, directory: directory, readTimeoutMs: readTimeoutMs)
+        let store = Store(record: record, directory: directory, readTimeoutMs: readTimeoutMs, busyTimeoutMs: busyTimeoutMs)
         if let counts = provenance.counts { store.remember(counts: counts) }
         let size = bytes ?? store.sizeBytes
         live.withLock { l in
