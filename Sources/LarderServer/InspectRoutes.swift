@@ -13,11 +13,16 @@ enum InspectRoutes {
         }
         let conditions = try CountCondition.parseList(waitText)
         let timeout = try request.waitTimeoutMs(s.configuration)
-        // Unknown tables are a 400 now, not a timeout later.
-        _ = try store.withReader { try Inspector.counts($0, tables: Array(Set(conditions.map(\.table) + (tables ?? [])))) }
         let waitDescription = conditions.map(\.description).joined(separator: ",")
         return .whenReady { respond in
-            s.waiter.wait(on: store, for: conditions, tables: tables, timeoutMs: timeout) { result in
+            // Unknown tables are a 400 now, not a timeout later (read here, on a worker: the store may be locked).
+            do {
+                _ = try store.withReader { try Inspector.counts($0, tables: Array(Set(conditions.map(\.table) + (tables ?? [])))) }
+            } catch {
+                respond(errorResponse(LarderError.classify(error) ?? LarderError(.internalError, "reading the store for a count wait failed: \(error)")))
+                return {}
+            }
+            return s.waiter.wait(on: store, for: conditions, tables: tables, timeoutMs: timeout) { result in
                 switch result {
                 case .satisfied(let counts):
                     respond(json(200, ["counts": JSONValue(counts: counts)]))
