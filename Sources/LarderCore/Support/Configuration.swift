@@ -156,7 +156,7 @@ public struct Configuration: Sendable {
         .optional("client-root", \.clientRoot, "The root as test code sees it (a volume mounted elsewhere): every `path` in answers is built from it.",
                   check: { $0.count > 1 && $0.hasSuffix("/") ? String($0.dropLast()) : $0 }),
         .int("busy-timeout-ms", \.busyTimeoutMs, 0...60_000,
-             "How long fixture loads, migrations and writing queries wait for a lock that a test's own transaction holds on the store; then conflict (409) with Retry-After."),
+             "How long the server's work on a store (reads, copies, fixture loads, migrations, writing queries) waits for a lock that a test holds on it; then conflict (409) with Retry-After."),
         .int("build-lease-seconds", \.buildLeaseSeconds, 1...86_400,
              "An app-built template (POST /builds) not finished within this many seconds is discarded, so a crashed builder never blocks the others."),
     ]
