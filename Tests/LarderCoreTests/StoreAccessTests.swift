@@ -29,16 +29,17 @@ final class StoreAccessTests: XCTestCase {
         let scratch = Scratch()
         let (registry, provisioner) = try registry(scratch)
         let (store, _) = try gallery(provisioner)
-        XCTAssertEqual(FileSystem.permissions(store.databasePath), 0o664)
-        XCTAssertEqual(FileSystem.permissions(store.directory), 0o775)
-        XCTAssertEqual(FileSystem.permissions(registry.storesDirectory), 0o755)
-        XCTAssertEqual(FileSystem.permissions(registry.root), 0o755)
+        XCTAssertEqual(FileSystem.permissions(store.databasePath), 0o660)
+        XCTAssertEqual(FileSystem.permissions(store.directory), 0o770)
+        // Passed through to a store one was given, never listed.
+        XCTAssertEqual(FileSystem.permissions(registry.storesDirectory), 0o710)
+        XCTAssertEqual(FileSystem.permissions(registry.root), 0o710)
         // SQLite gives its -wal and -shm the database file's bits.
         try registry.operate(store, exclusive: "fixtures", timeoutMs: 1000) { try $0.execute("INSERT INTO artists(name) VALUES ('x')") }
         let reader = try store.connect()
         _ = try reader.scalar("SELECT count(*) FROM artists")
-        XCTAssertEqual(FileSystem.permissions(store.databasePath + "-wal"), 0o664)
-        XCTAssertEqual(FileSystem.permissions(store.databasePath + "-shm"), 0o664)
+        XCTAssertEqual(FileSystem.permissions(store.databasePath + "-wal"), 0o660)
+        XCTAssertEqual(FileSystem.permissions(store.databasePath + "-shm"), 0o660)
     }
 
     func testAGroupMakesDirectoriesSetgidAndAWideModeOpensToEveryone() throws {
@@ -51,13 +52,14 @@ final class StoreAccessTests: XCTestCase {
         let (store, _) = try provisioner.createEmpty(label: nil, ttlSeconds: nil)
         XCTAssertEqual(FileSystem.permissions(store.databasePath), 0o660)
         XCTAssertEqual(FileSystem.permissions(store.directory), 0o2770)
-        XCTAssertEqual(FileSystem.permissions(registry.storesDirectory), 0o750)
+        XCTAssertEqual(FileSystem.permissions(registry.storesDirectory), 0o710)
 
         let wide = Scratch()
         let (_, open) = try self.registry(wide) { $0.storeMode = 0o666 }
         let (everyone, _) = try open.createEmpty(label: nil, ttlSeconds: nil)
         XCTAssertEqual(FileSystem.permissions(everyone.databasePath), 0o666)
         XCTAssertEqual(FileSystem.permissions(everyone.directory), 0o777)
+        XCTAssertEqual(FileSystem.permissions(wide.path + "/root/stores"), 0o711)
     }
 
     func testModeAndGroupSettingsAreChecked() throws {

@@ -109,16 +109,23 @@ class OtherUserTests(Scratch):
             info = os.stat(store["path"] + suffix)
             self.assertEqual((info.st_mode & 0o777, info.st_gid), (0o660, group), suffix)
 
-    def test_default_mode_lets_the_servers_group_write_and_others_only_look(self):
+    def test_default_mode_lets_the_servers_group_in_and_no_one_else(self):
         larder = self.serve()
         store = self.make(larder)
-        self.assertEqual(os.stat(store["path"]).st_mode & 0o777, 0o664)
-        self.assertEqual(os.stat(os.path.dirname(store["path"])).st_mode & 0o777, 0o775)
+        self.assertEqual(os.stat(store["path"]).st_mode & 0o777, 0o660)
+        self.assertEqual(os.stat(os.path.dirname(store["path"])).st_mode & 0o777, 0o770)
         member = as_nobody(store["path"], groups=[os.getgid()])
         self.assertEqual(member.returncode, 0, member.stderr)
         outsider = as_nobody(store["path"])
-        self.assertNotEqual(outsider.returncode, 0)
-        self.assertIn("readonly", outsider.stderr)
+        self.assertNotEqual(outsider.returncode, 0, "an outsider cannot even read")
+        # The passages can be walked through to a path one was given, never listed.
+        root = os.path.dirname(os.path.dirname(os.path.dirname(store["path"])))
+        for directory in (root, os.path.join(root, "stores"), os.path.join(root, "builds")):
+            self.assertEqual(os.stat(directory).st_mode & 0o777, 0o710, directory)
+        lister = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--groups=%d" % os.getgid(), SYSTEM_PYTHON, "-c",
+                                 "import os, sys; os.listdir(sys.argv[1])", os.path.join(root, "stores")], capture_output=True, text=True, timeout=30)
+        self.assertNotEqual(lister.returncode, 0, "a member cannot list the stores")
+        self.assertIn("PermissionError", lister.stderr)
 
 
 class ClientRootTests(Scratch):

@@ -352,7 +352,7 @@ class ImageTests(unittest.TestCase):
         volumes = [v for k, v in self.dockerfile.instructions if k == "VOLUME"]
         self.assertEqual(volumes, ["/var/lib/larder"])
         self.assertTrue(self.env["LARDER_ROOT"].startswith("/var/lib/larder/"))
-        self.assertEqual(self.env["LARDER_STORE_MODE"], "0664")
+        self.assertEqual(self.env["LARDER_STORE_MODE"], "0660")
         self.assertEqual(self.env["LARDER_FIXTURES"], "/srv/larder/fixtures")
         self.assertFalse(os.path.exists(os.path.join(self.chroot, "opt/swift")) or glob.glob(os.path.join(self.chroot, "usr/lib/swift*")))
 
@@ -367,7 +367,7 @@ class ImageTests(unittest.TestCase):
         self.assertEqual(metric(base, "larder_template_cache_misses_total", token="image-token"), 0, "WARM=1 built it in the image")
         on_disk = os.path.join(self.chroot, store["path"].lstrip("/"))
         info, folder = os.stat(on_disk), os.stat(os.path.dirname(on_disk))
-        self.assertEqual((info.st_uid, info.st_gid, info.st_mode & 0o7777), (7464, 7464, 0o664), "the server runs as larder")
+        self.assertEqual((info.st_uid, info.st_gid, info.st_mode & 0o7777), (7464, 7464, 0o660), "the server runs as larder")
         self.assertTrue(folder.st_mode & 0o2000, "setgid store directories")
         self.stop_container(process)
         self.assertEqual(process.returncode, 0, "larder stopped cleanly on SIGTERM")

@@ -2,7 +2,7 @@ import FileSystem
 
 /// Who may open a store besides the server: `--store-mode` gives the
 /// permission bits of its files and `--store-group` their group. A store's
-/// directory gets the same bits with `x` wherever there is `r` (0664: 0775),
+/// directory gets the same bits with `x` wherever there is `r` (0660: 0770),
 /// and is setgid with a group, so the `-wal` and `-shm` that SQLite makes
 /// later (with the database file's own bits) land in that group too. Test
 /// code running as another user can then open, read and write the store:
@@ -29,8 +29,10 @@ public struct StoreAccess: Sendable {
     /// A store's directory: searchable, setgid with a group.
     public var directoryMode: Int { searchable | (group == nil ? 0 : 0o2000) }
 
-    /// The root and `stores/`: enough to pass through to a store, nothing more.
-    var passageMode: Int { searchable & ~0o022 }
+    /// The root, `stores/` and `builds/`: enough to pass through to a store
+    /// or a build whose name one was given, never to list them (0710, or
+    /// 0711 where others may open stores too).
+    var passageMode: Int { 0o700 | (fileMode & 0o060 != 0 ? 0o010 : 0) | (fileMode & 0o006 != 0 ? 0o001 : 0) }
 
     /// Lets the users the setting names pass through `directory` (the root, `stores/`).
     func open(_ directory: String) throws {

@@ -36,7 +36,7 @@ public struct Configuration: Sendable {
     public var poolSize = 16
     /// Permission bits of store files (`-wal` and `-shm` follow); their
     /// directories get the same with `x` wherever there is `r`.
-    public var storeMode = 0o664
+    public var storeMode = 0o660
     /// The group (name or gid) that store files and directories are given.
     public var storeGroup: String?
     /// The root as the tests see it (another container's mount): `path` is built from it.
@@ -144,7 +144,7 @@ public struct Configuration: Sendable {
         .int("pool-size", \.poolSize, 0...1024,
              "Ready copies kept per recently used template entry (the 8 latest), made in the background so POST /stores is a rename (0: none)."),
         Setting(name: "store-mode",
-                help: "Permission bits of store files, in octal; their -wal and -shm follow, and their directories get x wherever there is r (0664: 0775).",
+                help: "Permission bits of store files, in octal; their -wal and -shm follow, and their directories get x wherever there is r (0660: 0770).",
                 show: { "0" + String($0.storeMode, radix: 8) },
                 set: { c, text in
                     guard let mode = Int(text, radix: 8), (0...0o777).contains(mode), mode & 0o600 == 0o600 else {
