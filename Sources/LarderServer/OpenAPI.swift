@@ -154,7 +154,7 @@ enum OpenAPI {
             Operation(method: "get", path: "/builds", summary: "App-built templates, building and ready", success: 200, errors: [400],
                       answer: "BuildList"),
             Operation(method: "post", path: "/builds", summary: "Build an app-built template, or hear that it is building or ready", success: 201,
-                      errors: [400, 413, 415, 507], moreSuccesses: [200, 202], body: "CreateBuild", bodyRequired: true, answer: "Build",
+                      errors: [400, 413, 415, 429, 507], moreSuccesses: [200, 202], body: "CreateBuild", bodyRequired: true, answer: "Build",
                       description: "201: this caller builds: it opens `path` with its own driver, runs its migrator and fixtures, closes it, "
                           + "then finishes the build. 202: another caller is building it. 200: it is ready."),
             Operation(method: "get", path: "/builds/{key}", summary: "One app-built template; with wait=ready, a long poll", success: 200,

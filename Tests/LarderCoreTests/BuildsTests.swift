@@ -264,4 +264,18 @@ final class BuildsTests: XCTestCase {
         XCTAssertEqual(try builds.info("slow").state, .building)
         XCTAssertEqual(FileSystem.entries(core.registry.temporaryDirectory).filter { $0.hasPrefix("build-") }, [], "no copy is left behind")
     }
+
+    /// Each build under way is a file a client may fill: no more of them than --max-stores.
+    func testBuildsUnderWayAreBoundedByTheStoreLimit() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch) { $0.maxStores = 2 }
+        let builds = try self.builds(core)
+        _ = try builds.claim(key: "a", label: nil)
+        _ = try builds.claim(key: "b", label: nil)
+        XCTAssertLarderError(.quotaExceeded, try builds.claim(key: "c", label: nil))
+        // Asking about one under way is not a new one.
+        if case .building = try builds.claim(key: "a", label: nil) {} else { XCTFail("a is building") }
+        try builds.discard("a")
+        if case .build = try builds.claim(key: "c", label: nil) {} else { XCTFail("c builds once a slot is free") }
+    }
 }

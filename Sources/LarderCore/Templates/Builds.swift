@@ -114,9 +114,14 @@ public final class Builds: Sendable {
         try StoreRecord.check(label: label)
         discardLapsed()
         enum Step { case answer(Claim), start(Building) }
-        let step = shared.withLock { s -> Step in
+        let step = try shared.withLock { s -> Step in
             if let b = s.building[key] { return .answer(.building(info(b, path: false))) }
             if let entry = cache.peek(entryKey(key)) { return .answer(.ready(info(entry))) }
+            // Each build under way is a database file a client may fill: as many at most as stores.
+            guard s.building.count < registry.maxStores else {
+                throw LarderError(.quotaExceeded, "\(s.building.count) builds are under way, the most --max-stores (\(registry.maxStores)) allows; finish or discard one",
+                                  details: [("limit", .int(Int64(registry.maxStores)))])
+            }
             let now = Timestamp.now
             let b = Building(key: key, label: label, directory: directory + "/" + StoreRegistry.randomHex(),
                              startedAt: now, expiresAt: Timestamp(seconds: now.seconds + lease.seconds), deadline: .now + lease)
