@@ -366,6 +366,31 @@ final class HostileInputTests: XCTestCase {
         let rows = answer.json?["rows"]?.arrayValue ?? []
         XCTAssertEqual(rows.count, 3, "three 2 MB blobs fit in 8 MiB of base64, four do not")
         XCTAssertEqual(rows.first?.arrayValue?[1]["base64"]?.stringValue.flatMap { Data(base64Encoded: $0)?.count }, 2_000_000)
+
+        // Text that JSON escapes six-fold counts as written: 4 MB of NULs is 24 MB of JSON.
+        let escaped = try await server.request("POST", "/stores/\(id)/query", json: #"{"sql": "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n LIMIT 5) SELECT CAST(zeroblob(1000000) AS TEXT) FROM n"}"#)
+        XCTAssertEqual(escaped.status, 200)
+        XCTAssertLessThanOrEqual(escaped.data.count, 8 << 20 + 1024)
+        XCTAssertEqual(escaped.json?["truncated"], true)
+        XCTAssertEqual(escaped.json?["rows"]?.arrayValue?.count, 1, "one million NULs are six million bytes; two are over 8 MiB")
+    }
+
+    /// A diff's byte bound counts its rows as written: their column names,
+    /// repeated in every row, and the escapes of their values.
+    func testADiffsByteBoundCountsTheRowsAsWritten() async throws {
+        let server = try TestServer { $0.queryMaxBytes = 1 << 20 }
+        let id = try await server.create("{}")
+        let names = (0..<60).map { "a_rather_long_column_name_that_repeats_in_every_row_of_the_diff_and_so_costs_more_than_its_value_\($0)" }
+        let create = "CREATE TABLE wide (" + names.map { $0 + " INTEGER" }.joined(separator: ", ") + ")"
+        let fill = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n LIMIT 5000) INSERT INTO wide SELECT " + names.map { _ in "i" }.joined(separator: ", ") + " FROM n"
+        for sql in [create, fill] {
+            let answer = try await server.request("POST", "/stores/\(id)/query", json: JSONValue.object([("sql", .string(sql))]).jsonText)
+            XCTAssertEqual(answer.status, 200, String(decoding: answer.data.prefix(300), as: UTF8.self))
+        }
+        let diff = try await server.request("GET", "/stores/\(id)/diff?limit=5000")
+        XCTAssertEqual(diff.status, 200)
+        XCTAssertLessThan(diff.data.count, 2 << 20, "about the 1 MiB bound, not 60 names × 5000 rows")
+        XCTAssertEqual(diff.json?["tables"]?["wide"]?["inserted"], 5000, "counts stay whole")
     }
 
     func testBlobsComeBackAsStandardBase64() async throws {

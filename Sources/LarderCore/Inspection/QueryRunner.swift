@@ -35,20 +35,25 @@ public enum QueryRunner {
                 var rowCount = 0
                 var truncated = false
                 while try statement.step() {
-                    // Sizes are known before any value is copied out of SQLite.
-                    let size = (0..<columns.count).reduce(2) { $0 + encodedSize(statement, $1) + 1 }
-                    if rowCount >= rowLimit || out.count + size + 64 > maxBytes { truncated = true; break }
+                    if rowCount >= rowLimit { truncated = true; break }
+                    // The row's size as written (escapes counted) before any of it is:
+                    // BLOBs from their length, the other values (at most SQLite's
+                    // value limit each) measured as they will be written.
+                    // (`.none`, not `nil`: a JSONValue literal `nil` is JSON's null.)
+                    let values: [JSONValue?] = (0..<columns.count).map { statement.columnType($0) == .blob ? .none : .some(json(statement.column($0))) }
+                    let size = (0..<columns.count).reduce(2) { $0 + (values[$1].map(encodedSize) ?? encodedSize(statement, $1)) + 1 }
+                    if out.count + size + 64 > maxBytes { truncated = true; break }
                     if out.count > firstRow { out.append(UInt8(ascii: ",")) }
                     out.append(UInt8(ascii: "["))
                     for i in 0..<columns.count {
                         if i > 0 { out.append(UInt8(ascii: ",")) }
-                        if statement.columnType(i) == .blob {
+                        if let value = values[i] {
+                            value.write(to: &out, indent: nil, level: 0)
+                        } else {
                             // Straight from SQLite's buffer into the answer.
                             out += Array(#"{"base64":""#.utf8)
                             statement.appendBase64(ofColumn: i, to: &out)
                             out += Array(#""}"#.utf8)
-                        } else {
-                            json(statement.column(i)).write(to: &out, indent: nil, level: 0)
                         }
                     }
                     out.append(UInt8(ascii: "]"))
@@ -72,8 +77,20 @@ public enum QueryRunner {
         }
     }
 
-    /// About how many bytes column `i` of the current row takes as JSON
-    /// (strings counted without escapes).
+    /// How many bytes `value` takes as JSON: a string's escapes counted as
+    /// written, a number at most 24.
+    static func encodedSize(_ value: JSONValue) -> Int {
+        switch value {
+        case .string(let s): return JSONValue.encodedLength(ofString: s)
+        case .object(let members): return members.reduce(2) { $0 + JSONValue.encodedLength(ofString: $1.0) + 2 + encodedSize($1.1) }
+        case .null: return 4
+        default: return 24
+        }
+    }
+
+    /// About how many bytes column `i` of the current row takes as JSON,
+    /// known without copying it (strings counted without escapes: for BLOBs
+    /// and first guesses; `encodedSize(_:)` of the value is exact).
     static func encodedSize(_ statement: Statement, _ i: Int) -> Int {
         switch statement.columnType(i) {
         case .text: return statement.columnByteCount(i) + 2

@@ -197,15 +197,19 @@ public enum StoreDiff {
                     if join == nil { break } else { continue }
                 }
                 let keyStart = 1, newStart = keyStart + key.names.count, oldStart = newStart + now.columns.count
-                let size = rowSize(statement, from: keyStart, to: matched ? oldStart + oldColumns.count : oldStart)
-                guard size <= budget else { budget = 0; continue }
-                budget -= size
-                changes.rows.append(.object([
+                // A first guess from the values' lengths, before copying any.
+                guard rowSize(statement, from: keyStart, to: matched ? oldStart + oldColumns.count : oldStart) <= budget else { budget = 0; continue }
+                let row: JSONValue = .object([
                     ("op", .string(matched ? "update" : "insert")),
                     ("key", object(statement, key.names, from: keyStart)),
                     ("old", matched ? object(statement, oldColumns, from: oldStart) : .null),
                     ("new", object(statement, now.columns, from: newStart)),
-                ]))
+                ])
+                // The row as written, its column names and escapes counted.
+                let size = QueryRunner.encodedSize(row)
+                guard size <= budget else { budget = 0; continue }
+                budget -= size
+                changes.rows.append(row)
             }
             if was == nil || join == nil { changes.inserted = try count(db, newTable) }
         }
@@ -222,13 +226,15 @@ public enum StoreDiff {
             while try statement.step() {
                 changes.deleted += 1
                 guard changes.rows.count < limit, budget > 0 else { if join == nil { break } else { continue } }
-                let size = rowSize(statement, from: 0, to: key.names.count + was.columns.count)
-                guard size <= budget else { budget = 0; continue }
-                budget -= size
-                changes.rows.append(.object([
+                guard rowSize(statement, from: 0, to: key.names.count + was.columns.count) <= budget else { budget = 0; continue }
+                let row: JSONValue = .object([
                     ("op", .string("delete")), ("key", object(statement, key.names, from: 0)),
                     ("old", object(statement, was.columns, from: key.names.count)), ("new", .null),
-                ]))
+                ])
+                let size = QueryRunner.encodedSize(row)
+                guard size <= budget else { budget = 0; continue }
+                budget -= size
+                changes.rows.append(row)
             }
             if now == nil || join == nil { changes.deleted = try count(db, oldTable) }
         }

@@ -60,6 +60,20 @@ extension JSONValue {
         }
     }
 
+    /// How many bytes `writeString` writes for `s`, quotes and escapes
+    /// included (a control character takes six), without writing them.
+    static func encodedLength(ofString s: String) -> Int {
+        var n = 2
+        for byte in s.utf8 {
+            switch byte {
+            case 0x22, 0x5C, 0x0A, 0x0D, 0x09: n += 2
+            case 0..<0x20: n += 6
+            default: n += 1
+            }
+        }
+        return n
+    }
+
     static func writeString(_ s: String, to out: inout [UInt8]) {
         out.append(0x22)
         for byte in s.utf8 {
