@@ -6,6 +6,7 @@ import FoundationNetworking
 import LarderCore
 import LarderServer
 import SQLite
+import Synchronization
 import TestSupport
 import XCTest
 
@@ -353,6 +354,59 @@ final class HostileInputTests: XCTestCase {
             }
         }
         try held.execute("ROLLBACK; PRAGMA locking_mode=NORMAL; SELECT 1 FROM albums;")
+    }
+
+    /// One request on a connection of its own, blocking: a flood that no
+    /// client library queues per host. Answers the status.
+    static func rawStatus(_ base: String, _ path: String, json: String) -> Int {
+        let port = UInt16(base.split(separator: ":").last.flatMap { Int($0) } ?? 0)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return -1 }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard connected == 0 else { return -1 }
+        let request = "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \(json.utf8.count)\r\nConnection: close\r\n\r\n\(json)"
+        _ = request.withCString { send(fd, $0, strlen($0), 0) }
+        var answer: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n <= 0 { break }
+            answer += buffer[0..<n]
+        }
+        let line = String(decoding: answer.prefix(16), as: UTF8.self)
+        return line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? -1
+    }
+
+    /// One suite's sixteen endless queries, one on each of its stores (each
+    /// stopped at its limit), do not delay another suite's `SELECT 1`.
+    func testOneSuitesSlowQueriesDoNotDelayAnothersAnswers() async throws {
+        let server = try TestServer { $0.queryTimeoutMs = 800 }
+        var slows: [String] = []
+        for _ in 0..<16 { slows.append(try await server.create("{}")) }
+        let quick = try await server.create("{}")
+        let endless = #"{"sql": "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n"}"#
+        let statuses = Mutex<[Int]>([])
+        let base = server.base
+        let threads = slows.map { slow in
+            Thread {
+                let status = HostileInputTests.rawStatus(base, "/stores/\(slow)/query", json: endless)
+                statuses.withLock { $0.append(status) }
+            }
+        }
+        threads.forEach { $0.start() }
+        try await Task.sleep(for: .milliseconds(500))
+        let started = Date()
+        let answer = HostileInputTests.rawStatus(base, "/stores/\(quick)/query", json: #"{"sql": "SELECT 1"}"#)
+        let waited = Date().timeIntervalSince(started)
+        XCTAssertEqual(answer, 200)
+        XCTAssertLessThan(waited, 0.5, "another store's query waits for no one's")
+        while statuses.withLock({ $0.count }) < 16 { try await Task.sleep(for: .milliseconds(100)) }
+        XCTAssertEqual(statuses.withLock { $0 }, Array(repeating: 408, count: 16))
     }
 
     func testHugeQueryAnswersAreCutAtTheByteBound() async throws {
