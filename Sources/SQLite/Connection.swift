@@ -6,8 +6,6 @@ import Foundation
 public final class Connection: @unchecked Sendable {
     public let handle: OpaquePointer
     public let path: String
-    /// How long a statement waits for another connection's lock.
-    public let busyTimeoutMs: Int32
     let guardState = Guard()
     private var statementCache: [String: Statement] = [:]
 
@@ -43,7 +41,6 @@ public final class Connection: @unchecked Sendable {
         }
         self.handle = db
         self.path = path
-        self.busyTimeoutMs = busyTimeoutMs
         // Waits for another connection's lock as sqlite3_busy_timeout does,
         // but ends the wait at the time limit and on interrupt() too.
         guardState.busyTimeoutNanos = UInt64(max(busyTimeoutMs, 0)) * 1_000_000
@@ -206,7 +203,7 @@ public final class Connection: @unchecked Sendable {
         guard let backup = sqlite3_backup_init(target.handle, "main", source.handle, "main") else {
             throw SQLiteError(connection: target.handle, code: SQLITE_ERROR)
         }
-        let waitUntil = monotonicNanos() + UInt64(max(source.busyTimeoutMs, 0)) * 1_000_000
+        let waitUntil = monotonicNanos() + source.guardState.busyTimeoutNanos
         var rc: Int32
         repeat {
             rc = sqlite3_backup_step(backup, -1)

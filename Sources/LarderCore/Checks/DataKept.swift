@@ -61,9 +61,10 @@ public struct DataKept: Sendable {
     /// no `sqlite_*`, no migration bookkeeping), lower-cased name → name.
     static func tables(_ db: Connection, _ database: String) throws -> [String: String] {
         var out: [String: String] = [:]
+        let bookkeeping = Inspector.bookkeepingTables
         for row in try db.rows("SELECT name FROM pragma_table_list WHERE schema = ? AND type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'",
                                [.text(database)]) {
-            guard let name = row[0].string, !Inspector.bookkeepingTables.contains(name) else { continue }
+            guard let name = row[0].string, !bookkeeping.contains(name) else { continue }
             out[name.lowercased()] = name
         }
         return out

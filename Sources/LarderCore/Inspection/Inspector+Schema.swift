@@ -10,7 +10,10 @@ extension Inspector {
         let on: SQLiteValue = .text(database)
         var names = try db.rows("SELECT name FROM \(catalog) WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")
             .compactMap { $0.first?.string }
-        if !includeBookkeeping { names = names.filter { !bookkeepingTables.contains($0) } }
+        if !includeBookkeeping {
+            let bookkeeping = bookkeepingTables
+            names = names.filter { !bookkeeping.contains($0) }
+        }
         var tables: [JSONValue] = []
         for name in names {
             let columns: [JSONValue] = try db.rows("SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?, ?) ORDER BY cid", [.text(name), on]).map { r in

@@ -11,16 +11,12 @@ public enum Inspector {
     public static func userTables(_ db: Connection) throws -> [String] {
         let statement = try db.cached("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")
         defer { statement.reset() }
+        let bookkeeping = bookkeepingTables
         var names: [String] = []
         while try statement.step() {
-            if let name = statement.string(0), !bookkeepingTables.contains(name) { names.append(name) }
+            if let name = statement.string(0), !bookkeeping.contains(name) { names.append(name) }
         }
         return names
-    }
-
-    /// The migration tools' bookkeeping tables this database has.
-    static func bookkeepingTablesPresent(_ db: Connection) throws -> [String] {
-        try db.rows("SELECT name FROM sqlite_schema WHERE type = 'table'").compactMap { $0[0].string }.filter { bookkeepingTables.contains($0) }
     }
 
     /// Row counts of `tables` (default: every user table). An unknown table is a bad request.
@@ -29,8 +25,8 @@ public enum Inspector {
         var names = all
         if let tables {
             // Bookkeeping tables are left out of every count but those that name them.
-            let known = Set(all).union(try bookkeepingTablesPresent(db))
-            if let unknown = tables.first(where: { !known.contains($0) }) {
+            let known = Set(all), bookkeeping = bookkeepingTables
+            if let unknown = try tables.first(where: { try !known.contains($0) && !(bookkeeping.contains($0) && Bookkeeping.tableExists(db, $0)) }) {
                 throw LarderError(.badRequest, "no table '\(unknown)' in this store (counts leave out sqlite_ tables, and migration bookkeeping unless named)",
                                   details: [("table", .string(unknown)), ("tables", JSONValue(all))])
             }

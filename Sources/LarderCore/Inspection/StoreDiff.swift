@@ -116,8 +116,9 @@ public enum StoreDiff {
         var out: [String: Shape] = [:]
         let list = try db.rows("SELECT name, type, wr FROM pragma_table_list WHERE schema = ? AND type IN ('table', 'shadow') "
                                + "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'", [.text(database)])
+        let bookkeeping = Inspector.bookkeepingTables
         for row in list {
-            guard let name = row[0].string, !Inspector.bookkeepingTables.contains(name) else { continue }
+            guard let name = row[0].string, !bookkeeping.contains(name) else { continue }
             let info = try db.rows("SELECT name, type, pk FROM pragma_table_info(?, ?) ORDER BY cid", [.text(name), .text(database)])
             let columns = info.compactMap { $0[0].string }
             let keyColumns = info.filter { ($0[2].int64 ?? 0) > 0 }.sorted { ($0[2].int64 ?? 0) < ($1[2].int64 ?? 0) }.compactMap { $0[0].string }

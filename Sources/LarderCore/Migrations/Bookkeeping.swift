@@ -74,7 +74,7 @@ enum Bookkeeping {
 
     /// A bookkeeping table a team renamed: hidden from counts and diffs from now on.
     static func register(_ table: String) {
-        named.withLock { if !$0.contains(table) { $0.insert(table) } }
+        _ = named.withLock { $0.insert(table) }
     }
 
     /// The read-only readers of tools Larder does not run.

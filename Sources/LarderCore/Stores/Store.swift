@@ -139,15 +139,21 @@ public final class Store: Sendable {
     /// `readTimeoutMs` (a store may hold views a client made to be slow).
     public func withReader<T>(_ body: (Connection) throws -> T) throws -> T {
         if isDeleted { throw notFound }
-        // A pooled connection holds the files as they were: what is there now is checked all the same.
-        do { try checkFiles() } catch {
-            dropReaders()
-            throw isDeleted ? notFound : error
-        }
         let pooled = readers.withLock { $0.popLast() }
         if pooled != nil { Store.openReaders.subtract(1, ordering: .relaxed) }
         let db: Connection
-        do { db = try pooled ?? connect(busyTimeoutMs: Int32(clamping: busyTimeoutMs)) } catch { throw isDeleted ? notFound : error }
+        do {
+            if let pooled {
+                // A pooled connection holds the files as they were: what is there now is checked all the same.
+                try checkFiles()
+                db = pooled
+            } else {
+                db = try connect(busyTimeoutMs: Int32(clamping: busyTimeoutMs))
+            }
+        } catch {
+            dropReaders()
+            throw isDeleted ? notFound : error
+        }
         var healthy = true
         defer {
             // Kept only while healthy, while the store lives and the process-wide cap allows.

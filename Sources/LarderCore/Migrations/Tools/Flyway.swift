@@ -48,21 +48,17 @@ enum Flyway: MigrationTool {
     static func read(_ files: [String], _ contents: [String: String], _ directory: String, into set: inout MigrationSet) throws {
         var undo: [String: (file: String, text: String)] = [:]
         for file in files {
+            let raw = contents[file]!
+            let text: String
+            do { text = try replacePlaceholders(raw, file: file, settings: set.settings, table: set.table) } catch let problem as Problem {
+                throw MigrationSet.malformed(directory, "'\(file)': \(problem.message)", files: [file])
+            }
             if let event = callbackEvent(file) {
-                let text: String
-                do { text = try replacePlaceholders(contents[file]!, file: file, settings: set.settings, table: set.table) } catch let problem as Problem {
-                    throw MigrationSet.malformed(directory, "'\(file)': \(problem.message)", files: [file])
-                }
                 set.callbacks[event, default: []].append(MigrationSet.make(version: "", fileVersion: "", name: event, file: file, up: text, raw: [text]))
                 continue
             }
             guard let (kind, version, name) = parts(file), let separator = file.range(of: "__") else {
                 throw MigrationSet.malformed(directory, "'\(file)' is not named like V1__name.sql, R__name.sql or a callback (afterMigrate.sql)", files: [file])
-            }
-            let raw = contents[file]!
-            let text: String
-            do { text = try replacePlaceholders(raw, file: file, settings: set.settings, table: set.table) } catch let problem as Problem {
-                throw MigrationSet.malformed(directory, "'\(file)': \(problem.message)", files: [file])
             }
             // Flyway records the version as written, with dots: V1_2 is "1.2".
             let written = String(file[file.index(after: file.startIndex)..<separator.lowerBound]).replacingOccurrences(of: "_", with: ".")
