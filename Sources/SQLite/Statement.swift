@@ -41,7 +41,7 @@ public final class Statement {
         case .null: rc = sqlite3_bind_null(handle, i)
         case .integer(let v): rc = sqlite3_bind_int64(handle, i, v)
         case .real(let d): rc = sqlite3_bind_double(handle, i, d)
-        case .text(let s): rc = sqlite3_bind_text(handle, i, s, -1, larder_sqlite3_transient())
+        case .text(let s): rc = sqlite3_bind_text64(handle, i, s, sqlite3_uint64(s.utf8.count), larder_sqlite3_transient(), UInt8(SQLITE_UTF8)) // NULs inside kept
         case .blob(let b):
             rc = b.withUnsafeBytes { sqlite3_bind_blob64(handle, i, $0.baseAddress, sqlite3_uint64($0.count), larder_sqlite3_transient()) }
         }

@@ -201,4 +201,47 @@ final class StoreDiffTests: XCTestCase {
         XCTAssertEqual(try store.diff().tables.first?.1.inserted, 1)
         XCTAssertEqual(try store.counts().first { $0.0 == "artists" }?.1, 4)
     }
+
+    /// SQLite allows 2,000 columns in a table; one SELECT of both sides of a
+    /// 998-column table passed its expression depth ("Expression tree is too
+    /// large") and a new 2,000-column table its result columns.
+    func testTablesAsWideAsSQLiteAllows() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        func columns(_ n: Int) -> String { (1...n).map { "c\($0) INTEGER DEFAULT \($0)" }.joined(separator: ", ") }
+        let store = try upload(core, scratch, """
+            CREATE TABLE wide (id INTEGER PRIMARY KEY, \(columns(997)));
+            INSERT INTO wide (id) VALUES (1), (2), (3);
+            CREATE TABLE keyed (k TEXT PRIMARY KEY, \(columns(1999))) WITHOUT ROWID;
+            INSERT INTO keyed (k) VALUES ('a'), ('b');
+            """)
+        let db = try Connection(path: store.databasePath, mode: .readWrite)
+        try db.execute("""
+            UPDATE wide SET c997 = -1 WHERE id = 2;
+            DELETE FROM wide WHERE id = 3;
+            INSERT INTO wide (id, c500) VALUES (4, 0);
+            UPDATE keyed SET c1999 = 0 WHERE k = 'b';
+            CREATE TABLE widest (\(columns(2000)));
+            INSERT INTO widest (c1) VALUES (7), (8);
+            """)
+        let diff = try store.diff()
+        let wide = try XCTUnwrap(table(diff, "wide"))
+        XCTAssertEqual([wide.inserted, wide.updated, wide.deleted], [1, 1, 1])
+        XCTAssertEqual(row(wide, "update")?["key"], ["id": .int(2)])
+        XCTAssertEqual(row(wide, "update")?["old"]?["c997"], .int(997))
+        XCTAssertEqual(row(wide, "update")?["new"]?["c997"], .int(-1))
+        XCTAssertEqual(row(wide, "update")?["new"]?.objectMembers?.count, 998, "every column, read in batches")
+        XCTAssertEqual(row(wide, "insert")?["new"]?["c500"], .int(0))
+        XCTAssertEqual(row(wide, "delete")?["old"]?["c1"], .int(1))
+        let keyed = try XCTUnwrap(table(diff, "keyed"))
+        XCTAssertEqual([keyed.inserted, keyed.updated, keyed.deleted], [0, 1, 0])
+        XCTAssertEqual(row(keyed, "update")?["key"], ["k": "b"])
+        XCTAssertEqual(row(keyed, "update")?["old"]?["c1999"], .int(1999))
+        XCTAssertEqual(row(keyed, "update")?["new"]?["c1999"], .int(0))
+        let widest = try XCTUnwrap(table(diff, "widest"))
+        XCTAssertEqual(widest.inserted, 2)
+        XCTAssertEqual(Set(widest.rows.compactMap { $0["new"]?["c1"]?.intValue }), [7, 8])
+        XCTAssertEqual(widest.rows.first?["new"]?.objectMembers?.count, 2000)
+        XCTAssertEqual(widest.rows.first?["key"]?.objectMembers?.first?.0, "rowid")
+    }
 }

@@ -168,28 +168,33 @@ public enum StoreDiff {
         func present(_ shape: Shape, _ alias: String) -> String {
             shape.rowid.map { "\(alias).\($0) IS NOT NULL" } ?? "\(alias).\(quoteIdentifier(keyColumns(shape, alias).names[0])) IS NOT NULL"
         }
-        func columns(_ shape: Shape, _ alias: String) -> [String] { shape.columns.map { "\(alias).\(quoteIdentifier($0))" } }
+        /// How the scan names a side's row for its `Lookup`: the rowid, or
+        /// (without one) the key columns, which the scan reads anyway.
+        func handle(_ shape: Shape, _ alias: String) -> [String] { shape.rowid.map { ["\(alias).\($0)"] } ?? [] }
 
         // Inserted and updated rows: the store's rows with no match in the
-        // base, or whose common columns differ.
+        // base, or whose common columns differ. The scan reads only keys and
+        // rowids; the listed rows' values come from lookups, a batch of
+        // columns at a time (see `Lookup`).
         if let now {
             let key = keyColumns(now, "n")
-            var sql = "SELECT "
-            var selected = key.sql + columns(now, "n")
-            var oldColumns: [String] = []
+            var selected = key.sql + handle(now, "n")
+            var sql: String
+            var lookOld: Lookup?
             if let was, let join {
                 let common = now.columns.filter(was.columns.contains)
                 let differs = common.map { "n.\(quoteIdentifier($0)) IS NOT o.\(quoteIdentifier($0))" }
-                oldColumns = was.columns
-                selected = [present(was, "o")] + selected + columns(was, "o")
-                sql += selected.joined(separator: ", ") + " FROM \(newTable) AS n LEFT JOIN \(oldTable) AS o ON \(join) WHERE NOT \(present(was, "o"))"
-                if !differs.isEmpty { sql += " OR " + differs.joined(separator: " OR ") }
+                selected = [present(was, "o")] + selected + handle(was, "o")
+                sql = "SELECT " + selected.joined(separator: ", ") + " FROM \(newTable) AS n LEFT JOIN \(oldTable) AS o ON \(join) WHERE NOT \(present(was, "o"))"
+                if !differs.isEmpty { sql += " OR " + balanced(differs, "OR") }
+                lookOld = try Lookup(db, oldTable, was)
             } else {
                 // Every row is new: count them apart, read only the rows listed.
-                selected = ["0"] + selected
-                sql += selected.joined(separator: ", ") + " FROM \(newTable) AS n LIMIT \(limit)"
+                sql = "SELECT " + (["0"] + selected).joined(separator: ", ") + " FROM \(newTable) AS n LIMIT \(limit)"
             }
+            let lookNew = try Lookup(db, newTable, now)
             let statement = try db.prepare(sql)
+            let keyStart = 1, handleStart = keyStart + key.names.count
             while try statement.step() {
                 let matched = statement.int64(0) != 0
                 if matched { changes.updated += 1 } else { changes.inserted += 1 }
@@ -197,14 +202,20 @@ public enum StoreDiff {
                     // Counted apart when nothing matches: no need to read on.
                     if join == nil { break } else { continue }
                 }
-                let keyStart = 1, newStart = keyStart + key.names.count, oldStart = newStart + now.columns.count
-                // A first guess from the values' lengths, before copying any.
-                guard rowSize(statement, from: keyStart, to: matched ? oldStart + oldColumns.count : oldStart) <= budget else { budget = 0; continue }
+                let keys = (keyStart..<handleStart).map { statement.column($0) }
+                let newHandle = now.rowid == nil ? keys : [statement.column(handleStart)]
+                let oldHandle = was?.rowid == nil ? keys : [statement.column(now.rowid == nil ? handleStart : handleStart + 1)]
+                // A row that does not fit ends the listing, as below.
+                guard let new = try lookNew.object(newHandle, budget: budget) else { budget = 0; continue }
+                var old: JSONValue = .null
+                if matched, let lookOld {
+                    guard let found = try lookOld.object(oldHandle, budget: budget - new.size) else { budget = 0; continue }
+                    old = found.object
+                }
                 let row: JSONValue = .object([
                     ("op", .string(matched ? "update" : "insert")),
-                    ("key", object(statement, key.names, from: keyStart)),
-                    ("old", matched ? object(statement, oldColumns, from: oldStart) : .null),
-                    ("new", object(statement, now.columns, from: newStart)),
+                    ("key", .object(zip(key.names, keys).map { ($0, QueryRunner.json($1)) })),
+                    ("old", old), ("new", new.object),
                 ])
                 // The row as written, its column names and escapes counted.
                 let size = QueryRunner.encodedSize(row)
@@ -217,20 +228,22 @@ public enum StoreDiff {
         // Deleted rows: the base's rows with no match in the store.
         if let was {
             let key = keyColumns(was, "o")
-            var sql = "SELECT " + (key.sql + columns(was, "o")).joined(separator: ", ") + " FROM \(oldTable) AS o"
+            var sql = "SELECT " + (key.sql + handle(was, "o")).joined(separator: ", ") + " FROM \(oldTable) AS o"
             if let now, let join {
                 sql += " LEFT JOIN \(newTable) AS n ON \(join) WHERE NOT \(present(now, "n"))"
             } else {
                 sql += " LIMIT \(limit)"
             }
+            let lookOld = try Lookup(db, oldTable, was)
             let statement = try db.prepare(sql)
             while try statement.step() {
                 changes.deleted += 1
                 guard changes.rows.count < limit, budget > 0 else { if join == nil { break } else { continue } }
-                guard rowSize(statement, from: 0, to: key.names.count + was.columns.count) <= budget else { budget = 0; continue }
+                let keys = (0..<key.names.count).map { statement.column($0) }
+                guard let old = try lookOld.object(was.rowid == nil ? keys : [statement.column(key.names.count)], budget: budget) else { budget = 0; continue }
                 let row: JSONValue = .object([
-                    ("op", .string("delete")), ("key", object(statement, key.names, from: 0)),
-                    ("old", object(statement, was.columns, from: key.names.count)), ("new", .null),
+                    ("op", .string("delete")), ("key", .object(zip(key.names, keys).map { ($0, QueryRunner.json($1)) })),
+                    ("old", old.object), ("new", .null),
                 ])
                 let size = QueryRunner.encodedSize(row)
                 guard size <= budget else { budget = 0; continue }
@@ -242,14 +255,61 @@ public enum StoreDiff {
         return changes
     }
 
+    /// `terms` joined by `op` as a balanced tree: SQLite limits an
+    /// expression's depth to 1,000, and a chain of 998 `OR`s is that deep.
+    static func balanced(_ terms: [String], _ op: String) -> String {
+        if terms.count <= 8 { return "(" + terms.joined(separator: " \(op) ") + ")" }
+        let half = terms.count / 2
+        return "(" + balanced(Array(terms[..<half]), op) + " \(op) " + balanced(Array(terms[half...]), op) + ")"
+    }
+
+    /// Reads one side's rows, each by its rowid or (without one) its key.
+    /// A table may have 2,000 columns, and a SELECT of both sides' columns
+    /// would pass SQLite's limit on a result's columns, so the columns are
+    /// read at most `batch` a statement.
+    struct Lookup {
+        static let batch = 500
+        let parts: [(names: ArraySlice<String>, statement: Statement)]
+
+        init(_ db: Connection, _ table: String, _ shape: Shape) throws {
+            let by: [String]
+            if let rowid = shape.rowid {
+                by = [rowid]
+            } else if case .columns(let names) = shape.key {
+                by = names.map(quoteIdentifier)
+            } else {
+                by = []
+            }
+            let condition = by.enumerated().map { "\($1) IS ?\($0 + 1)" }.joined(separator: " AND ")
+            parts = try stride(from: 0, to: shape.columns.count, by: Lookup.batch).map { start in
+                let names = shape.columns[start..<min(start + Lookup.batch, shape.columns.count)]
+                let sql = "SELECT " + names.map(quoteIdentifier).joined(separator: ", ") + " FROM \(table) WHERE \(condition) LIMIT 1"
+                return (names, try db.prepare(sql))
+            }
+        }
+
+        /// The row named by `handle` as an object of every column, with
+        /// about how many bytes it takes as JSON; nil when it would pass
+        /// `budget` (or is not there).
+        func object(_ handle: [SQLiteValue], budget: Int) throws -> (object: JSONValue, size: Int)? {
+            var members: [(String, JSONValue)] = []
+            var size = 2
+            for (names, statement) in parts {
+                statement.reset()
+                try statement.bind(handle)
+                guard try statement.step() else { return nil }
+                // A first guess from the values' lengths, before copying any.
+                size += rowSize(statement, from: 0, to: names.count)
+                guard size <= budget else { return nil }
+                for (i, name) in names.enumerated() { members.append((name, QueryRunner.json(statement.column(i)))) }
+            }
+            return (.object(members), size)
+        }
+    }
+
     /// The rows of a whole table (no payload read).
     static func count(_ db: Connection, _ table: String) throws -> Int64 {
         try db.scalar("SELECT count(*) FROM \(table)")?.int64 ?? 0
-    }
-
-    /// Columns `from..<from + names.count` of the current row as an object.
-    static func object(_ statement: Statement, _ names: [String], from: Int) -> JSONValue {
-        .object(names.enumerated().map { i, name in (name, QueryRunner.json(statement.column(from + i))) })
     }
 
     /// About how many bytes columns `from..<to` take as JSON, known before any is copied.
