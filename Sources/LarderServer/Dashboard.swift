@@ -154,8 +154,8 @@ enum Dashboard {
 
     /// The answer to a browser without the token: a form that posts it to
     /// `/sign-in` (never in a URL). `message` says why it is shown again.
-    static func signInPage(request: Request, message: String? = nil) -> Response {
-        let stale = SessionCookie.values(in: request).isEmpty ? nil : "This browser's sign-in is no longer valid (the server restarted?). Sign in again."
+    static func signInPage(_ s: Services, request: Request, message: String? = nil) -> Response {
+        let stale = (s.session?.values(in: request) ?? []).isEmpty ? nil : "This browser's sign-in is no longer valid (the server restarted?). Sign in again."
         var html = head + "<header><h1>Larder</h1></header><main id=\"sign-in\"><p>This server needs its token.</p>"
         if let text = message ?? stale { html += "<p class=\"fail\" role=\"alert\">\(escape(text))</p>" }
         html += """

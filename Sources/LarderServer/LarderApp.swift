@@ -43,6 +43,7 @@ public final class LarderApp: Sendable {
         try server.start()
         let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
         services.baseURL.withLock { $0 = configuration.publicURL ?? "http://\(host):\(server.port)" }
+        services.session?.bind(base: services.base)
         reaper.start()
     }
 

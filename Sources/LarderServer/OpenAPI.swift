@@ -63,7 +63,7 @@ enum OpenAPI {
             Operation(method: "post", path: "/sign-in", summary: "Sign a browser in to the dashboard (an HTML form)", success: 303,
                       errors: [400, 401, 413, 415], body: "SignIn", bodyType: "application/x-www-form-urlencoded", bodyRequired: true,
                       contentType: "text/html",
-                      description: "The right token answers 303 to `/` with the session cookie `larder_session` (HttpOnly, SameSite=Strict); "
+                      description: "The right token answers 303 to `/` with the session cookie `larder_session_<port>` (HttpOnly, SameSite=Strict; named for the port browsers reach, so two servers on one host keep their own); "
                           + "a wrong one 401 with the sign-in form again. Without a token set, 303 to `/`. Needs no token."),
             Operation(method: "post", path: "/sign-out", summary: "Sign a browser out (clears the session cookie)", success: 303, errors: [400],
                       contentType: "text/html", description: "303 to `/`. Takes no body; needs no token."),

@@ -79,7 +79,7 @@ final class Router: Sendable {
                 try authorize(request, route: route)
             } catch let error as LarderError where error.code == .unauthorized && Dashboard.pages.contains(route.name) && (request.method == "GET" || request.method == "HEAD") {
                 // A browser at the dashboard gets a way in, not a JSON error.
-                return .now(finish(name, Dashboard.signInPage(request: request)))
+                return .now(finish(name, Dashboard.signInPage(services, request: request)))
             }
             // HEAD is GET without the body (libmicrohttpd leaves it out).
             guard let handler = route.methods[request.method] ?? (request.method == "HEAD" ? route.methods["GET"] : nil) else {

@@ -22,7 +22,7 @@ enum SignInRoutes {
         guard let token = s.configuration.token, let session = s.session else { return .now(seeOther()) }
         guard constantTimeEqual(given, token) else {
             s.logger.warning("sign-in with a wrong token")
-            return .now(Dashboard.signInPage(request: request, message: "That is not this server's token."))
+            return .now(Dashboard.signInPage(s, request: request, message: "That is not this server's token."))
         }
         var response = seeOther()
         response.addHeader("Set-Cookie", session.setting)
@@ -34,7 +34,7 @@ enum SignInRoutes {
         try request.checkQuery(allowed: [])
         guard !request.hasBody else { throw LarderError.badRequest("POST /sign-out takes no body") }
         var response = seeOther()
-        response.addHeader("Set-Cookie", SessionCookie.clearing(secure: SessionCookie.isSecure(publicURL: s.configuration.publicURL)))
+        if let session = s.session { response.addHeader("Set-Cookie", session.clearing) }
         return .now(response)
     }
 

@@ -27,6 +27,7 @@ final class DashboardTests: XCTestCase {
         configure(&c)
         services?.registry.close() // the root is one server's at a time
         services = try Services(configuration: c)
+        services.session?.bind(base: c.publicURL ?? "http://127.0.0.1:8123") // as a started server does
         return Router(services: services)
     }
 
@@ -80,8 +81,8 @@ final class DashboardTests: XCTestCase {
         XCTAssertEqual(answer.header("location"), "/")
         let setCookie = try XCTUnwrap(answer.header("set-cookie"))
         let attributes = setCookie.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
-        XCTAssertTrue(attributes[0].hasPrefix("larder_session="), setCookie)
-        let value = String(attributes[0].dropFirst("larder_session=".count))
+        XCTAssertTrue(attributes[0].hasPrefix("larder_session_8123="), setCookie)
+        let value = String(attributes[0].dropFirst("larder_session_8123=".count))
         XCTAssertEqual(value.count, 64, "hex SHA-256")
         XCTAssertFalse(value.contains("sesame"))
         XCTAssertTrue(attributes.contains("HttpOnly"), setCookie)
@@ -97,12 +98,17 @@ final class DashboardTests: XCTestCase {
         XCTAssertEqual(call("GET", "/", headers: ["cookie": cookie]).status, 200)
         XCTAssertEqual(call("GET", "/openapi.json", headers: ["cookie": cookie]).status, 200)
         XCTAssertEqual(call("DELETE", "/stores/" + id, headers: ["cookie": cookie]).status, 204)
-        XCTAssertEqual(call("GET", "/stores", headers: ["cookie": "larder_session=" + String(value.reversed())]).code, "unauthorized")
-        XCTAssertEqual(call("GET", "/stores", headers: ["cookie": "larder_session=sesame"]).code, "unauthorized", "the token is not the cookie")
+        XCTAssertEqual(call("GET", "/stores", headers: ["cookie": "larder_session_8123=" + String(value.reversed())]).code, "unauthorized")
+        XCTAssertEqual(call("GET", "/stores", headers: ["cookie": "larder_session_8123=sesame"]).code, "unauthorized", "the token is not the cookie")
         // A cookie of an earlier run (another secret) shows the form with a word on why.
-        let stale = call("GET", "/", headers: ["cookie": "larder_session=" + String(repeating: "0", count: 64)])
+        let stale = call("GET", "/", headers: ["cookie": "larder_session_8123=" + String(repeating: "0", count: 64)])
         XCTAssertEqual(stale.status, 401)
         XCTAssertTrue(stale.text.contains("no longer valid"), stale.text)
+        // Browsers keep cookies per host, not per port: another server's
+        // cookie on this host is another name, neither admitted nor stale.
+        let neighbour = call("GET", "/", headers: ["cookie": "larder_session_8124=" + value])
+        XCTAssertEqual(neighbour.status, 401)
+        XCTAssertFalse(neighbour.text.contains("no longer valid"), neighbour.text)
     }
 
     func testSignOutClearsTheCookie() {
@@ -110,7 +116,7 @@ final class DashboardTests: XCTestCase {
         XCTAssertEqual(answer.status, 303)
         XCTAssertEqual(answer.header("location"), "/")
         let setCookie = answer.header("set-cookie") ?? ""
-        XCTAssertTrue(setCookie.hasPrefix("larder_session=;"), setCookie)
+        XCTAssertTrue(setCookie.hasPrefix("larder_session_8123=;"), setCookie)
         XCTAssertTrue(setCookie.contains("Max-Age=0"), setCookie)
         XCTAssertEqual(call("POST", "/sign-out", headers: form, body: "token=x").code, "bad_request")
     }
@@ -120,6 +126,7 @@ final class DashboardTests: XCTestCase {
         let answer = signIn("token=sesame")
         XCTAssertEqual(answer.status, 303)
         XCTAssertTrue(answer.header("set-cookie")?.hasSuffix("; Secure") == true, answer.header("set-cookie") ?? "")
+        XCTAssertTrue(answer.header("set-cookie")?.hasPrefix("larder_session_443=") == true, "named for the port browsers reach")
     }
 
     func testBadSignInFormsAreContractErrors() {

@@ -56,6 +56,8 @@ class Larder:
             raise RuntimeError("no listening line: %r %s" % (line, self.log_text()))
         self.base = line.split(" on ", 1)[1].strip()
         self.address = urllib.parse.urlsplit(self.base).netloc
+        # Browsers keep cookies per host, not port: the name carries the port.
+        self.cookie_name = "larder_session_%d" % urllib.parse.urlsplit(self.base).port
 
     def log_text(self):
         with open(self.log.name) as f:
@@ -146,7 +148,7 @@ class SignInOverHTTPTests(unittest.TestCase):
         self.assertEqual(status, 303)
         self.assertEqual(headers["location"], "/")
         cookie, *attributes = [part.strip() for part in headers["set-cookie"].split(";")]
-        self.assertTrue(cookie.startswith("larder_session="))
+        self.assertTrue(cookie.startswith(self.larder.cookie_name + "="), cookie)
         self.assertIn("HttpOnly", attributes)
         self.assertIn("SameSite=Strict", attributes)
         self.assertNotIn(urllib.parse.quote(TOKEN), cookie)
@@ -263,7 +265,7 @@ class BrowserTests(unittest.TestCase):
         self.shoot("2-stores")
 
         # The session cookie is there but out of the page's reach.
-        cookie = self.driver.get_cookie("larder_session")
+        cookie = self.driver.get_cookie(self.larder.cookie_name)
         self.assertIsNotNone(cookie)
         self.assertTrue(cookie["httpOnly"])
         self.assertEqual(cookie["sameSite"], "Strict")
@@ -289,7 +291,7 @@ class BrowserTests(unittest.TestCase):
         # Signing out shows the form again.
         self.driver.find_element(By.CSS_SELECTOR, 'form[action="/sign-out"] button').click()
         self.wait.until(lambda d: d.find_elements(By.NAME, "token"))
-        self.assertIsNone(self.driver.get_cookie("larder_session"))
+        self.assertIsNone(self.driver.get_cookie(self.larder.cookie_name))
 
     def test_a_stores_page_shows_what_its_test_changed(self):
         id = self.create(1, template="gallery", fixtures=["artists", "artworks"], label="changed")[0]
