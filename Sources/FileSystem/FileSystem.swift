@@ -20,8 +20,10 @@ public enum FileSystem {
 
     /// Copies a whole file with `copy_file_range` (no bytes through user
     /// space; a reflink on filesystems that can). The target must not exist.
-    public static func copyFile(from source: String, to target: String) throws {
-        let input = open(source, O_RDONLY | O_CLOEXEC)
+    /// `followingLinks: false` refuses a source that is a symbolic link (a
+    /// file in a directory someone else may write).
+    public static func copyFile(from source: String, to target: String, followingLinks: Bool = true) throws {
+        let input = open(source, O_RDONLY | O_CLOEXEC | (followingLinks ? 0 : O_NOFOLLOW))
         guard input >= 0 else { throw Failure("cannot open", source) }
         defer { close(input) }
         let output = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)

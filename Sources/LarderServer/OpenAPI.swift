@@ -80,7 +80,7 @@ enum OpenAPI {
                                     description: "The `next_cursor` of the page before."),
                       ], answer: "StoreList"),
             Operation(method: "post", path: "/stores", summary: "Create a store (JSON body, or a raw upload as application/vnd.sqlite3)", success: 201,
-                      errors: [400, 404, 408, 413, 415, 422, 429, 507], body: "CreateStore", answer: "Store",
+                      errors: [400, 404, 408, 409, 413, 415, 422, 429, 507], body: "CreateStore", answer: "Store",
                       description: "An empty body gives an empty store. A raw upload (`Content-Type: application/vnd.sqlite3`, a SQLite "
                           + "database file as the body) takes the query parameters `template`, `version`, `label` and `ttl_seconds` "
                           + "(1 to 31536000), which do what the JSON fields do (a label is at most 256 bytes); a JSON body takes no query parameters. An upload "
@@ -94,8 +94,8 @@ enum OpenAPI {
                           Parameter(name: "label", schema: ["type": "string", "minLength": 1], description: "Stores with exactly this label."),
                           Parameter(name: "label_prefix", schema: ["type": "string", "minLength": 1], description: "Stores whose label starts with this."),
                       ], answer: "Deleted", description: "`label`, `label_prefix`, or both (a store matching either goes); neither is a 400."),
-            Operation(method: "get", path: "/stores/{id}", summary: "One store", success: 200, errors: [404], answer: "Store"),
-            Operation(method: "patch", path: "/stores/{id}", summary: "Keep, relabel or extend a store", success: 200, errors: [400, 404, 413, 415],
+            Operation(method: "get", path: "/stores/{id}", summary: "One store", success: 200, errors: [404, 409], answer: "Store"),
+            Operation(method: "patch", path: "/stores/{id}", summary: "Keep, relabel or extend a store", success: 200, errors: [400, 404, 409, 413, 415],
                       body: "PatchStore", answer: "Store"),
             Operation(method: "delete", path: "/stores/{id}", summary: "Remove a store and its files", success: 204, errors: [404, 409]),
             Operation(method: "post", path: "/stores/{id}/reset", summary: "Back to the creation state, in place", success: 200,
@@ -103,16 +103,17 @@ enum OpenAPI {
                       description: "The contents the store was created with (its template entry and creation fixtures, its fork or its upload) "
                           + "are copied into the live file through SQLite: same `path`, same file, so connections the test holds stay valid "
                           + "and see the reset state at their next transaction. A write transaction the test holds is a 409 with Retry-After. "
-                          + "Takes no body, or an empty JSON object."),
+                          + "A live file its test broke (removed, written over, another page size) is made again from the base instead; "
+                          + "a base that is not a database is 422. Takes no body, or an empty JSON object."),
             Operation(method: "post", path: "/stores/{id}/fixtures", summary: "Load fixtures, SQL or rows, all or nothing", success: 200,
                       errors: [400, 404, 408, 409, 413, 415, 422, 429, 507], body: "LoadFixtures", bodyRequired: true, answer: "Loaded",
                       description: "Named fixtures need a store made from a template (400 otherwise). SQL that reaches outside the store is a 403 `forbidden_sql`."),
             Operation(method: "post", path: "/stores/{id}/migrate", summary: "Migrate to a version", success: 200,
                       errors: [400, 404, 408, 409, 413, 415, 422, 429, 507], body: "Migrate", answer: "Migrated",
                       description: "Needs a store made from a template (400 otherwise)."),
-            Operation(method: "get", path: "/stores/{id}/migrations", summary: "Applied and pending migrations", success: 200, errors: [400, 404],
+            Operation(method: "get", path: "/stores/{id}/migrations", summary: "Applied and pending migrations", success: 200, errors: [400, 404, 409, 422],
                       answer: "Migrations", description: "Needs a store made from a template (400 otherwise)."),
-            Operation(method: "get", path: "/stores/{id}/counts", summary: "Row counts; with wait=, a long poll", success: 200, errors: [400, 404, 408],
+            Operation(method: "get", path: "/stores/{id}/counts", summary: "Row counts; with wait=, a long poll", success: 200, errors: [400, 404, 408, 409, 422],
                       query: [
                           Parameter(name: "tables", schema: string,
                                     description: "Comma-separated table names (a table the store does not have is a 400)."),
@@ -122,9 +123,9 @@ enum OpenAPI {
                                     description: "How long `wait` waits (default 30000, capped by --wait-timeout-max-ms); only with `wait` (400 otherwise)."),
                       ], answer: "Counts"),
             Operation(method: "get", path: "/stores/{id}/schema", summary: "Tables, columns, indexes, foreign keys, views, triggers", success: 200,
-                      errors: [400, 404], answer: "Schema"),
+                      errors: [400, 404, 409, 422], answer: "Schema"),
             Operation(method: "get", path: "/stores/{id}/page", summary: "HTML page of one store: metadata, what its test changed, its tables",
-                      success: 200, errors: [400, 404, 408],
+                      success: 200, errors: [400, 404, 408, 409, 422],
                       query: [
                           Parameter(name: "table", schema: ["type": "string", "minLength": 1],
                                     description: "The table whose rows `offset` pages (one the store does not have is a 400)."),
@@ -133,7 +134,7 @@ enum OpenAPI {
                       ],
                       contentType: "text/html"),
             Operation(method: "get", path: "/stores/{id}/diff", summary: "What the test changed since the store was created", success: 200,
-                      errors: [400, 404, 408],
+                      errors: [400, 404, 408, 409, 422],
                       query: [
                           Parameter(name: "limit", schema: ["type": "integer", "minimum": 0, "maximum": 10_000, "default": 100],
                                     description: "Rows listed per table; the counts are always whole."),
@@ -146,10 +147,10 @@ enum OpenAPI {
                       errors: [400, 404, 408, 409, 413, 415, 422, 429, 507], body: "Query", bodyRequired: true, answer: "QueryResult",
                       description: "SQL that reaches outside the store (ATTACH, VACUUM INTO, load_extension, unsafe PRAGMA, transaction control) is a 403 `forbidden_sql`."),
             Operation(method: "get", path: "/stores/{id}/artifact", summary: "The store as a streamed zip with a manifest", success: 200,
-                      errors: [400, 404, 507],
+                      errors: [400, 404, 409, 422, 507],
                       query: [Parameter(name: "compression", schema: ["type": "string", "enum": ["deflate", "store"], "default": "deflate"])],
                       contentType: "application/zip"),
-            Operation(method: "get", path: "/stores/{id}/database", summary: "A consistent snapshot of the database", success: 200, errors: [400, 404, 507],
+            Operation(method: "get", path: "/stores/{id}/database", summary: "A consistent snapshot of the database", success: 200, errors: [400, 404, 409, 422, 507],
                       contentType: "application/vnd.sqlite3"),
             Operation(method: "get", path: "/builds", summary: "App-built templates, building and ready", success: 200, errors: [400],
                       answer: "BuildList"),

@@ -127,10 +127,16 @@ enum StoreRoutes {
     }
 
     /// The contract's store object. Counts are read live unless the caller
-    /// already knows them.
+    /// already knows them; a store whose test broke its file is still shown
+    /// (and can be kept, to look at), with the counts Larder last read.
     static func render(_ s: Services, _ store: Store, counts known: [(String, Int64)]?) throws -> JSONValue {
         let record = store.record
-        let counts = try known ?? store.counts()
+        let counts: [(String, Int64)]
+        do {
+            counts = try known ?? store.counts()
+        } catch where Store.isDamage(error) {
+            counts = store.lastCounts ?? []
+        }
         let base = s.base + "/stores/" + record.id
         let links: JSONValue = .object(OpenAPI.storeLinks.map {
             ($0, .string($0 == "self" ? base : base + "/" + $0))

@@ -36,6 +36,13 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
     public var isOutOfSpace: Bool {
         (primaryCode == SQLITE_FULL || primaryCode == SQLITE_IOERR) && (systemErrno == 28 /* ENOSPC */ || systemErrno == 122 /* EDQUOT */)
     }
+    /// The file is not a database, or not a whole one: its header or pages
+    /// were written over (a test can do that to its own store).
+    public var isDamage: Bool { primaryCode == SQLITE_CORRUPT || primaryCode == SQLITE_NOTADB }
+    public var isReadOnly: Bool { primaryCode == SQLITE_READONLY }
+    public var isCantOpen: Bool { primaryCode == SQLITE_CANTOPEN }
+    /// The error SQLite would give for a database file that is not there.
+    public static func cantOpen(_ message: String) -> SQLiteError { SQLiteError(code: SQLITE_CANTOPEN, message: message) }
     /// The file or its shared memory cannot be read or written as it is:
     /// connections that saw this should be closed rather than reused.
     public var isIOFailure: Bool {

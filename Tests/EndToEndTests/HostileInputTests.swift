@@ -285,6 +285,79 @@ final class HostileInputTests: XCTestCase {
         XCTAssertEqual(secretRows, [["secrets"]])
     }
 
+    /// A test may break its own store's files: another page size, pages or
+    /// the header written over, store.sqlite removed, base.sqlite replaced
+    /// by garbage. Each read answers 422 with what is wrong (500 before),
+    /// the store can still be shown and kept, and a reset mends the live
+    /// file from the base (a reset is what a broken store needs).
+    func testAStoreItsTestBrokeAnswers422AndAResetMendsIt() async throws {
+        let server = try TestServer()
+        let breaks: [(String, (String) throws -> Void)] = [
+            ("page size", { path in
+                let db = try Connection(path: path, mode: .readWrite)
+                try db.execute("PRAGMA journal_mode=DELETE; PRAGMA page_size=8192; VACUUM; PRAGMA journal_mode=WAL;")
+            }),
+            ("pages", { path in
+                let handle = try XCTUnwrap(FileHandle(forUpdatingAtPath: path))
+                try handle.seek(toOffset: 4096)
+                try handle.write(contentsOf: Data(repeating: 0xA5, count: 8192))
+                try handle.close()
+            }),
+            ("header", { path in
+                let handle = try XCTUnwrap(FileHandle(forUpdatingAtPath: path))
+                try handle.write(contentsOf: Data(repeating: 0, count: 100))
+                try handle.close()
+            }),
+            ("removed", { path in XCTAssertEqual(unlink(path), 0) }),
+        ]
+        for (name, breakIt) in breaks {
+            // No read before the break: the server keeps no connection open (a page size change needs the file alone).
+            let created = try await server.request("POST", "/stores", json: #"{"template": "gallery", "fixtures": ["artists", "artworks"]}"#)
+            let id = try XCTUnwrap(created.json?["id"]?.stringValue)
+            let path = try XCTUnwrap(created.json?["path"]?.stringValue)
+            let artists = try XCTUnwrap(created.json?["counts"]?["artists"]?.intValue)
+            try breakIt(path)
+            for route in ["/counts", "/schema", "/diff", "/database", "/artifact", "/page"] {
+                let answer = try await server.request("GET", "/stores/\(id)" + route)
+                XCTAssertTrue([200, 422].contains(answer.status), "\(name): \(route) → \(answer.status) \(String(decoding: answer.data.prefix(300), as: UTF8.self))")
+                if answer.status == 422 {
+                    XCTAssertEqual(answer.json?["error"]?["code"]?.stringValue, "sql_error", "\(name): \(route)")
+                    XCTAssertTrue(answer.json?["error"]?["message"]?.stringValue?.contains("reset") == true, "\(name): \(route) says what to do")
+                }
+            }
+            let fork = try await server.request("POST", "/stores", json: #"{"from": "\#(id)"}"#)
+            XCTAssertTrue([201, 422].contains(fork.status), "\(name): fork → \(fork.status)")
+            let kept = try await server.request("PATCH", "/stores/\(id)", json: #"{"keep": true}"#)
+            XCTAssertEqual(kept.status, 200, "\(name): a broken store can be kept, to look at")
+            let reset = try await server.request("POST", "/stores/\(id)/reset")
+            XCTAssertEqual(reset.status, 200, "\(name): reset → \(String(decoding: reset.data.prefix(300), as: UTF8.self))")
+            let counts = try await server.request("GET", "/stores/\(id)/counts")
+            XCTAssertEqual(counts.json?["counts"]?["artists"]?.intValue, artists, "\(name): the base's rows, mended")
+            let diff = try await server.request("GET", "/stores/\(id)/diff")
+            XCTAssertEqual(diff.json?["tables"]?.objectMembers?.count, 0, "\(name): nothing changed since the reset")
+            let written = try await server.request("POST", "/stores/\(id)/query", json: #"{"sql": "INSERT INTO artists (name) VALUES ('after')"}"#)
+            XCTAssertEqual(written.status, 200, "\(name): the mended store takes writes")
+            let page = try Connection(path: path, mode: .readOnly).scalar("PRAGMA page_size")
+            XCTAssertEqual(page?.int64, 4096, "\(name)")
+        }
+
+        // A base replaced by garbage: nothing to reset to, and the store is left as it was.
+        let id = try await server.create()
+        let shown = try await server.request("GET", "/stores/\(id)")
+        let path = try XCTUnwrap(shown.json?["path"]?.stringValue)
+        let artists = try XCTUnwrap(shown.json?["counts"]?["artists"]?.intValue)
+        let base = (path as NSString).deletingLastPathComponent + "/base.sqlite"
+        XCTAssertEqual(unlink(base), 0)
+        try Data(repeating: 0x47, count: 8192).write(to: URL(fileURLWithPath: base))
+        for (method, route) in [("GET", "/diff"), ("POST", "/reset")] {
+            let answer = try await server.request(method, "/stores/\(id)" + route)
+            XCTAssertEqual(answer.status, 422, "\(route): \(String(decoding: answer.data.prefix(300), as: UTF8.self))")
+            XCTAssertTrue(answer.json?["error"]?["message"]?.stringValue?.contains("base.sqlite") == true, "\(route) names the base")
+        }
+        let counts = try await server.request("GET", "/stores/\(id)/counts")
+        XCTAssertEqual(counts.json?["counts"]?["artists"]?.intValue, artists, "the store as it was")
+    }
+
     /// Every string a client can store in a record is bounded: labels at
     /// 256 bytes (400 beyond, before anything is made), a version read from
     /// a database's own bookkeeping at 256 bytes (unknown beyond).

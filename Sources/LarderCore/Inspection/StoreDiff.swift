@@ -63,7 +63,13 @@ public enum StoreDiff {
     public static func connect(_ path: String, base: String) throws -> Connection {
         let db = try Connection(path: path, mode: .readWriteNoFollow, uri: true)
         try db.harden()
-        try db.attachImmutable(path: base, as: "base")
+        do {
+            try db.attachImmutable(path: base, as: "base")
+        } catch let error as SQLiteError where error.isDamage {
+            throw LarderError(.sqlError, "the store's base.sqlite is not a database (SQLite: \(error.message)): its test replaced it? "
+                                  + "There is nothing to compare with, or to reset to; delete the store",
+                              details: [("file", "base.sqlite"), ("sqlite_code", .int(Int64(error.code)))])
+        }
         return db
     }
 

@@ -221,6 +221,15 @@ public final class Store: Sendable {
         return db
     }
 
+    /// Whether `error` says the live file is broken in a way that a new copy
+    /// of the base mends: removed, its header or pages written over, or its
+    /// page size changed (a backup into a WAL file of another page size is
+    /// `SQLITE_READONLY`).
+    public static func isDamage(_ error: Error) -> Bool {
+        guard let sqlite = (error as? SQLiteError) ?? (error as? LarderError)?.underlying else { return false }
+        return sqlite.isDamage || sqlite.isReadOnly || sqlite.isCantOpen
+    }
+
     /// The test owns the store's directory and may plant anything in it: the
     /// live file and its `-wal`, `-shm` and `-journal` must be plain files
     /// of this store alone, never a link to a file elsewhere (another
@@ -233,8 +242,10 @@ public final class Store: Sendable {
             case .ownFile: continue
             case .missing where !suffix.isEmpty: continue
             case .missing:
-                throw LarderError(.badRequest, "store '\(id)': its store.sqlite was removed; reset it or delete it",
-                                  details: [("id", .string(id)), ("file", .string(name))])
+                var error = LarderError(.sqlError, "store '\(id)': its store.sqlite was removed; reset it (it is made again from its base) "
+                                            + "or delete it", details: [("id", .string(id)), ("file", .string(name))])
+                error.underlying = .cantOpen("store.sqlite was removed")
+                throw error
             case .foreign(let what):
                 throw LarderError(.badRequest, "store '\(id)': its \(name) is \(what), which Larder never opens; "
                                       + "put back a plain file of the store's own, or delete the store",

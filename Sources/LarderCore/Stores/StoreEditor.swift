@@ -61,17 +61,32 @@ public struct StoreEditor: Sendable {
     /// file, its inode and connections the test holds stay as they are, and
     /// those see the reset state at their next transaction. All or nothing;
     /// a write transaction the test holds is waited for, then `conflict`.
+    ///
+    /// A reset is what a store its test broke needs: when the live file was
+    /// removed, written over or given another page size, it is made again
+    /// from the base instead (`StoreRegistry.remake`); connections the test
+    /// still holds keep the broken file.
     public func reset(_ id: String) throws -> Store {
         let store = try registry.get(id)
         let creation = try store.creationState()
-        return try registry.operate(store, exclusive: "reset", timeoutMs: registry.operationTimeoutMs) { db in
-            try db.restore(from: try Connection.immutable(path: store.basePath))
+        func restored() throws {
             _ = store.update {
                 $0.version = creation.version
                 $0.fixtures = creation.fixtures
             }
             try registry.save(store)
-            store.remember(counts: try Inspector.counts(db))
+        }
+        do {
+            return try registry.operate(store, exclusive: "reset", timeoutMs: registry.operationTimeoutMs) { db in
+                try db.restore(from: try Connection.immutable(path: store.basePath))
+                try restored()
+                store.remember(counts: try Inspector.counts(db))
+                return store
+            }
+        } catch where Store.isDamage(error) {
+            try registry.remake(store)
+            try restored()
+            _ = try store.counts()
             return store
         }
     }

@@ -30,6 +30,36 @@ extension StoreRegistry {
         }
     }
 
+    /// Makes a store's live file again as a copy of its base, for a store
+    /// whose test broke the file (see `StoreEditor.reset`), as the store's
+    /// exclusive operation: the copy is made and checked aside, the old
+    /// `-wal`, `-shm` and `-journal` are removed (SQLite would replay an old
+    /// WAL into the new file), then one rename puts it in place. A base
+    /// that is not a database (the test replaced it) leaves the store as it
+    /// was and says so.
+    func remake(_ store: Store) throws {
+        let copy = temporaryDirectory + "/remake-" + StoreRegistry.randomHex()
+        try FileSystem.copyFile(from: store.basePath, to: copy, followingLinks: false)
+        defer { FileSystem.removeDatabase(copy) } // nothing once it is in place
+        let check: Connection
+        do {
+            check = try Connection.immutable(path: copy)
+            _ = try check.scalar("SELECT count(*) FROM sqlite_schema")
+        } catch let error as SQLiteError {
+            throw LarderError(.sqlError, "store '\(store.id)': its store.sqlite is broken and its base.sqlite is not a database either "
+                                  + "(SQLite: \(error.message)): there is nothing to reset it to; delete the store",
+                              details: [("id", .string(store.id)), ("file", "base.sqlite"), ("sqlite_code", .int(Int64(error.code)))])
+        }
+        try store.begin("reset", on: check)
+        defer { store.end("reset", on: check) }
+        let sizeBefore = store.sizeBytes
+        try FileSystem.setAccess(copy, mode: access.fileMode, group: access.group)
+        store.dropReaders()
+        for suffix in ["-wal", "-shm", "-journal"] { FileSystem.remove(store.databasePath + suffix) }
+        try FileSystem.rename(copy, to: store.databasePath)
+        noteGrowth(store.sizeBytes - sizeBefore)
+    }
+
     /// Sets `max_page_count` so the store can take at most what is left of
     /// the disk quota; answers the limit, or nil without a quota.
     private func limitGrowth(_ db: Connection) throws -> Int64? {
