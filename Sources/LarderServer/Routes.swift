@@ -92,6 +92,8 @@ enum ServiceRoutes {
             ("larder_count_waits", "Count waits (long polls) under way.", "gauge", String(s.waiter.waiting)),
             ("larder_trash_backlog", "Deleted stores whose files are still being removed.", "gauge", String(s.registry.trashBacklog)),
             ("larder_store_bytes", "Bytes the stores take on disk (refreshed by the reaper).", "gauge", String(s.registry.diskBytes)),
+            ("larder_quota_used_bytes", "Bytes counted against --max-disk-bytes: stores, their own bases, ready copies, copies and builds under way, the trash.",
+             "gauge", String(s.registry.usedBytes)),
             ("larder_template_cache_hits_total", "Stores copied from a cached template.", "counter", String(s.cache.stats.hits)),
             ("larder_template_cache_misses_total", "Template databases built.", "counter", String(s.cache.stats.misses)),
             ("larder_template_cache_bytes", "Bytes the template cache takes.", "gauge", String(s.cache.stats.bytes)),

@@ -167,7 +167,7 @@ public final class Provisioner: Sendable {
             let template = try catalog.template(name)
             fixtures = try names.map { try template.fixture($0) }
         }
-        return try registry.create(label: label, ttlSeconds: ttlSeconds) { path in
+        return try registry.create(label: label, ttlSeconds: ttlSeconds, expectedBytes: source.sizeBytes) { path in
             do {
                 let db = try source.connect(busyTimeoutMs: Int32(clamping: source.busyTimeoutMs))
                 try source.tracking(db) { try db.backup(to: path) }
@@ -212,7 +212,7 @@ public final class Provisioner: Sendable {
             throw LarderError(.badRequest, "the upload is not a SQLite database (no 'SQLite format 3' header)",
                               details: [("bytes", .int(Int64(size)))])
         }
-        return try registry.create(label: label, ttlSeconds: ttlSeconds) { path in
+        return try registry.create(label: label, ttlSeconds: ttlSeconds, expectedBytes: Int64(size)) { path in
             switch upload { // the staging directory is invisible
             case .bytes(let bytes): try FileSystem.writeFile(bytes, to: path)
             case .file(let spooled, _): try FileSystem.move(spooled, to: path)

@@ -17,7 +17,10 @@ struct ReadyCopy: Sendable {
 /// bytes (the template cache's budget again). A key is the cache key, a
 /// hash of the template's files: after a change, requests name a new key
 /// and copies of the old one are never handed out. Invisible to listings
-/// and quotas until handed out; thrown away at a restart.
+/// until handed out, but counted against the disk quota: made only into
+/// room the quota and the file system have to spare, and given back at
+/// once when a store needs that room (or the disk was full); thrown away
+/// at a restart.
 public final class ReadyCopies: Sendable {
     public struct Stats: Sendable {
         public var copies: Int
@@ -52,6 +55,34 @@ public final class ReadyCopies: Sendable {
         self.perKey = perKey
         self.maxKeys = maxKeys
         self.maxBytes = maxBytes
+        registry.onDiskPressure { [weak self] in self?.yield() }
+    }
+
+    /// Room left on the file system below which no copy is made ahead: a
+    /// full disk must stay freed once someone frees it.
+    static let spareBytes: Int64 = 64 << 20
+
+    /// Whether a copy of `size` bytes may be made ahead now.
+    private func hasRoom(for size: Int64) -> Bool {
+        guard registry.hasRoom(for: size) else { return false }
+        guard let free = FileSystem.availableBytes(registry.readyDirectory) else { return true }
+        return free - size >= max(ReadyCopies.spareBytes, size)
+    }
+
+    /// Gives every copy's room back (removed at once, not through the
+    /// trash: they were never a test's). Shelves refill later, into room
+    /// there is to spare.
+    func yield() {
+        let dropped = state.withLock { s -> [ReadyCopy] in
+            var all: [ReadyCopy] = []
+            for key in Array(s.shelves.keys) {
+                all += s.shelves[key]?.copies ?? []
+                s.shelves[key]?.copies = []
+            }
+            s.bytes = 0
+            return all
+        }
+        for copy in dropped { registry.removeReady(copy) }
     }
 
     public var stats: Stats {
@@ -99,9 +130,12 @@ public final class ReadyCopies: Sendable {
     /// reached; stops at the first failure (the next request tries again).
     private func refill(_ key: String) {
         while true {
+            // The quota is asked outside this lock (it asks the builds' own).
+            let size = state.withLock { $0.shelves[key]?.entry.size } ?? 0
+            let room = hasRoom(for: size)
             let source = state.withLock { s -> TemplateCache.Entry? in
                 guard var shelf = s.shelves[key] else { return nil }
-                guard shelf.copies.count < perKey, s.bytes + shelf.entry.size <= maxBytes else {
+                guard shelf.copies.count < perKey, s.bytes + shelf.entry.size <= maxBytes, room else {
                     shelf.filling = false
                     s.shelves[key] = shelf
                     return nil

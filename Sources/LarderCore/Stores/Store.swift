@@ -60,6 +60,14 @@ public final class Store: Sendable {
         FileSystem.size(databasePath) + FileSystem.size(databasePath + "-wal")
     }
 
+    /// What the store costs on disk, for the quota: `sizeBytes`, and its
+    /// base when that is a copy of its own (an upload's, a fork's, or a
+    /// template entry's that the cache evicted since), not a second name
+    /// of a template cache entry.
+    var diskCost: Int64 {
+        sizeBytes + (FileSystem.entry(basePath) == .ownFile ? FileSystem.size(basePath) : 0)
+    }
+
     var isDeleted: Bool { state.withLock { $0.deleted } }
 
     /// Row counts as Larder last read them, for listings that must not open

@@ -59,9 +59,19 @@ public final class StoreRegistry: Sendable {
         var stores: [String: Store] = [:]
         var reserved = 0
         var nextSequence: Int64 = 1
+        /// What the live stores take: each one's `diskCost`.
         var diskBytes: Int64 = 0
+        /// Ready copies not yet handed out (`ReadyCopies`).
+        var readyBytes: Int64 = 0
+        /// Copies under way, counted before they are made.
+        var reservedBytes: Int64 = 0
     }
-    private let live = Mutex(Live())
+    let live = Mutex(Live())
+    /// What else counts against `--max-disk-bytes` (builds under way).
+    let otherUsage = Mutex<[@Sendable () -> Int64]>([])
+    /// Called, outside any lock, when a store needs room the quota or the
+    /// file system does not have: ready copies give theirs back.
+    let pressureHandlers = Mutex<[@Sendable () -> Void]>([])
 
     static let marker = ".larder-root"
     /// Held for the registry's life: two servers (or a server and `larder
@@ -137,8 +147,9 @@ public final class StoreRegistry: Sendable {
         for name in FileSystem.entries(storesDirectory) {
             let directory = storesDirectory + "/" + name
             guard let bytes = try? FileSystem.readFile(directory + "/store.json"),
-                  let json = try? JSONValue.parse(bytes), let record = StoreRecord(json: json), record.id == name,
-                  FileSystem.exists(directory + "/store.sqlite") else {
+                  let json = try? JSONValue.parse(bytes), let record = StoreRecord(json: json), record.id == name else {
+                // (Under stores/ a directory is complete: a missing store.sqlite
+                // is its test's doing, and a reset makes it again.)
                 try FileSystem.removeTree(directory, within: root)
                 continue
             }
@@ -170,12 +181,16 @@ public final class StoreRegistry: Sendable {
     public var count: Int { live.withLock { $0.stores.count } }
 
     /// Builds a store: `build` fills the file at the path it is given, and
-    /// the store keeps a copy of it as its creation state. On any error
-    /// nothing is left behind.
-    public func create(label: String?, ttlSeconds: Int?, build: (String) throws -> Provenance) throws -> (Store, Provenance) {
+    /// the store keeps a copy of it as its creation state. `expectedBytes`,
+    /// what the database will about take (an upload's size, a fork's
+    /// source), is counted against the disk quota before anything is
+    /// written, twice (the file and its base); what it did take, after. On
+    /// any error nothing is left behind.
+    public func create(label: String?, ttlSeconds: Int?, expectedBytes: Int64 = 0,
+                       build: (String) throws -> Provenance) throws -> (Store, Provenance) {
         try StoreRecord.check(label: label)
-        try reserveSlot()
-        defer { releaseSlot() }
+        let reservation = try reserveSlot(bytes: 2 * expectedBytes)
+        defer { releaseSlot(reservation) }
         let id = newID()
         let staging = buildingDirectory + "/" + id
         try FileSystem.makeDirectory(staging)
@@ -186,11 +201,12 @@ public final class StoreRegistry: Sendable {
             let base = staging + "/" + Store.baseName
             try FileSystem.copyFile(from: staging + "/store.sqlite", to: base)
             FileSystem.makeReadOnly(base)
+            try admit(FileSystem.size(staging + "/store.sqlite") + FileSystem.size(base), in: reservation)
             try access.grant(store: staging)
             return (try enter(staging, id: id, provenance: provenance, label: label, ttlSeconds: ttlSeconds), provenance)
         } catch {
             try? FileSystem.removeTree(staging, within: root)
-            throw error
+            throw relieving(error)
         }
     }
 
@@ -201,18 +217,23 @@ public final class StoreRegistry: Sendable {
     /// the trash.
     func create(copyOf source: String, ready: ReadyCopy?, provenance: Provenance, label: String?,
                 ttlSeconds: Int?) throws -> (Store, Provenance) {
+        let reservation: Reservation
         do {
             try StoreRecord.check(label: label)
-            try reserveSlot()
+            // A ready copy is counted already; one made now is counted first.
+            reservation = try reserveSlot(bytes: ready == nil ? FileSystem.size(source) : 0)
         } catch {
             if let ready { discard(ready) }
             throw error
         }
-        defer { releaseSlot() }
-        let copy = try ready ?? makeReady(from: source)
+        defer { releaseSlot(reservation) }
+        let copy: ReadyCopy
+        do { copy = try ready ?? makeReady(from: source) } catch { throw relieving(error) }
         do {
-            return (try enter(copy.directory, id: copy.id, provenance: provenance, label: label, ttlSeconds: ttlSeconds,
-                              bytes: copy.bytes), provenance)
+            let store = try enter(copy.directory, id: copy.id, provenance: provenance, label: label, ttlSeconds: ttlSeconds,
+                                  bytes: copy.bytes)
+            live.withLock { $0.readyBytes -= copy.bytes } // counted as the store's now
+            return (store, provenance)
         } catch {
             discard(copy)
             throw error
@@ -229,35 +250,26 @@ public final class StoreRegistry: Sendable {
             try FileSystem.copyFile(from: source, to: directory + "/store.sqlite")
             try FileSystem.linkOrCopy(source, to: directory + "/" + Store.baseName)
             try access.grant(store: directory)
-            return ReadyCopy(id: id, directory: directory, bytes: FileSystem.size(directory + "/store.sqlite"))
+            let copy = ReadyCopy(id: id, directory: directory, bytes: FileSystem.size(directory + "/store.sqlite"))
+            live.withLock { $0.readyBytes += copy.bytes }
+            return copy
         } catch {
             try? FileSystem.removeTree(directory, within: root)
             throw error
         }
     }
 
-    /// A ready copy no longer wanted, into the trash.
+    /// A ready copy given back for its room: removed now.
+    func removeReady(_ copy: ReadyCopy) {
+        try? FileSystem.removeTree(copy.directory, within: root)
+        live.withLock { $0.readyBytes -= copy.bytes }
+    }
+
+    /// A ready copy no longer wanted, into the trash (counted there until its files go).
     func discard(_ copy: ReadyCopy) {
-        try? trash.discard(copy.directory, name: copy.id)
+        live.withLock { $0.readyBytes -= copy.bytes }
+        try? trash.discard(copy.directory, name: copy.id, bytes: copy.bytes)
     }
-
-    /// Counts a store about to be made against `--max-stores` and the disk
-    /// quota (`quota_exceeded` past them) until `releaseSlot()`.
-    private func reserveSlot() throws {
-        try live.withLock { l in
-            guard l.stores.count + l.reserved < maxStores else {
-                throw LarderError(.quotaExceeded, "the store limit (\(maxStores)) is reached; delete stores or raise --max-stores",
-                                  details: [("limit", .int(Int64(maxStores)))])
-            }
-            if maxDiskBytes > 0 && l.diskBytes >= maxDiskBytes {
-                throw LarderError(.quotaExceeded, "the disk quota (\(maxDiskBytes) bytes) is reached",
-                                  details: [("limit_bytes", .int(maxDiskBytes)), ("used_bytes", .int(l.diskBytes))])
-            }
-            l.reserved += 1
-        }
-    }
-
-    private func releaseSlot() { live.withLock { $0.reserved -= 1 } }
 
     /// Writes the record of a finished store directory and renames it into
     /// `stores/`: from then on it is listed and counted. `bytes`: its size when known.
@@ -278,7 +290,7 @@ public final class StoreRegistry: Sendable {
         try FileSystem.rename(staging, to: directory)
         let store = Store(record: record, directory: directory, readTimeoutMs: readTimeoutMs, busyTimeoutMs: busyTimeoutMs)
         if let counts = provenance.counts { store.remember(counts: counts) }
-        let size = bytes ?? store.sizeBytes
+        let size = bytes ?? store.diskCost
         live.withLock { l in
             l.stores[id] = store
             l.diskBytes += size
@@ -358,10 +370,11 @@ public final class StoreRegistry: Sendable {
             return store
         }
         store.markDeleted()
-        let size = store.sizeBytes
+        let size = store.diskCost
         live.withLock { $0.diskBytes = max(0, $0.diskBytes - size) }
-        // Into the trash with one rename; its files go in the background.
-        try trash.discard(store.directory, name: id)
+        // Into the trash with one rename; its files go in the background,
+        // counted against the quota until they have.
+        try trash.discard(store.directory, name: id, bytes: size)
     }
 
     /// Deleted stores whose files are still being removed.
@@ -397,7 +410,7 @@ public final class StoreRegistry: Sendable {
     @discardableResult
     public func refreshDiskUsage() -> Int64 {
         let stores = live.withLock { Array($0.stores.values) }
-        let total = stores.reduce(Int64(0)) { $0 + $1.sizeBytes }
+        let total = stores.reduce(Int64(0)) { $0 + $1.diskCost }
         live.withLock { $0.diskBytes = total }
         return total
     }

@@ -12,10 +12,12 @@ final class Trash: Sendable {
     private let root: String
     private let queue = DispatchQueue(label: "larder.trash", qos: .utility)
     private let pending = Atomic<Int>(0)
+    /// Bytes of what waits to be removed, as its discarders counted them.
+    private let bytes = Atomic<Int64>(0)
     /// Directories not yet handed to the queue, and whether a removal pass is
     /// scheduled: deletions are removed in batches, one wake-up of the queue
     /// per pass rather than one per request.
-    private let waiting = Mutex<(paths: [String], scheduled: Bool)>(([], false))
+    private let waiting = Mutex<(paths: [(String, Int64)], scheduled: Bool)>(([], false))
     /// Held while removal is held back (tests of a trash that is behind).
     private let hold = NSLock()
 
@@ -28,10 +30,12 @@ final class Trash: Sendable {
 
     /// Directories waiting to be removed.
     var backlog: Int { pending.load(ordering: .relaxed) }
+    /// What they take, counted against the disk quota until they are gone.
+    var pendingBytes: Int64 { bytes.load(ordering: .relaxed) }
 
-    /// Moves a store's directory into the trash, whose queue removes its
-    /// files; where it cannot be moved, removes it at once.
-    func discard(_ storeDirectory: String, name: String) throws {
+    /// Moves a store's directory (of about `size` bytes) into the trash,
+    /// whose queue removes its files; where it cannot be moved, removes it at once.
+    func discard(_ storeDirectory: String, name: String, bytes size: Int64 = 0) throws {
         let target = directory + "/" + name
         guard (try? FileSystem.rename(storeDirectory, to: target)) != nil else {
             try FileSystem.removeTree(storeDirectory, within: root)
@@ -39,13 +43,14 @@ final class Trash: Sendable {
         }
         // Out of the test's reach before its files go: nothing more can be planted here.
         FileSystem.revokeAccess(target)
-        empty(target)
+        empty(target, bytes: size)
     }
 
-    private func empty(_ path: String) {
+    private func empty(_ path: String, bytes size: Int64 = 0) {
         pending.add(1, ordering: .relaxed)
+        bytes.add(size, ordering: .relaxed)
         let schedule = waiting.withLock { w -> Bool in
-            w.paths.append(path)
+            w.paths.append((path, size))
             defer { w.scheduled = true }
             return !w.scheduled
         }
@@ -56,17 +61,18 @@ final class Trash: Sendable {
     private func removeWaiting() {
         hold.lock()
         hold.unlock()
-        let paths = waiting.withLock { w -> [String] in
+        let paths = waiting.withLock { w -> [(String, Int64)] in
             defer { w = ([], false) }
             return w.paths
         }
-        for path in paths {
+        for (path, size) in paths {
             // The files a store has; anything else falls back to a full walk.
             FileSystem.removeDatabase(path + "/store.sqlite")
             FileSystem.remove(path + "/" + Store.baseName)
             FileSystem.remove(path + "/store.json")
             if !FileSystem.removeEmptyDirectory(path) { try? FileSystem.removeTree(path, within: root) }
             pending.subtract(1, ordering: .relaxed)
+            bytes.subtract(size, ordering: .relaxed)
         }
     }
 

@@ -88,6 +88,14 @@ public final class Builds: Sendable {
         try FileSystem.makeDirectory(directory)
         for name in FileSystem.entries(directory) { try registry.trash.discard(directory + "/" + name, name: name) }
         try registry.access.open(directory)
+        // What builders write counts against the disk quota like stores.
+        registry.countAgainstQuota { [weak self] in self?.bytesUnderWay ?? 0 }
+    }
+
+    /// What the builds under way take on disk now.
+    var bytesUnderWay: Int64 {
+        let paths = shared.withLock { $0.building.values.map(\.path) }
+        return paths.reduce(0) { $0 + FileSystem.size($1) + FileSystem.size($1 + "-wal") }
     }
 
     /// Keys are the client's fingerprint of what goes into its template:
@@ -113,6 +121,7 @@ public final class Builds: Sendable {
         try Builds.check(key: key)
         try StoreRecord.check(label: label)
         discardLapsed()
+        let roomLeft = registry.hasRoom(for: 1) // asked outside the lock below (the quota asks it too)
         enum Step { case answer(Claim), start(Building) }
         let step = try shared.withLock { s -> Step in
             if let b = s.building[key] { return .answer(.building(info(b, path: false))) }
@@ -121,6 +130,10 @@ public final class Builds: Sendable {
             guard s.building.count < registry.maxStores else {
                 throw LarderError(.quotaExceeded, "\(s.building.count) builds are under way, the most --max-stores (\(registry.maxStores)) allows; finish or discard one",
                                   details: [("limit", .int(Int64(registry.maxStores)))])
+            }
+            guard roomLeft else {
+                throw LarderError(.quotaExceeded, "the disk quota (\(registry.maxDiskBytes) bytes) is reached; delete stores or raise --max-disk-bytes",
+                                  details: [("limit_bytes", .int(registry.maxDiskBytes))])
             }
             let now = Timestamp.now
             let b = Building(key: key, label: label, directory: directory + "/" + StoreRegistry.randomHex(),

@@ -1,0 +1,91 @@
+import FileSystem
+
+/// `--max-stores` and `--max-disk-bytes`. Everything a store costs counts
+/// against the disk quota: its live file and WAL, its base when that is a
+/// copy of its own (uploads, forks, a template entry evicted since), ready
+/// copies, copies under way (counted before they are made), builds under
+/// way and deleted stores whose files are not gone yet.
+extension StoreRegistry {
+    /// A slot and bytes held for a store being made, until `releaseSlot`.
+    struct Reservation {
+        let bytes: Int64
+    }
+
+    /// Bytes counted against the quota now.
+    public var usedBytes: Int64 {
+        let others = otherUsage.withLock { $0 }.reduce(Int64(0)) { $0 + $1() }
+        return live.withLock { $0.diskBytes + $0.readyBytes + $0.reservedBytes } + trash.pendingBytes + others
+    }
+
+    /// Counts what `usage` answers against the quota (builds under way).
+    func countAgainstQuota(_ usage: @escaping @Sendable () -> Int64) {
+        otherUsage.withLock { $0.append(usage) }
+    }
+
+    /// Calls `handler` when a store needs room that the quota or the file
+    /// system does not have (ready copies give theirs back).
+    func onDiskPressure(_ handler: @escaping @Sendable () -> Void) {
+        pressureHandlers.withLock { $0.append(handler) }
+    }
+
+    func relieveDiskPressure() {
+        for handler in pressureHandlers.withLock({ $0 }) { handler() }
+    }
+
+    /// Whether `bytes` more fit in the quota (always, without one).
+    func hasRoom(for bytes: Int64) -> Bool {
+        maxDiskBytes <= 0 || usedBytes + bytes <= maxDiskBytes
+    }
+
+    private func quotaExceeded(_ used: Int64, wanted: Int64) -> LarderError {
+        LarderError(.quotaExceeded, "the disk quota (\(maxDiskBytes) bytes) is reached: \(used) bytes are in use and this store needs about \(wanted) more; "
+                        + "delete stores or raise --max-disk-bytes",
+                    details: [("limit_bytes", .int(maxDiskBytes)), ("used_bytes", .int(used)), ("wanted_bytes", .int(wanted))])
+    }
+
+    /// Counts a store about to be made, and the `bytes` its copy will take,
+    /// against `--max-stores` and the disk quota (`quota_exceeded` past
+    /// them, ready copies having given their room back first).
+    func reserveSlot(bytes: Int64) throws -> Reservation {
+        for attempt in 0..<2 {
+            let others = otherUsage.withLock { $0 }.reduce(Int64(0)) { $0 + $1() } + trash.pendingBytes
+            let outcome = try live.withLock { l -> Int64? in
+                guard l.stores.count + l.reserved < maxStores else {
+                    throw LarderError(.quotaExceeded, "the store limit (\(maxStores)) is reached; delete stores or raise --max-stores",
+                                      details: [("limit", .int(Int64(maxStores)))])
+                }
+                let used = l.diskBytes + l.readyBytes + l.reservedBytes + others
+                if maxDiskBytes > 0 && (used + bytes > maxDiskBytes || used >= maxDiskBytes) { return used }
+                l.reserved += 1
+                l.reservedBytes += bytes
+                return nil
+            }
+            guard let used = outcome else { return Reservation(bytes: bytes) }
+            guard attempt == 0, live.withLock({ $0.readyBytes }) > 0 else { throw quotaExceeded(used, wanted: bytes) }
+            relieveDiskPressure()
+        }
+        throw quotaExceeded(usedBytes, wanted: bytes)
+    }
+
+    func releaseSlot(_ reservation: Reservation) {
+        live.withLock {
+            $0.reserved -= 1
+            $0.reservedBytes -= reservation.bytes
+        }
+    }
+
+    /// Checks what a store made aside took (`bytes`) against the quota,
+    /// in place of what was reserved for it.
+    func admit(_ bytes: Int64, in reservation: Reservation) throws {
+        guard maxDiskBytes > 0 else { return }
+        let used = usedBytes - reservation.bytes
+        if used + bytes > maxDiskBytes { throw quotaExceeded(used, wanted: bytes) }
+    }
+
+    /// `error`, after asking ready copies for their room when it says the
+    /// file system is full (so that room freed is not taken back by them).
+    func relieving(_ error: Error) -> Error {
+        if LarderError.classify(error)?.code == .insufficientStorage { relieveDiskPressure() }
+        return error
+    }
+}
