@@ -394,6 +394,25 @@ final class HostileInputTests: XCTestCase {
         XCTAssertEqual(finished.status, 200, String(decoding: finished.data.prefix(300), as: UTF8.self))
         XCTAssertEqual(finished.json?["version"], .null)
         XCTAssertLessThan(finished.data.count, 10_000)
+
+        // A bookkeeping table of 200,000 rows, some of them huge: what is
+        // read of it is bounded (rows and bytes); the version is the
+        // highest short one.
+        let bloated = try await server.request("POST", "/builds", json: #"{"key": "bloated"}"#)
+        let bloatedPath = try XCTUnwrap(bloated.json?["path"]?.stringValue)
+        do {
+            let db = try Connection(path: bloatedPath, mode: .readWrite)
+            try db.execute("""
+                CREATE TABLE schema_migrations (version VARCHAR(128) PRIMARY KEY);
+                WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000)
+                INSERT INTO schema_migrations SELECT printf('%014d', i) FROM n;
+                INSERT INTO schema_migrations VALUES ('99' || hex(zeroblob(400000)));
+                """)
+        }
+        let sealed = try await server.request("POST", "/builds/bloated/finish")
+        XCTAssertEqual(sealed.status, 200, String(decoding: sealed.data.prefix(300), as: UTF8.self))
+        XCTAssertLessThanOrEqual(sealed.json?["version"]?.stringValue?.utf8.count ?? 0, 256)
+        XCTAssertLessThan(sealed.data.count, 10_000)
     }
 
     /// A test that locks its store for good (legal: `locking_mode=EXCLUSIVE`)

@@ -56,6 +56,15 @@ enum Bookkeeping {
         return plain ? table : quoteIdentifier(table)
     }
 
+    /// What a reader takes of a bookkeeping table, in SQL: versions of at
+    /// most `maxVersionBytes` (longer ones would be unknown anyway) and at
+    /// most 100,000 rows. A table is a client's to fill (a build's, an
+    /// upload's): one of 305 MiB was read whole, past the time limit.
+    static func bounded(_ column: String) -> String {
+        "length(CAST(\(column) AS BLOB)) <= \(AppliedState.maxVersionBytes)"
+    }
+    static let rowLimit = " LIMIT 100000"
+
     static func highest(_ versions: [String]) -> String? {
         versions.max(by: VersionOrder.less)
     }

@@ -7,7 +7,7 @@ enum GRDB: ForeignBookkeeping {
 
     static func readState(_ db: Connection) throws -> AppliedState? {
         guard try Bookkeeping.tableExists(db, "grdb_migrations") else { return nil }
-        let listed = try db.rows("SELECT identifier FROM grdb_migrations").compactMap { $0[0].string }
+        let listed = try db.rows("SELECT identifier FROM grdb_migrations WHERE " + Bookkeeping.bounded("identifier") + Bookkeeping.rowLimit).compactMap { $0[0].string }
         let numeric = Bookkeeping.leadingNumbers(listed)
         return AppliedState(source: "grdb_migrations", current: Bookkeeping.highest(numeric) ?? listed.last, listed: numeric.isEmpty ? listed : numeric)
     }

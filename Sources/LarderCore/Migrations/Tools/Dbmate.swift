@@ -76,7 +76,7 @@ enum Dbmate: MigrationTool {
     /// A row per applied version (Rails writes the same table the same way).
     static func readState(_ db: Connection, table: String) throws -> AppliedState? {
         guard try Bookkeeping.tableExists(db, table), try !Bookkeeping.columns(db, table).contains("dirty") else { return nil }
-        let listed = try db.rows("SELECT version FROM \(quoteIdentifier(table))").compactMap { $0[0].string }.map(VersionOrder.canonical)
+        let listed = try db.rows("SELECT version FROM \(quoteIdentifier(table)) WHERE " + Bookkeeping.bounded("version") + Bookkeeping.rowLimit).compactMap { $0[0].string }.map(VersionOrder.canonical)
         return AppliedState(source: table, current: Bookkeeping.highest(listed), listed: listed)
     }
 

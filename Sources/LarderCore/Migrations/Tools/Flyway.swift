@@ -167,7 +167,8 @@ enum Flyway: MigrationTool {
     static func readState(_ db: Connection, table: String) throws -> AppliedState? {
         guard try Bookkeeping.tableExists(db, table) else { return nil }
         var latest: [String: String] = [:]
-        for row in try db.rows("SELECT version, type FROM \(quoteIdentifier(table)) WHERE success AND version IS NOT NULL ORDER BY installed_rank") {
+        for row in try db.rows("SELECT version, type FROM \(quoteIdentifier(table)) WHERE success AND version IS NOT NULL AND "
+                                   + Bookkeeping.bounded("version") + " ORDER BY installed_rank" + Bookkeeping.rowLimit) {
             if let v = row[0].string, let t = row[1].string { latest[VersionOrder.canonical(v)] = t }
         }
         let listed = latest.filter { $0.value != "UNDO_SQL" }.map(\.key)

@@ -135,7 +135,7 @@ enum Goose: MigrationTool {
     static func readState(_ db: Connection, table: String) throws -> AppliedState? {
         guard try Bookkeeping.tableExists(db, table) else { return nil }
         var state: [Int64: Bool] = [:]
-        for row in try db.rows("SELECT version_id, is_applied FROM \(Bookkeeping.bare(table)) ORDER BY id") {
+        for row in try db.rows("SELECT version_id, is_applied FROM \(Bookkeeping.bare(table)) ORDER BY id" + Bookkeeping.rowLimit) {
             if let v = row[0].int64, v != 0 { state[v] = row[1].isTrue }
         }
         let listed = state.filter(\.value).map { String($0.key) }

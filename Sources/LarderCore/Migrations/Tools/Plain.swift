@@ -27,7 +27,7 @@ enum Plain: MigrationTool {
 
     static func readState(_ db: Connection, table: String) throws -> AppliedState? {
         guard try Bookkeeping.tableExists(db, table) else { return nil }
-        let listed = try db.rows("SELECT version FROM \(Bookkeeping.bare(table))").compactMap { $0[0].string }
+        let listed = try db.rows("SELECT version FROM \(Bookkeeping.bare(table)) WHERE " + Bookkeeping.bounded("version") + Bookkeeping.rowLimit).compactMap { $0[0].string }
         return AppliedState(source: table, current: Bookkeeping.highest(listed), listed: listed)
     }
 
