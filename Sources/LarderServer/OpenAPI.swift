@@ -169,9 +169,10 @@ enum OpenAPI {
             Operation(method: "delete", path: "/builds/{key}", summary: "Discard an app-built template (its migrator failed)", success: 204,
                       errors: [400, 404, 409], description: "The next POST /builds of the key builds it again. 409 while it is being finished."),
             Operation(method: "post", path: "/builds/{key}/finish", summary: "Check a build and make it a ready, immutable template", success: 200,
-                      errors: [400, 404, 408, 409, 413, 415, 422, 507], answer: "Build",
+                      errors: [400, 404, 408, 409, 413, 415, 422, 429, 507], answer: "Build",
                       description: "`integrity_check`, no connection writing it (409 with Retry-After while one does), then a copy in WAL mode, "
-                          + "checkpointed and read-only, into the template cache. A failure leaves the build building. A ready build answers "
+                          + "checkpointed and read-only, into the template cache (429 when it is larger than the cache's whole budget). "
+                          + "A failure leaves the build building. A ready build answers "
                           + "as it is. Takes no body, or an empty JSON object."),
             Operation(method: "get", path: "/checks/migrations", summary: "Migration fixture health checks", success: 200, errors: [400, 404, 422],
                       query: [

@@ -135,3 +135,22 @@ final class DiskQuotaTests: XCTestCase {
         XCTAssertLarderError(.quotaExceeded, try core.store("gallery"))
     }
 }
+
+extension DiskQuotaTests {
+    /// Was: with an 8 MiB cache budget the cache held a 38 MiB build. A
+    /// build cannot be made again, so one past the whole budget is refused
+    /// at finish (and stays under way, for its builder to discard).
+    func testABuildPastTheCacheBudgetIsRefused() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let cache = TemplateCache(directory: core.registry.cacheDirectory + "/small", temporaryDirectory: core.registry.temporaryDirectory,
+                                  maxBytes: 1 << 20)
+        try FileSystem.makeDirectory(core.registry.cacheDirectory + "/small")
+        let builds = try Builds(registry: core.registry, cache: cache)
+        guard case .build(let info) = try builds.claim(key: "big", label: nil), let path = info.path else { return XCTFail("not started") }
+        try Connection(path: path, mode: .readWrite).execute("CREATE TABLE t (b BLOB); " + DiskQuotaTests.fill("t", rows: 32))
+        XCTAssertLarderError(.quotaExceeded, try builds.finish("big"))
+        XCTAssertTrue(builds.isBuilding("big"))
+        XCTAssertEqual(FileSystem.entries(core.registry.cacheDirectory + "/small"), [])
+    }
+}

@@ -253,6 +253,14 @@ public final class Builds: Sendable {
                     return (version, counts)
                 }
             }
+            // A template Larder builds may pass the cache's budget (it is
+            // needed, then evicted first); a build cannot be made again, so
+            // one past the whole budget is refused rather than kept.
+            let size = FileSystem.size(copy)
+            guard size <= cache.maxBytes else {
+                throw LarderError(.quotaExceeded, "build '\(b.key)' is \(size) bytes, more than the template cache's whole budget (\(cache.maxBytes) bytes); "
+                                      + "raise --cache-max-bytes", details: [("key", .string(b.key)), ("size_bytes", .int(size)), ("limit_bytes", .int(cache.maxBytes))])
+            }
             let about: JSONValue = ["key": .string(b.key), "label": JSONValue(b.label),
                                     "started_at": .double(b.startedAt.seconds), "finished_at": .double(Timestamp.now.seconds)]
             return try cache.adopt(copy, key: entryKey(b.key), version: version, counts: counts, build: about)
