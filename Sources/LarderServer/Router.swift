@@ -95,10 +95,15 @@ final class Router: Sendable {
                 return .now(finish(name, response))
             case .later(let work):
                 let routeName = name
+                // One store's work waits in its own line (see WorkPool).
+                let lane = context.parameters["id"].map { "store " + $0 } ?? context.parameters["key"].map { "build " + $0 }
+                let pool = services.pool
                 return .later { responder in
-                    let response: Response
-                    do { response = try work() } catch { response = errorResponse(larderError(error, requestID: requestID, logger: logger)) }
-                    responder.send(finish(routeName, response))
+                    pool.submit(lane: lane) {
+                        let response: Response
+                        do { response = try work() } catch { response = errorResponse(larderError(error, requestID: requestID, logger: logger)) }
+                        responder.send(finish(routeName, response))
+                    }
                 }
             case .whenReady(let register):
                 let routeName = name

@@ -29,6 +29,8 @@ final class Services: Sendable {
         queue.maxConcurrentOperationCount = max(ProcessInfo.processInfo.activeProcessorCount, 2)
         return queue
     }()
+    /// Where `.later` work runs: a thread each, at most four per store.
+    let pool = WorkPool()
     let lastCheck = Mutex<(at: Timestamp, results: [MigrationCheck.Result])?>(nil)
 
     let logger: Logger

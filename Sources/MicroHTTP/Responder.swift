@@ -1,3 +1,4 @@
+import Dispatch
 import CMicroHTTPD
 import Synchronization
 
@@ -43,15 +44,20 @@ public final class Responder: Sendable {
 }
 
 extension Reply {
-    /// The answer, with work meant for a worker thread run here and now
-    /// (routes run without a server: tests). Nil when the work answers only
-    /// later (a long poll).
-    public func answeredHere() -> Response? {
+    /// The answer, with work meant for a worker thread started here (routes
+    /// run without a server: tests), waited for up to `seconds`. Nil when
+    /// it does not answer by then (a long poll).
+    public func answeredHere(waitingUpTo seconds: Double = 30) -> Response? {
         switch self {
         case .now(let response): return response
         case .later(let work):
             let answer = Mutex<Response?>(nil)
-            work(Responder(sink: { response in answer.withLock { $0 = $0 ?? response } }))
+            let answered = DispatchSemaphore(value: 0)
+            work(Responder(sink: { response in
+                answer.withLock { $0 = $0 ?? response }
+                answered.signal()
+            }))
+            _ = answered.wait(timeout: .now() + seconds)
             return answer.withLock { $0 }
         }
     }

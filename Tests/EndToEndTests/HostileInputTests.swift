@@ -450,7 +450,7 @@ final class HostileInputTests: XCTestCase {
 
     /// One request on a connection of its own, blocking: a flood that no
     /// client library queues per host. Answers the status.
-    static func rawStatus(_ base: String, _ path: String, json: String) -> Int {
+    static func rawStatus(_ base: String, _ path: String, method: String = "POST", json: String = "") -> Int {
         let port = UInt16(base.split(separator: ":").last.flatMap { Int($0) } ?? 0)
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return -1 }
@@ -461,7 +461,7 @@ final class HostileInputTests: XCTestCase {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         guard connected == 0 else { return -1 }
-        let request = "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \(json.utf8.count)\r\nConnection: close\r\n\r\n\(json)"
+        let request = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \(json.utf8.count)\r\nConnection: close\r\n\r\n\(json)"
         _ = request.withCString { send(fd, $0, strlen($0), 0) }
         var answer: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)

@@ -43,7 +43,7 @@ public final class DatabaseSnapshot: Sendable {
             diff = options.map { options in
                 Result {
                     _ = try store.creationState()
-                    let db = try StoreDiff.connect(path, base: store.basePath)
+                    let db = try StoreDiff.connect(path, base: store.basePath, busyTimeoutMs: store.busyTimeoutMs)
                     return try db.limited(milliseconds: store.readTimeoutMs, "comparing the store with its base") {
                         try StoreDiff.compare(db, options: options)
                     }

@@ -60,8 +60,8 @@ public enum StoreDiff {
     /// A hardened connection to the database at `path` (a store's live
     /// file, or a copy of it) with `base` attached, read-only, as `base`;
     /// neither may be a symbolic link.
-    public static func connect(_ path: String, base: String) throws -> Connection {
-        let db = try Connection(path: path, mode: .readWriteNoFollow, uri: true)
+    public static func connect(_ path: String, base: String, busyTimeoutMs: Int) throws -> Connection {
+        let db = try Connection(path: path, mode: .readWriteNoFollow, uri: true, busyTimeoutMs: Int32(clamping: busyTimeoutMs))
         try db.harden()
         do {
             try db.attachImmutable(path: base, as: "base")

@@ -207,7 +207,7 @@ public final class Store: Sendable {
         let db: Connection
         do {
             try checkFiles()
-            db = try StoreDiff.connect(databasePath, base: basePath)
+            db = try StoreDiff.connect(databasePath, base: basePath, busyTimeoutMs: busyTimeoutMs)
         } catch { throw isDeleted ? notFound : error }
         try begin(nil, on: db)
         defer { end(nil, on: db) }
