@@ -1,6 +1,5 @@
 import LarderCore
 import MicroHTTP
-import SQLite
 
 /// `GET /stores/{id}/page`: one store for people: its metadata and
 /// downloads, what its test changed (inserted rows green, deleted red,
@@ -27,20 +26,10 @@ extension Dashboard {
         var options = StoreDiff.Options()
         options.maxBytes = 4 << 20
         let diff = Result { try store.diff(options) }
-        let (counts, shown) = try store.withReader { db -> ([(String, Int64)], [(String, [String], [[String]])]) in
-            let counts = try Inspector.counts(db)
-            if let chosen, !counts.contains(where: { $0.0 == chosen }) {
-                throw LarderError(.badRequest, "no table '\(chosen)' in this store", details: [("table", .string(chosen))])
-            }
-            let shown = try counts.prefix(tablesShown).map { name, _ in
-                let skip = name == chosen ? offset : 0
-                let statement = try db.prepare("SELECT * FROM \(quoteIdentifier(name)) LIMIT \(rowsPerTable) OFFSET \(skip)")
-                var rows: [[String]] = []
-                while try statement.step() { rows.append((0..<statement.columnCount).map { cell(statement, $0) }) }
-                return (name, statement.columnNames, rows)
-            }
-            return (counts, shown)
+        let (counts, previews) = try store.withReader {
+            try Inspector.preview($0, tables: tablesShown, rows: rowsPerTable, chosen: chosen, offset: offset, textBytes: cellCharacters * 4)
         }
+        let shown = previews.map { ($0.table, $0.columns, $0.rows.map { $0.map(cell) }) }
         let r = store.record
         let id = escape(r.id)
         var html = head + "<header><h1><a href=\"/\">Larder</a> · store <code>\(id)</code></h1></header><main>"
@@ -128,15 +117,12 @@ extension Dashboard {
 
     /// Column `i` of a statement's current row as a cell, copying no more
     /// of a long value than is shown.
-    static func cell(_ statement: Statement, _ i: Int) -> String {
-        switch statement.columnType(i) {
-        case .null: return cell(.null)
-        case .blob: return "<span class=\"null\">BLOB (\(statement.columnByteCount(i)) bytes)</span>"
-        case .text:
-            let size = statement.columnByteCount(i)
-            let text = statement.textPrefix(i, maxBytes: cellCharacters * 4)
-            return size <= cellCharacters * 4 ? cell(.string(text)) : cut(text, bytes: size)
-        default: return cell(QueryRunner.json(statement.column(i)))
+    static func cell(_ value: Inspector.Cell) -> String {
+        switch value {
+        case .null: return cell(JSONValue.null)
+        case .blob(let bytes): return "<span class=\"null\">BLOB (\(bytes) bytes)</span>"
+        case .text(let text, let bytes): return bytes <= cellCharacters * 4 ? cell(.string(text)) : cut(text, bytes: bytes)
+        case .number(let number): return cell(number)
         }
     }
 
