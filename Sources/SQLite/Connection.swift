@@ -145,9 +145,7 @@ public final class Connection: @unchecked Sendable {
     }
 
     public var changes: Int { Int(sqlite3_changes64(handle)) }
-    public var totalChanges: Int { Int(sqlite3_total_changes64(handle)) }
     public var isAutocommit: Bool { sqlite3_get_autocommit(handle) != 0 }
-    public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
 
     /// `PRAGMA data_version`: changes whenever another connection commits.
     public func dataVersion() throws -> Int64 {

@@ -30,10 +30,6 @@ public final class Statement {
         sqlite3_bind_parameter_name(handle, Int32(index)).map { String(cString: $0) }
     }
 
-    public func parameterIndex(_ name: String) -> Int {
-        Int(sqlite3_bind_parameter_index(handle, name))
-    }
-
     public func bind(_ value: SQLiteValue, at index: Int) throws {
         let i = Int32(index)
         let rc: Int32

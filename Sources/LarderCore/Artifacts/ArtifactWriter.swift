@@ -34,8 +34,6 @@ public final class ArtifactWriter: @unchecked Sendable {
         phase = method == .store ? .checksum(0) : .data(0)
     }
 
-    public var isDone: Bool { if case .done = phase { return true } else { return false } }
-
     /// Makes the next piece; true once the archive is complete.
     @discardableResult
     public func step() throws -> Bool {
@@ -71,11 +69,6 @@ public final class ArtifactWriter: @unchecked Sendable {
             return true
         }
         return false
-    }
-
-    /// The whole artifact at once (for callers that do not pace it).
-    public func writeAll() throws {
-        while try !step() {}
     }
 
     private func read(at offset: UInt64) throws -> [UInt8] {

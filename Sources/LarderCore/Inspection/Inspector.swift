@@ -44,8 +44,3 @@ public enum Inspector {
 public func quoteIdentifier(_ name: String) -> String {
     "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
 }
-
-/// `'text'` with embedded quotes doubled.
-public func quoteLiteral(_ text: String) -> String {
-    "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
-}

@@ -12,8 +12,9 @@ struct ReadyCopy: Sendable {
 
 /// Ready copies of recently used template cache entries, so that `POST
 /// /stores` is one rename instead of a file copy: made in the background,
-/// handed out one per request, refilled after each hand-out. Bounded per key
-/// (`--pool-size`), in keys (the most recently used stay stocked) and in
+/// handed out one per request, refilled in batches once half of a key's are
+/// handed out. Bounded per key (`--pool-size`), in keys (the most recently
+/// used stay stocked) and in
 /// bytes (the template cache's budget again). A key is the cache key, a
 /// hash of the template's files: after a change, requests name a new key
 /// and copies of the old one are never handed out. Invisible to listings

@@ -148,16 +148,4 @@ public final class TemplateCache: Sendable {
             FileSystem.remove(directory + "/" + e.key + ".json")
         }
     }
-
-    /// Removes every entry (tests, and `DELETE`-like maintenance).
-    public func clear() {
-        let all = state.withLock { s -> [Entry] in
-            defer { s.entries = [:] }
-            return Array(s.entries.values)
-        }
-        for e in all {
-            FileSystem.remove(e.path)
-            FileSystem.remove(directory + "/" + e.key + ".json")
-        }
-    }
 }
