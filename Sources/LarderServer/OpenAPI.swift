@@ -44,10 +44,11 @@ enum OpenAPI {
     /// `forbidden`), a bug (500), shutting down (503); and, on every route but
     /// `GET /health` and signing in and out, a missing token (401).
     static func commonErrors(_ op: Operation) -> [Int] {
-        (["/health", "/sign-in", "/sign-out"].contains(op.path) ? [] : [401]) + [403, 500, 503]
+        (Router.isOpen(op.path, method: op.method.uppercased()) ? [] : [401]) + [403, 500, 503]
     }
 
-    static let ttl: JSONValue = ["type": ["integer", "null"], "minimum": 1, "maximum": 31_536_000,
+    static let ttl: JSONValue = ["type": ["integer", "null"], "minimum": .int(Int64(StoreRecord.ttlSeconds.lowerBound)),
+                                 "maximum": .int(Int64(StoreRecord.ttlSeconds.upperBound)),
                                  "description": "Seconds until the store expires (1 s to 365 days); null or absent: the server's default."]
 
     static func operations(_ c: Configuration) -> [Operation] {

@@ -12,7 +12,7 @@ enum StoreRoutes {
             // As in the JSON body: a template means its latest version unless
             // told otherwise; an empty `version=` keeps the upload as it is.
             let version = request.queryValue("version").map { $0.isEmpty ? nil : $0 } ?? (template == nil ? nil : "latest")
-            let ttl = try request.queryInt("ttl_seconds", in: 1...31_536_000)
+            let ttl = try request.queryInt("ttl_seconds", in: StoreRecord.ttlSeconds)
             // A large upload arrives in a spooled file (kept alive by this closure), a small one in memory.
             let spooled = request.bodyFile
             let upload: Provisioner.Upload = spooled.map { .file(path: $0.path, size: $0.size) } ?? .bytes(request.body)
@@ -27,7 +27,7 @@ enum StoreRoutes {
         let body = try JSONBody(request, allowed: createFields)
         var wanted = Provisioner.Request()
         wanted.label = try body.string("label")
-        wanted.ttlSeconds = try body.int("ttl_seconds", in: 1...31_536_000)
+        wanted.ttlSeconds = try body.int("ttl_seconds", in: StoreRecord.ttlSeconds)
         wanted.template = try body.string("template")
         wanted.fixtures = try body.stringArray("fixtures")
         wanted.snapshot = try body.string("snapshot")
@@ -105,7 +105,7 @@ enum StoreRoutes {
         let body = try JSONBody(request, allowed: ["keep", "ttl_seconds", "label"])
         var patch = StoreRegistry.Patch()
         patch.keep = try body.bool("keep")
-        patch.ttlSeconds = try body.int("ttl_seconds", in: 1...31_536_000)
+        patch.ttlSeconds = try body.int("ttl_seconds", in: StoreRecord.ttlSeconds)
         if body.has("label") { patch.label = .some(try body.string("label")) }
         let change = patch
         return .later { json(200, try render(s, try s.registry.update(id, change), counts: nil)) }

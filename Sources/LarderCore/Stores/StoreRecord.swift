@@ -4,6 +4,9 @@ public struct StoreRecord: Sendable {
     /// The longest label, in UTF-8 bytes: every listing, page and record repeats it.
     public static let maxLabelBytes = 256
 
+    /// A store's lifetime in seconds, as clients and `--ttl-seconds` give it: one second to a year.
+    public static let ttlSeconds: ClosedRange<Int> = 1...31_536_000
+
     /// A label a client gave, refused when it is longer than `maxLabelBytes`.
     public static func check(label: String?) throws {
         guard let label, label.utf8.count > maxLabelBytes else { return }

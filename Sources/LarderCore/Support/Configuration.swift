@@ -115,7 +115,7 @@ public struct Configuration: Sendable {
                 set: { c, text in
                     c.allowedHosts = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
                 }),
-        .int("ttl-seconds", \.ttlSeconds, 1...31_536_000, "Default lifetime of a store that is not kept."),
+        .int("ttl-seconds", \.ttlSeconds, StoreRecord.ttlSeconds, "Default lifetime of a store that is not kept."),
         .int("max-body-bytes", \.maxBodyBytes, 1...Int(Int32.max) * 4, "Largest request body (uploads included), in bytes."),
         .int("max-stores", \.maxStores, 1...10_000_000, "Most live stores at once; past it POST /stores answers quota_exceeded."),
         .bytes("max-disk-bytes", \.maxDiskBytes, "Most bytes the stores may take on disk: their files, their own bases, ready copies, builds under way and the trash, writes into live stores included (0: no limit); past it quota_exceeded."),
