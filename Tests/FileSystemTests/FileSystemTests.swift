@@ -1,0 +1,94 @@
+import FileSystem
+import Foundation
+import Glibc
+import XCTest
+
+/// The file system layer alone, on real files in a scratch directory:
+/// trees removed by descriptor and never outside their root, copies that
+/// refuse links when told, one-name checks, the root's lock, the watches.
+final class FileSystemTests: XCTestCase {
+    var scratch = ""
+
+    override func setUpWithError() throws {
+        scratch = NSTemporaryDirectory() + "larder-fs-" + UUID().uuidString
+        try FileSystem.makeDirectories(scratch)
+    }
+
+    override func tearDownWithError() throws { try? FileManager.default.removeItem(atPath: scratch) }
+
+    func write(_ path: String, _ text: String = "x") throws { try FileSystem.writeFile(Array(text.utf8), to: path) }
+
+    func testRemoveTreeRemovesLinksNeverWhatTheyPointAt() throws {
+        let root = scratch + "/root", outside = scratch + "/outside"
+        try FileSystem.makeDirectories(root + "/tree/a/b")
+        try FileSystem.makeDirectories(outside)
+        try write(outside + "/keep")
+        try write(root + "/tree/a/b/file")
+        XCTAssertEqual(symlink(outside, root + "/tree/a/link-to-dir"), 0)
+        XCTAssertEqual(symlink(outside + "/keep", root + "/tree/link-to-file"), 0)
+        try FileSystem.removeTree(root + "/tree", within: root)
+        XCTAssertFalse(FileSystem.exists(root + "/tree"))
+        XCTAssertEqual(FileSystem.entries(outside), ["keep"], "what the links pointed at is untouched")
+    }
+
+    func testRemoveTreeRefusesAnythingOutsideItsRoot() throws {
+        let root = scratch + "/root"
+        try FileSystem.makeDirectories(root)
+        try FileSystem.makeDirectories(scratch + "/other")
+        for path in [scratch + "/other", root, root + "/../other", root + "/.."] {
+            XCTAssertThrowsError(try FileSystem.removeTree(path, within: root), path)
+        }
+        XCTAssertTrue(FileSystem.isDirectory(scratch + "/other"))
+    }
+
+    func testRemoveTreeGoesDeeperThanItsDescriptorDepth() throws {
+        let root = scratch + "/root"
+        var path = root + "/deep"
+        for level in 0..<80 { path += "/d\(level)" }
+        try FileSystem.makeDirectories(path)
+        try write(path + "/bottom")
+        try FileSystem.removeTree(root + "/deep", within: root)
+        XCTAssertEqual(FileSystem.entries(root), [])
+    }
+
+    func testCopyRefusesALinkWhenToldAndEntryNamesWhatIsThere() throws {
+        try write(scratch + "/source", "contents")
+        XCTAssertEqual(symlink(scratch + "/source", scratch + "/link"), 0)
+        XCTAssertThrowsError(try FileSystem.copyFile(from: scratch + "/link", to: scratch + "/copy", followingLinks: false))
+        XCTAssertFalse(FileSystem.exists(scratch + "/copy"), "nothing half-made")
+        try FileSystem.copyFile(from: scratch + "/source", to: scratch + "/copy")
+        XCTAssertEqual(try FileSystem.readFile(scratch + "/copy"), Array("contents".utf8))
+        XCTAssertThrowsError(try FileSystem.copyFile(from: scratch + "/source", to: scratch + "/copy"), "the target must not exist")
+
+        XCTAssertEqual(FileSystem.entry(scratch + "/copy"), .ownFile)
+        XCTAssertEqual(FileSystem.entry(scratch + "/nothing"), .missing)
+        XCTAssertEqual(FileSystem.entry(scratch + "/link"), .foreign("a symbolic link"))
+        XCTAssertEqual(link(scratch + "/copy", scratch + "/second-name"), 0)
+        XCTAssertEqual(FileSystem.entry(scratch + "/copy"), .foreign("a hard link to a file that has another name"))
+        XCTAssertEqual(FileSystem.entry(scratch), .foreign("a directory"))
+    }
+
+    func testAFileLockIsHeldUntilReleasedAndNamesItsHolder() throws {
+        let path = scratch + "/lock"
+        guard case .acquired(let lock) = try FileLock.acquire(path) else { return XCTFail("the first takes it") }
+        guard case .heldBy(let pid) = try FileLock.acquire(path) else { return XCTFail("the second is refused") }
+        XCTAssertEqual(pid, getpid())
+        lock.release()
+        guard case .acquired(let again) = try FileLock.acquire(path) else { return XCTFail("free once released") }
+        again.release()
+    }
+
+    func testADirectoryWatchSeesChangesAndCanBeWoken() throws {
+        let watch = try XCTUnwrap(DirectoryWatch())
+        guard case .watching(let id) = watch.watch(scratch) else { return XCTFail("watching") }
+        XCTAssertEqual(watch.watch(scratch + "/nothing"), .missing)
+        XCTAssertFalse(watch.changed())
+        try write(scratch + "/new")
+        XCTAssertEqual(watch.wait(milliseconds: 2000), [id])
+        XCTAssertFalse(watch.changed(), "drained")
+        let woken = Date()
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(50)) { watch.wake() }
+        XCTAssertEqual(watch.wait(milliseconds: 10_000), [])
+        XCTAssertLessThan(Date().timeIntervalSince(woken), 5, "a wake cuts the wait short")
+    }
+}
