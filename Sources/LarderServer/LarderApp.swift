@@ -2,7 +2,6 @@ import Foundation
 import LarderCore
 import Logging
 import MicroHTTP
-import Synchronization
 
 /// The whole server, built in one place for `larder serve` and the tests:
 /// configuration in, a running HTTP server out.
@@ -35,7 +34,10 @@ public final class LarderApp: Sendable {
         settings.connectionsPerAddress = configuration.listensOnLoopbackOnly ? 0 : configuration.connectionsPerAddress
         let router = Router(services: services)
         server = Server(settings: settings, handler: { request in router.route(request) }, refuse: { errorResponse(LarderError(refusal: $0)) })
-        reaper = Reaper(registry: services.registry, intervalSeconds: configuration.reapIntervalSeconds, logger: services.logger)
+        let logger = services.logger
+        reaper = Reaper(registry: services.registry, intervalSeconds: configuration.reapIntervalSeconds) { removed in
+            logger.info("reaped expired stores", metadata: ["stores": "\(removed.count)"])
+        }
     }
 
     /// Starts listening; `port` and `baseURL` are known afterwards.
@@ -61,43 +63,5 @@ public final class LarderApp: Sendable {
     public var listenURL: String {
         let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
         return "http://\(host):\(server.port)"
-    }
-}
-
-/// Removes expired stores in the background.
-final class Reaper: Sendable {
-    let registry: StoreRegistry
-    let intervalSeconds: Int
-    let logger: Logger
-    private let condition = NSCondition()
-    private let stopped = Mutex(false)
-
-    init(registry: StoreRegistry, intervalSeconds: Int, logger: Logger) {
-        self.registry = registry
-        self.intervalSeconds = intervalSeconds
-        self.logger = logger
-    }
-
-    func start() {
-        let thread = Thread { [self] in
-            while true {
-                condition.lock()
-                if !stopped.withLock({ $0 }) { _ = condition.wait(until: Date().addingTimeInterval(Double(intervalSeconds))) }
-                condition.unlock()
-                if stopped.withLock({ $0 }) { return }
-                let removed = registry.reapExpired()
-                if !removed.isEmpty { logger.info("reaped expired stores", metadata: ["stores": "\(removed.count)"]) }
-                registry.refreshDiskUsage()
-            }
-        }
-        thread.name = "larder-reaper"
-        thread.start()
-    }
-
-    func stop() {
-        condition.lock()
-        stopped.withLock { $0 = true }
-        condition.signal()
-        condition.unlock()
     }
 }

@@ -2,6 +2,7 @@ import FileSystem
 import Foundation
 import LarderCore
 import SQLite
+import Synchronization
 import TestSupport
 import XCTest
 
@@ -126,5 +127,23 @@ final class StoreRegistryTests: XCTestCase {
         let registry = try StoreRegistry(configuration: c)
         _ = try registry.create(label: nil, ttlSeconds: nil) { path in _ = try Connection(path: path); return Provenance() }
         XCTAssertLarderError(.quotaExceeded, try registry.create(label: nil, ttlSeconds: nil) { _ in Provenance() })
+    }
+}
+
+extension StoreRegistryTests {
+    /// The reaper removes expired stores in the background and says which.
+    func testTheReaperRemovesExpiredStoresAndSaysWhich() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let expiring = try core.provisioner.createEmpty(label: nil, ttlSeconds: 1).0
+        let kept = try core.provisioner.createEmpty(label: nil, ttlSeconds: 3600).0
+        let told = Mutex<[String]>([])
+        let reaper = Reaper(registry: core.registry, intervalSeconds: 1) { ids in told.withLock { $0 += ids } }
+        reaper.start()
+        defer { reaper.stop() }
+        let deadline = Date().addingTimeInterval(10)
+        while told.withLock({ $0.isEmpty }) && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        XCTAssertEqual(told.withLock { $0 }, [expiring.id])
+        XCTAssertEqual(try core.registry.list().stores.map(\.id), [kept.id])
     }
 }
