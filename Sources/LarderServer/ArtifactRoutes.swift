@@ -14,9 +14,8 @@ enum ArtifactRoutes {
         return String(label.prefix(80)) + "-" + record.id + "." + ext
     }
 
-    static func artifact(_ s: Services, _ request: Request, _ context: RouteContext) throws -> Outcome {
-        let id = context["id"]
-        try request.checkQuery(allowed: ["compression"])
+    static func artifact(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.services, id = c["id"]
         let method: ZipWriter.Method
         switch request.queryValue("compression") ?? "deflate" {
         case "deflate": method = .deflate
@@ -40,7 +39,7 @@ enum ArtifactRoutes {
                     snapshot = try DatabaseSnapshot(store: store, temporaryDirectory: s.registry.temporaryDirectory, diff: diff)
                     stream = try BodyStream(spoolDirectory: s.registry.temporaryDirectory)
                 } catch {
-                    respond(errorResponse(larderError(error, requestID: context.requestID, logger: context.logger)))
+                    respond(.failure(error))
                     return
                 }
                 let record = store.record
@@ -64,16 +63,16 @@ enum ArtifactRoutes {
                                 if try writer.step() { stream.finish(); return }
                             } while stream.wantsMore()
                         } catch {
-                            if !(error is BodyStream.Cancelled) { context.logger.error("artifact failed", metadata: ["store": .string(id), "error": .string("\(error)")]) }
+                            if !(error is BodyStream.Cancelled) { c.logger.error("artifact failed", metadata: ["store": .string(id), "error": .string("\(error)")]) }
                             stream.fail()
                         }
                     }
                 }
                 stream.pace(readAhead: 2 * ZipWriter.batchSize, round)
-                respond(Response(status: 200, headers: [
+                respond(.success(Response(status: 200, headers: [
                     ("Content-Type", "application/zip"),
                     ("Content-Disposition", "attachment; filename=\"\(fileName(record, "zip"))\""),
-                ], body: .stream(stream)))
+                ], body: .stream(stream))))
                 round()
             }
             s.artifacts.addOperation(start)
@@ -81,9 +80,9 @@ enum ArtifactRoutes {
         }
     }
 
-    static func database(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
-        try request.checkQuery(allowed: [])
-        let store = try s.registry.get(id)
+    static func database(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.services
+        let store = try s.registry.get(c["id"])
         return .later {
             let snapshot = try DatabaseSnapshot(store: store, temporaryDirectory: s.registry.temporaryDirectory)
             let sums = try snapshot.checksums()

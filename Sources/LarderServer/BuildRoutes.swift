@@ -1,4 +1,3 @@
-import Dispatch
 import LarderCore
 import MicroHTTP
 
@@ -6,8 +5,8 @@ import MicroHTTP
 enum BuildRoutes {
     /// `POST /builds`: 201 to the caller who builds, 202 while another
     /// does, 200 once ready.
-    static func claim(_ s: Services, _ request: Request) throws -> Outcome {
-        try request.checkQuery(allowed: [])
+    static func claim(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.services
         let body = try JSONBody(request, allowed: ["key", "label"])
         guard let key = try body.string("key") else { throw LarderError.badRequest("a build needs a 'key' (your fingerprint of its migrations)") }
         let label = try body.string("label")
@@ -20,28 +19,28 @@ enum BuildRoutes {
     }
 
     /// `POST /builds/{key}/finish`: checks and copies the whole database, off the pool.
-    static func finish(_ s: Services, _ request: Request, _ key: String) throws -> Outcome {
-        try request.checkQuery(allowed: [])
+    static func finish(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.services, key = c["key"]
         _ = try JSONBody(request, allowed: [])
         try Builds.check(key: key)
         return .later { json(200, render(s, try s.builds.finish(key))) }
     }
 
-    static func discard(_ s: Services, _ key: String) throws -> Outcome {
-        try s.builds.discard(key)
+    static func discard(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        try c.services.builds.discard(c["key"])
         return .now(Response(status: 204))
     }
 
-    static func list(_ s: Services, _ request: Request) throws -> Outcome {
-        try request.checkQuery(allowed: [])
+    static func list(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.services
         return .now(json(200, ["builds": .array(s.builds.list().map { render(s, $0) })]))
     }
 
     /// `GET /builds/{key}`; with `?wait=ready&timeout_ms=N` a long poll that
     /// answers once the build is no longer building: ready (200), discarded
     /// (404), or still building after N ms (408).
-    static func show(_ s: Services, _ request: Request, _ key: String) throws -> Outcome {
-        try request.checkQuery(allowed: ["wait", "timeout_ms"])
+    static func show(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.services, key = c["key"]
         let info = try s.builds.info(key)
         guard let wait = request.queryValue("wait") else {
             if request.queryValue("timeout_ms") != nil { throw LarderError.badRequest("'timeout_ms' goes with 'wait'") }
@@ -52,12 +51,14 @@ enum BuildRoutes {
         guard info.state == .building else { return .now(json(200, render(s, info))) }
         return .whenReady { respond in
             s.builds.whenReady(key, timeoutMs: timeout) { result in
-                do {
-                    _ = try result.get()
-                    respond(json(200, render(s, try s.builds.info(key))))
-                } catch {
-                    respond(errorResponse(LarderError.classify(error) ?? Builds.unknown(key)))
-                }
+                respond(Result {
+                    do {
+                        _ = try result.get()
+                        return json(200, render(s, try s.builds.info(key)))
+                    } catch {
+                        throw LarderError.classify(error) ?? Builds.unknown(key)
+                    }
+                })
             }
         }
     }
@@ -65,7 +66,8 @@ enum BuildRoutes {
     /// `POST /stores {"build": KEY, "timeout_ms": N}`: a copy of a ready
     /// build at once; while it builds, the request waits suspended (no pool
     /// thread held) up to `timeout_ms`, then copies.
-    static func createStore(_ s: Services, _ context: RouteContext, key: String, timeoutMs: Int?, label: String?, ttlSeconds: Int?) throws -> Outcome {
+    static func createStore(_ c: RouteContext, key: String, timeoutMs: Int?, label: String?, ttlSeconds: Int?) throws -> Outcome {
+        let s = c.services
         try Builds.check(key: key)
         let make: @Sendable (TemplateCache.Entry) throws -> Response = { entry in
             let (store, provenance) = try s.provisioner.create(build: key, entry: entry, label: label, ttlSeconds: ttlSeconds)
@@ -77,12 +79,10 @@ enum BuildRoutes {
             s.builds.whenReady(key, timeoutMs: timeout) { result in
                 switch result {
                 case .success(let entry):
-                    // Told on the finishing request's thread: the copy goes elsewhere.
-                    DispatchQueue.global().async {
-                        do { respond(try make(entry)) } catch { respond(errorResponse(larderError(error, requestID: context.requestID, logger: context.logger))) }
-                    }
+                    // Told on the finishing request's thread: the copy goes to the pool.
+                    s.pool.submit(lane: "build " + key) { respond(Result { try make(entry) }) }
                 case .failure(let error):
-                    respond(errorResponse(error))
+                    respond(.failure(error))
                 }
             }
         }

@@ -3,8 +3,8 @@ import MicroHTTP
 
 /// `GET /checks/migrations`: JSON, or JUnit XML with `?format=junit`.
 enum CheckRoutes {
-    static func migrations(_ s: Services, _ request: Request) throws -> Outcome {
-        try request.checkQuery(allowed: ["template", "format", "round_trip", "data"])
+    static func migrations(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.services
         let template = request.queryValue("template")
         func flag(_ name: String) throws -> Bool {
             switch request.queryValue(name) ?? "true" {

@@ -33,8 +33,8 @@ enum Dashboard {
     }
 
     /// `GET /` (the token check has passed): `?cursor=` pages to older stores.
-    static func show(_ s: Services, _ request: Request) throws -> Outcome {
-        try request.checkQuery(allowed: ["cursor"])
+    static func show(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.services
         let cursor = request.queryValue("cursor")
         return .later { html(200, try page(s, cursor: cursor)) }
     }

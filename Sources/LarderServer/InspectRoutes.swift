@@ -3,9 +3,9 @@ import MicroHTTP
 
 /// `/counts` (and count waits), `/schema`, `/query`.
 enum InspectRoutes {
-    static func counts(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
-        try request.checkQuery(allowed: ["tables", "wait", "timeout_ms"])
-        let store = try s.registry.get(id)
+    static func counts(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.services
+        let store = try s.registry.get(c["id"])
         let tables = request.queryValue("tables").map(names)
         guard let waitText = request.queryValue("wait") else {
             if request.queryValue("timeout_ms") != nil { throw LarderError.badRequest("'timeout_ms' goes with 'wait'") }
@@ -19,37 +19,37 @@ enum InspectRoutes {
             do {
                 _ = try store.withReader { try Inspector.counts($0, tables: Array(Set(conditions.map(\.table) + (tables ?? [])))) }
             } catch {
-                respond(errorResponse(LarderError.classify(error) ?? LarderError(.internalError, "reading the store for a count wait failed: \(error)")))
+                respond(.failure(error))
                 return {}
             }
             return s.waiter.wait(on: store, for: conditions, tables: tables, timeoutMs: timeout) { result in
                 switch result {
                 case .satisfied(let counts):
-                    respond(json(200, ["counts": JSONValue(counts: counts)]))
+                    respond(.success(json(200, ["counts": JSONValue(counts: counts)])))
                 case .timedOut(let counts):
-                    respond(errorResponse(LarderError(.timeout, "'\(waitDescription)' did not hold within \(timeout) ms",
-                                                      details: [("counts", JSONValue(counts: counts)), ("wait", .string(waitDescription)),
-                                                                ("timeout_ms", .int(Int64(timeout)))])))
+                    respond(.failure(LarderError(.timeout, "'\(waitDescription)' did not hold within \(timeout) ms",
+                                                 details: [("counts", JSONValue(counts: counts)), ("wait", .string(waitDescription)),
+                                                           ("timeout_ms", .int(Int64(timeout)))])))
                 case .failed(let error):
-                    respond(errorResponse(error))
+                    respond(.failure(error))
                 }
             }
         }
     }
 
-    static func schema(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
-        try request.checkQuery(allowed: [])
-        return .later { json(200, try s.registry.get(id).withReader { try Inspector.schema($0) }) }
+    static func schema(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let store = try c.services.registry.get(c["id"])
+        return .later { json(200, try store.withReader { try Inspector.schema($0) }) }
     }
 
     /// What the test changed since the store was created.
-    static func diff(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
-        try request.checkQuery(allowed: ["limit", "tables"])
+    static func diff(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.services
         var options = StoreDiff.Options()
         options.limit = try request.queryInt("limit", in: 0...10_000) ?? 100
         options.maxBytes = s.configuration.queryMaxBytes
         options.tables = try tableList(request)
-        let store = try s.registry.get(id)
+        let store = try s.registry.get(c["id"])
         // Proportional to the tables' sizes: off the pool.
         return .later { [options] in json(200, try store.diff(options).json(base: store.record.creationDescription)) }
     }
@@ -67,13 +67,14 @@ enum InspectRoutes {
         return names
     }
 
-    static func query(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
+    static func query(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.services
         let body = try JSONBody(request, allowed: ["sql", "params", "max_rows", "timeout_ms"])
         guard let sql = try body.string("sql") else { throw LarderError.badRequest("field 'sql' is required") }
         let limit = try body.int("max_rows", in: 1...s.configuration.queryRowLimit) ?? s.configuration.queryRowLimit
         let timeout = try body.int("timeout_ms", in: 1...s.configuration.queryTimeoutMs) ?? s.configuration.queryTimeoutMs
         let params = body.value("params")
-        let store = try s.registry.get(id)
+        let store = try s.registry.get(c["id"])
         let maxBytes = s.configuration.queryMaxBytes
         return .later {
             // Queries from parallel tests may run together (SQLite locks

@@ -3,7 +3,8 @@ import MicroHTTP
 
 /// `/stores/{id}/migrate` and `/stores/{id}/migrations`.
 enum MigrationRoutes {
-    static func migrate(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
+    static func migrate(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.services, id = c["id"]
         let body = try JSONBody(request, allowed: ["to"])
         let target = try body.string("to") ?? "latest"
         return .later {
@@ -15,8 +16,9 @@ enum MigrationRoutes {
         }
     }
 
-    static func migrations(_ s: Services, _ id: String) throws -> Outcome {
-        .later {
+    static func migrations(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.services, id = c["id"]
+        return .later {
             let status = try s.editor.migrations(id)
             return json(200, [
                 "version": JSONValue(status.version), "dirty": .bool(status.dirty),

@@ -84,7 +84,7 @@ enum OpenAPI {
                       errors: [400, 404, 408, 409, 413, 415, 422, 429, 507], body: "CreateStore", answer: "Store",
                       description: "An empty body gives an empty store. A raw upload (`Content-Type: application/vnd.sqlite3`, a SQLite "
                           + "database file as the body) takes the query parameters `template`, `version`, `label` and `ttl_seconds` "
-                          + "(1 to 31536000), which do what the JSON fields do (a label is at most 256 bytes); a JSON body takes no query parameters. An upload "
+                          + "(\(StoreRecord.ttlSeconds.lowerBound) to \(StoreRecord.ttlSeconds.upperBound)), which do what the JSON fields do (a label is at most 256 bytes); a JSON body takes no query parameters. An upload "
                           + "that is not a SQLite database is a 400. `from` forks a live store (404 `store_not_found` when there is none): "
                           + "a consistent copy of its committed state, then `fixtures` (named fixtures of its template). `build` copies an "
                           + "app-built template (404 `unknown_build` when there is none); while it is building, the request waits up to "

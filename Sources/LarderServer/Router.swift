@@ -12,12 +12,14 @@ enum Outcome {
     case later(@Sendable () throws -> Response)
     /// Register a callback that answers whenever it likes (long polls);
     /// answers how to cancel the wait should the client leave first.
-    case whenReady(@Sendable (@escaping @Sendable (Response) -> Void) -> @Sendable () -> Void)
+    /// Errors it answers with are translated like any handler's.
+    case whenReady(@Sendable (@escaping @Sendable (Result<Response, Error>) -> Void) -> @Sendable () -> Void)
 }
 
-/// What a handler knows of its request besides the request itself: the
+/// What a handler knows besides the request itself: the services, the
 /// path's named parameters, the request id, and a logger that carries it.
 struct RouteContext: Sendable {
+    let services: Services
     let parameters: [String: String]
     let requestID: String
     let logger: Logger
@@ -36,7 +38,7 @@ final class Router: Sendable {
         let name: String
         let pattern: [String] // "*" matches one segment
         let parameterNames: [String] // of the "*" segments, in order
-        let methods: [String: RouteHandler]
+        let methods: [String: Endpoint]
     }
 
     let services: Services
@@ -46,7 +48,7 @@ final class Router: Sendable {
     init(services: Services) {
         self.services = services
         var routes: [Route] = []
-        Router.addRoutes(into: &routes, services: services)
+        Router.addRoutes(into: &routes)
         self.routes = routes
     }
 
@@ -82,15 +84,17 @@ final class Router: Sendable {
                 return .now(finish(name, Dashboard.signInPage(services, request: request)))
             }
             // HEAD is GET without the body (libmicrohttpd leaves it out).
-            guard let handler = route.methods[request.method] ?? (request.method == "HEAD" ? route.methods["GET"] : nil) else {
+            guard let endpoint = route.methods[request.method] ?? (request.method == "HEAD" ? route.methods["GET"] : nil) else {
                 var response = errorResponse(LarderError(.methodNotAllowed, "\(request.method) is not allowed on \(route.name)",
                                                          details: [("allowed", JSONValue(route.methods.keys.sorted()))]))
                 response.addHeader("Allow", route.methods.keys.sorted().joined(separator: ", "))
                 return .now(finish(name, response))
             }
-            let context = RouteContext(parameters: Dictionary(zip(route.parameterNames, parameters), uniquingKeysWith: { a, _ in a }),
+            try request.checkQuery(allowed: endpoint.query)
+            let context = RouteContext(services: services,
+                                       parameters: Dictionary(zip(route.parameterNames, parameters), uniquingKeysWith: { a, _ in a }),
                                        requestID: requestID, logger: logger)
-            switch try handler(request, context) {
+            switch try endpoint.handler(request, context) {
             case .now(let response):
                 return .now(finish(name, response))
             case .later(let work):
@@ -108,7 +112,14 @@ final class Router: Sendable {
             case .whenReady(let register):
                 let routeName = name
                 return .later { responder in
-                    let cancel = register { response in responder.send(finish(routeName, response)) }
+                    let cancel = register { result in
+                        let response: Response
+                        switch result {
+                        case .success(let answer): response = answer
+                        case .failure(let error): response = errorResponse(larderError(error, requestID: requestID, logger: logger))
+                        }
+                        responder.send(finish(routeName, response))
+                    }
                     // A client that leaves releases its wait at once (499: client closed request).
                     responder.onHangup {
                         cancel()
@@ -133,6 +144,11 @@ final class Router: Sendable {
 
     /// Every route's name and methods (for the OpenAPI test).
     var table: [(name: String, methods: [String])] { routes.map { ($0.name, $0.methods.keys.sorted()) } }
+
+    /// The query names each `METHOD /path` takes (for the OpenAPI test).
+    var queryNames: [String: Set<String>] {
+        Dictionary(uniqueKeysWithValues: routes.flatMap { route in route.methods.map { ($0.key + " " + route.name, $0.value.query) } })
+    }
 
     private func match(_ segments: [String]) -> (Route, [String])? {
         outer: for route in routes where route.pattern.count == segments.count {

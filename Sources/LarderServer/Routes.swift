@@ -2,53 +2,53 @@ import LarderCore
 import MicroHTTP
 
 extension Router {
+    /// One method of a route: the query names it takes (the router refuses
+    /// others before the handler runs) and its handler.
+    struct Endpoint {
+        let query: Set<String>
+        let handler: RouteHandler
+    }
+
     /// The route table: every path of the contract, with its methods.
-    static func addRoutes(into routes: inout [Route], services s: Services) {
-        func add(_ name: String, _ methods: [String: RouteHandler]) {
+    static func addRoutes(into routes: inout [Route]) {
+        func add(_ name: String, _ methods: [String: Endpoint]) {
             let segments = name.split(separator: "/")
             let pattern = segments.map { $0.hasPrefix("{") ? "*" : String($0) }
             let names = segments.filter { $0.hasPrefix("{") }.map { String($0.dropFirst().dropLast()) }
             routes.append(Route(name: name, pattern: pattern, parameterNames: names, methods: methods))
         }
-        add("/", ["GET": { r, _ in try Dashboard.show(s, r) }])
-        add("/sign-in", ["POST": { r, _ in try SignInRoutes.signIn(s, r) }])
-        add("/sign-out", ["POST": { r, _ in try SignInRoutes.signOut(s, r) }])
-        add("/openapi.json", ["GET": { _, _ in .now(Response(status: 200, contentType: jsonType, bytes: s.openAPI)) }])
-        add("/health", ["GET": { _, _ in .now(json(200, ServiceRoutes.health(s))) }])
-        add("/metrics", ["GET": { _, _ in .now(ServiceRoutes.metrics(s)) }])
-        add("/templates", ["GET": { _, _ in try TemplateRoutes.list(s) }])
-        add("/templates/{name}", ["GET": { _, c in try TemplateRoutes.show(s, c["name"]) }])
-        add("/stores/{id}/migrate", ["POST": { r, c in try MigrationRoutes.migrate(s, r, c["id"]) }])
-        add("/stores/{id}/migrations", ["GET": { _, c in try MigrationRoutes.migrations(s, c["id"]) }])
-        add("/stores/{id}/fixtures", ["POST": { r, c in try FixtureRoutes.fixtures(s, r, c["id"]) }])
-        add("/stores/{id}/reset", ["POST": { r, c in try StoreRoutes.reset(s, r, c["id"]) }])
-        add("/stores/{id}/counts", ["GET": { r, c in try InspectRoutes.counts(s, r, c["id"]) }])
-        add("/stores/{id}/schema", ["GET": { r, c in try InspectRoutes.schema(s, r, c["id"]) }])
-        add("/stores/{id}/diff", ["GET": { r, c in try InspectRoutes.diff(s, r, c["id"]) }])
-        add("/stores/{id}/page", ["GET": { r, c in try Dashboard.storePage(s, r, c["id"]) }])
-        add("/stores/{id}/query", ["POST": { r, c in try InspectRoutes.query(s, r, c["id"]) }])
-        add("/stores/{id}/artifact", ["GET": { r, c in try ArtifactRoutes.artifact(s, r, c) }])
-        add("/stores/{id}/database", ["GET": { r, c in try ArtifactRoutes.database(s, r, c["id"]) }])
-        add("/builds", [
-            "GET": { r, _ in try BuildRoutes.list(s, r) },
-            "POST": { r, _ in try BuildRoutes.claim(s, r) },
-        ])
-        add("/builds/{key}", [
-            "GET": { r, c in try BuildRoutes.show(s, r, c["key"]) },
-            "DELETE": { _, c in try BuildRoutes.discard(s, c["key"]) },
-        ])
-        add("/builds/{key}/finish", ["POST": { r, c in try BuildRoutes.finish(s, r, c["key"]) }])
-        add("/checks/migrations", ["GET": { r, _ in try CheckRoutes.migrations(s, r) }])
+        func at(_ query: Set<String>, _ handler: @escaping RouteHandler) -> Endpoint { Endpoint(query: query, handler: handler) }
+        func at(_ handler: @escaping RouteHandler) -> Endpoint { Endpoint(query: [], handler: handler) }
+        add("/", ["GET": at(["cursor"], Dashboard.show)])
+        add("/sign-in", ["POST": at(SignInRoutes.signIn)])
+        add("/sign-out", ["POST": at(SignInRoutes.signOut)])
+        add("/openapi.json", ["GET": at(ServiceRoutes.openAPI)])
+        add("/health", ["GET": at(ServiceRoutes.health)])
+        add("/metrics", ["GET": at(ServiceRoutes.metrics)])
+        add("/templates", ["GET": at(TemplateRoutes.list)])
+        add("/templates/{name}", ["GET": at(TemplateRoutes.show)])
+        add("/stores/{id}/migrate", ["POST": at(MigrationRoutes.migrate)])
+        add("/stores/{id}/migrations", ["GET": at(MigrationRoutes.migrations)])
+        add("/stores/{id}/fixtures", ["POST": at(FixtureRoutes.fixtures)])
+        add("/stores/{id}/reset", ["POST": at(StoreRoutes.reset)])
+        add("/stores/{id}/counts", ["GET": at(["tables", "wait", "timeout_ms"], InspectRoutes.counts)])
+        add("/stores/{id}/schema", ["GET": at(InspectRoutes.schema)])
+        add("/stores/{id}/diff", ["GET": at(["limit", "tables"], InspectRoutes.diff)])
+        add("/stores/{id}/page", ["GET": at(["table", "offset"], Dashboard.storePage)])
+        add("/stores/{id}/query", ["POST": at(InspectRoutes.query)])
+        add("/stores/{id}/artifact", ["GET": at(["compression"], ArtifactRoutes.artifact)])
+        add("/stores/{id}/database", ["GET": at(ArtifactRoutes.database)])
+        add("/builds", ["GET": at(BuildRoutes.list), "POST": at(BuildRoutes.claim)])
+        add("/builds/{key}", ["GET": at(["wait", "timeout_ms"], BuildRoutes.show), "DELETE": at(BuildRoutes.discard)])
+        add("/builds/{key}/finish", ["POST": at(BuildRoutes.finish)])
+        add("/checks/migrations", ["GET": at(["template", "format", "round_trip", "data"], CheckRoutes.migrations)])
         add("/stores", [
-            "GET": { r, _ in try StoreRoutes.list(s, r) },
-            "POST": { r, c in try StoreRoutes.create(s, r, c) },
-            "DELETE": { r, _ in try StoreRoutes.deleteAll(s, r) },
+            "GET": at(["label", "label_prefix", "template", "limit", "cursor"], StoreRoutes.list),
+            // The query of a raw upload (a JSON body takes none: see `create`).
+            "POST": at(["template", "version", "label", "ttl_seconds"], StoreRoutes.create),
+            "DELETE": at(["label", "label_prefix"], StoreRoutes.deleteAll),
         ])
-        add("/stores/{id}", [
-            "GET": { _, c in try StoreRoutes.show(s, c["id"]) },
-            "PATCH": { r, c in try StoreRoutes.patch(s, r, c["id"]) },
-            "DELETE": { _, c in try StoreRoutes.delete(s, c["id"]) },
-        ])
+        add("/stores/{id}", ["GET": at(StoreRoutes.show), "PATCH": at(StoreRoutes.patch), "DELETE": at(StoreRoutes.delete)])
     }
 }
 
@@ -78,14 +78,23 @@ extension Request {
 }
 
 enum ServiceRoutes {
-    static func health(_ s: Services) -> JSONValue {
+    static func openAPI(_ request: Request, _ c: RouteContext) -> Outcome {
+        .now(Response(status: 200, contentType: jsonType, bytes: c.services.openAPI))
+    }
+
+    static func health(_ request: Request, _ c: RouteContext) -> Outcome {
+        .now(json(200, healthBody(c.services)))
+    }
+
+    static func healthBody(_ s: Services) -> JSONValue {
         [
             "status": "ok", "version": .string(LarderVersion.current), "sqlite_version": .string(LarderVersion.sqlite),
             "stores": JSONValue(s.registry.count), "started_at": .string(s.startedAt.rfc3339),
         ]
     }
 
-    static func metrics(_ s: Services) -> Response {
+    static func metrics(_ request: Request, _ c: RouteContext) -> Outcome {
+        let s = c.services
         let ready = s.provisioner.readyCopies.stats
         let text = s.metrics.render(gauges: [
             ("larder_live_stores", "Stores on disk now.", "gauge", String(s.registry.count)),
@@ -103,6 +112,6 @@ enum ServiceRoutes {
             ("larder_ready_copy_handouts_total", "Stores handed out from ready copies.", "counter", String(ready.handouts)),
             ("larder_ready_copy_misses_total", "Stores of a template entry made with no ready copy at hand.", "counter", String(ready.misses)),
         ])
-        return Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", bytes: Array(text.utf8))
+        return .now(Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", bytes: Array(text.utf8)))
     }
 }

@@ -10,8 +10,8 @@ enum SignInRoutes {
     /// A form with `token`: the right one sets the session cookie and goes
     /// to `/`; a wrong one shows the form again (401). Without a token
     /// configured there is nothing to sign in to: straight to `/`.
-    static func signIn(_ s: Services, _ request: Request) throws -> Outcome {
-        try request.checkQuery(allowed: [])
+    static func signIn(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.services
         let form = try FormBody(request, allowed: ["token"])
         guard let given = form.value("token") else {
             throw LarderError(.badRequest, "the form needs the field 'token'", details: [("field", "token")])
@@ -30,8 +30,8 @@ enum SignInRoutes {
     }
 
     /// Clears the session cookie and goes to `/`.
-    static func signOut(_ s: Services, _ request: Request) throws -> Outcome {
-        try request.checkQuery(allowed: [])
+    static func signOut(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.services
         guard !request.hasBody else { throw LarderError.badRequest("POST /sign-out takes no body") }
         var response = seeOther()
         if let session = s.session { response.addHeader("Set-Cookie", session.clearing) }

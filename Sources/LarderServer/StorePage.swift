@@ -13,8 +13,8 @@ extension Dashboard {
     /// Longest text shown in a cell; the rest is cut.
     static let cellCharacters = 200
 
-    static func storePage(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
-        try request.checkQuery(allowed: ["table", "offset"])
+    static func storePage(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.services, id = c["id"]
         let store = try s.registry.get(id)
         let chosen = request.queryValue("table")
         let offset = try request.queryInt("offset", in: 0...Int(Int32.max)) ?? 0

@@ -5,9 +5,9 @@ import MicroHTTP
 enum StoreRoutes {
     static let createFields: Set<String> = ["template", "version", "snapshot", "fixtures", "label", "ttl_seconds", "from", "build", "timeout_ms"]
 
-    static func create(_ s: Services, _ request: Request, _ context: RouteContext) throws -> Outcome {
+    static func create(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.services
         if request.mediaType == "application/vnd.sqlite3" {
-            try request.checkQuery(allowed: ["template", "version", "label", "ttl_seconds"])
             let label = request.queryValue("label"), template = request.queryValue("template")
             // As in the JSON body: a template means its latest version unless
             // told otherwise; an empty `version=` keeps the upload as it is.
@@ -23,7 +23,7 @@ enum StoreRoutes {
                 return json(201, try render(s, store, counts: provenance.counts))
             }
         }
-        try request.checkQuery(allowed: [])
+        try request.checkQuery(allowed: []) // a JSON body says it all
         let body = try JSONBody(request, allowed: createFields)
         var wanted = Provisioner.Request()
         wanted.label = try body.string("label")
@@ -37,7 +37,7 @@ enum StoreRoutes {
             guard wanted.template == nil, wanted.snapshot == nil, wanted.fixtures == nil, !body.has("version"), try body.string("from") == nil else {
                 throw LarderError.badRequest("'build' copies an app-built template as it is: not with 'template', 'snapshot', 'version', 'fixtures' or 'from'")
             }
-            return try BuildRoutes.createStore(s, context, key: key, timeoutMs: timeout, label: wanted.label, ttlSeconds: wanted.ttlSeconds)
+            return try BuildRoutes.createStore(c, key: key, timeoutMs: timeout, label: wanted.label, ttlSeconds: wanted.ttlSeconds)
         }
         if timeout != nil { throw LarderError.badRequest("'timeout_ms' goes with 'build' (how long to wait while it builds)") }
         if let source = try body.string("from") {
@@ -69,8 +69,8 @@ enum StoreRoutes {
         return s.provisioner.isCached(plan) ? .now(try make()) : .later(make)
     }
 
-    static func list(_ s: Services, _ request: Request) throws -> Outcome {
-        try request.checkQuery(allowed: ["label", "label_prefix", "template", "limit", "cursor"])
+    static func list(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.services
         let limit = try request.queryInt("limit", in: 1...10_000) ?? 100
         let page = try s.registry.list(label: request.queryValue("label"), labelPrefix: request.queryValue("label_prefix"),
                                        template: request.queryValue("template"),
@@ -87,8 +87,8 @@ enum StoreRoutes {
     }
 
     /// `DELETE /stores?label=L` or `?label_prefix=P` (both: either matches): a whole suite's stores at once.
-    static func deleteAll(_ s: Services, _ request: Request) throws -> Outcome {
-        try request.checkQuery(allowed: ["label", "label_prefix"])
+    static func deleteAll(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.services
         let label = request.queryValue("label"), prefix = request.queryValue("label_prefix")
         guard label != nil || prefix != nil, label?.isEmpty != true, prefix?.isEmpty != true else {
             throw LarderError(.badRequest, "say which stores to delete: 'label' or 'label_prefix' (both: stores matching either), not empty")
@@ -96,12 +96,14 @@ enum StoreRoutes {
         return .later { json(200, ["deleted": .int(Int64(s.registry.deleteAll(label: label, prefix: prefix)))]) }
     }
 
-    static func show(_ s: Services, _ id: String) throws -> Outcome {
+    static func show(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.services, id = c["id"]
         // Counts read the store, which its test may hold locked: off the pool threads.
-        .later { json(200, try render(s, try s.registry.get(id), counts: nil)) }
+        return .later { json(200, try render(s, try s.registry.get(id), counts: nil)) }
     }
 
-    static func patch(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
+    static func patch(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.services, id = c["id"]
         let body = try JSONBody(request, allowed: ["keep", "ttl_seconds", "label"])
         var patch = StoreRegistry.Patch()
         patch.keep = try body.bool("keep")
@@ -112,8 +114,8 @@ enum StoreRoutes {
     }
 
     /// `POST /stores/{id}/reset`: back to the creation state, in place.
-    static func reset(_ s: Services, _ request: Request, _ id: String) throws -> Outcome {
-        try request.checkQuery(allowed: [])
+    static func reset(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.services, id = c["id"]
         _ = try JSONBody(request, allowed: [])
         return .later {
             let store = try s.editor.reset(id)
@@ -121,8 +123,8 @@ enum StoreRoutes {
         }
     }
 
-    static func delete(_ s: Services, _ id: String) throws -> Outcome {
-        try s.registry.delete(id)
+    static func delete(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        try c.services.registry.delete(c["id"])
         return .now(Response(status: 204))
     }
 

@@ -12,7 +12,8 @@ enum TemplateRoutes {
         ]
     }
 
-    static func list(_ s: Services) throws -> Outcome {
+    static func list(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.services
         var items: [JSONValue] = []
         for name in s.catalog.names() {
             do {
@@ -24,8 +25,8 @@ enum TemplateRoutes {
         return .now(json(200, ["templates": .array(items)]))
     }
 
-    static func show(_ s: Services, _ name: String) throws -> Outcome {
-        let t = try s.catalog.template(name)
+    static func show(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let t = try c.services.catalog.template(c["name"])
         var members = summary(t)
         members.append(("migrations", .array(t.migrations.migrations.map { m in
             ["version": .string(m.version), "name": .string(m.name), "file": .string(m.file), "checksum": .string(m.checksum),

@@ -98,5 +98,30 @@ final class RouterTests: XCTestCase {
         XCTAssertEqual(documented.subtracting(routed).sorted(), [], "described but not routed")
         XCTAssertEqual(routed.subtracting(documented).sorted(), [], "routed but not described")
         XCTAssertTrue(routed.contains("GET /stores/{id}/artifact"))
+
+        // The query names the router lets through are the ones described.
+        for (path, item) in page?["paths"]?.objectMembers ?? [] {
+            for (method, operation) in item.objectMembers ?? [] {
+                let described = Set((operation["parameters"]?.arrayValue ?? []).filter { $0["in"]?.stringValue == "query" }.compactMap { $0["name"]?.stringValue })
+                var allowed = router.queryNames[method.uppercased() + " " + path]
+                // A raw upload's query (its template, version, label and ttl) is in the
+                // operation's description: OpenAPI cannot tie parameters to a body's type.
+                if method == "post" && path == "/stores" { allowed?.subtract(["template", "version", "label", "ttl_seconds"]) }
+                XCTAssertEqual(allowed, described, "\(method) \(path)")
+            }
+        }
+    }
+
+    /// Every route refuses query names it does not know, before its handler runs.
+    func testEveryRouteRefusesUnknownQueryNames() {
+        for (route, methods) in router.table {
+            let path = route.replacingOccurrences(of: "{id}", with: "st_nope").replacingOccurrences(of: "{key}", with: "k")
+                .replacingOccurrences(of: "{name}", with: "gallery")
+            for method in methods {
+                let answer = call(method, path, query: [("surprise", "1")])
+                XCTAssertEqual(answer.0, 400, "\(method) \(route)")
+                XCTAssertEqual(answer.1?["error"]?["details"]?["parameter"]?.stringValue, "surprise", "\(method) \(route)")
+            }
+        }
     }
 }
