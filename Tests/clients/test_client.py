@@ -23,28 +23,19 @@ import urllib.error
 import urllib.request
 import zipfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from processes import Server  # noqa: E402  (the one harness of the repository's Python scripts)
+
 BINARY = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".build/debug/larder")
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures")
 
 
-class Larder:
-    """The server as a subprocess on a free port."""
+class Larder(Server):
+    """The server as a subprocess on a free port, its log in a file (the harness of every black-box test)."""
 
     def __init__(self, root, *extra):
         self.root = root
-        # The log goes to a file: a pipe nobody reads would fill and stall the server.
-        self.log = tempfile.NamedTemporaryFile(prefix="larder-log-", suffix=".txt", delete=False)
-        self.process = subprocess.Popen(
-            [BINARY, "serve", "--port", "0", "--root", root, "--fixtures", FIXTURES, *extra],
-            stdout=subprocess.PIPE, stderr=self.log, text=True)
-        line = self.process.stdout.readline()
-        if not line.startswith("larder listening on "):
-            raise RuntimeError("no listening line: %r %s" % (line, self.log_text()))
-        self.base = line.split(" on ", 1)[1].strip()
-
-    def log_text(self):
-        with open(self.log.name) as f:
-            return f.read()
+        super().__init__(BINARY, root, FIXTURES, *extra)
 
     def call(self, method, path, body=None, content_type="application/json", raw=False):
         data = None
@@ -60,14 +51,6 @@ class Larder:
         except urllib.error.HTTPError as error:
             payload = error.read()
             return error.code, json.loads(payload) if payload else None, dict(error.headers)
-
-    def stop(self, sig=signal.SIGTERM):
-        self.process.send_signal(sig)
-        code = self.process.wait(timeout=30)
-        self.process.stdout.close()
-        self.log.close()
-        os.unlink(self.log.name)
-        return code
 
 
 def commit_loop(path, seconds, statements):

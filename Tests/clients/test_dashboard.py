@@ -16,12 +16,14 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
 import unittest
 import urllib.parse
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from processes import Server  # noqa: E402
 
 BINARY = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".build/debug/larder")
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures")
@@ -41,27 +43,14 @@ except ImportError as error:
     SELENIUM = str(error)
 
 
-class Larder:
+class Larder(Server):
     """The server as a subprocess on a free port, with a token; its log in a file."""
 
     def __init__(self, root):
         self.root = root
-        # The log goes to a file: a pipe nobody reads would fill and stall the server.
-        self.log = tempfile.NamedTemporaryFile(prefix="larder-log-", suffix=".txt", delete=False)
-        self.process = subprocess.Popen(
-            [BINARY, "serve", "--port", "0", "--root", root, "--fixtures", FIXTURES, "--token", TOKEN],
-            stdout=subprocess.PIPE, stderr=self.log, text=True)
-        line = self.process.stdout.readline()
-        if not line.startswith("larder listening on "):
-            raise RuntimeError("no listening line: %r %s" % (line, self.log_text()))
-        self.base = line.split(" on ", 1)[1].strip()
-        self.address = urllib.parse.urlsplit(self.base).netloc
+        super().__init__(BINARY, root, FIXTURES, "--token", TOKEN)
         # Browsers keep cookies per host, not port: the name carries the port.
-        self.cookie_name = "larder_session_%d" % urllib.parse.urlsplit(self.base).port
-
-    def log_text(self):
-        with open(self.log.name) as f:
-            return f.read()
+        self.cookie_name = "larder_session_%d" % self.port
 
     def raw(self, method, path, body=None, headers=None):
         """One request, redirects not followed: (status, headers by lower-cased name, body bytes)."""
@@ -90,14 +79,6 @@ class Larder:
             assert status == 201, (status, store)
             ids.append(store["id"])
         return ids
-
-    def stop(self):
-        self.process.terminate()
-        code = self.process.wait(timeout=30)
-        self.process.stdout.close()
-        self.log.close()
-        os.unlink(self.log.name)
-        return code
 
 
 def form(token):

@@ -29,7 +29,7 @@ import urllib.request
 import xml.etree.ElementTree as ElementTree
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from processes import free_port, stop  # noqa: E402
+from processes import free_port, listening, stop  # noqa: E402
 
 try:
     import yaml
@@ -116,10 +116,10 @@ class Scratch(unittest.TestCase):
     def serve(self, env):
         process = subprocess.Popen(["larder", "serve"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.addCleanup(self.stop, process)
-        line = process.stdout.readline()
-        if not line.startswith("larder listening on "):
-            process.kill()
-            self.fail("the server did not start with the recipe's settings: %r %s" % (line, process.stdout.read()))
+        try:
+            listening(process, "the server with the recipe's settings")
+        except RuntimeError as error:
+            self.fail(str(error))
         return process, "http://127.0.0.1:" + env["LARDER_PORT"]
 
     stop = staticmethod(stop)

@@ -35,7 +35,7 @@ import unittest
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from processes import free_port, stop  # noqa: E402
+from processes import free_port, listening, stop  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 DIST = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(REPO, "dist"))
@@ -97,14 +97,6 @@ def metric(base, name, token=None):
     return int(re.search(r"^%s (\d+)$" % name, text, re.M).group(1))
 
 
-def started(process, what):
-    line = process.stdout.readline()
-    if not line.startswith("larder listening on "):
-        process.kill()
-        raise AssertionError("%s did not start: %r %s" % (what, line, process.stdout.read()))
-    return line.split(" on ", 1)[1].strip()
-
-
 
 
 class TarballTests(unittest.TestCase):
@@ -161,7 +153,7 @@ class TarballTests(unittest.TestCase):
 
         server = self.run_hidden("serve", "--port", "0", "--root", root, "--fixtures", fixtures, "--log-level", "error")
         try:
-            base = started(server, "the tarball's binary")
+            base = listening(server, "the tarball's binary")
             code, out = self.finish(self.run_hidden("health", "--url", base))
             self.assertEqual(code, 0, out)
             self.assertIn("ok: larder " + VERSION, out)
@@ -358,7 +350,7 @@ class ImageTests(unittest.TestCase):
 
     def test_the_container_serves_warm_healthy_and_as_larder(self):
         process, base, env = self.container()
-        started(process, "the container")
+        listening(process, "the container", timeout=300)
         health = self.inside(self.dockerfile.healthcheck(), env=env, capture_output=True, text=True, timeout=30)
         self.assertEqual(health.returncode, 0, health.stdout + health.stderr)
         status, body = call(base, "POST", "/stores", {"template": "gallery"}, token="image-token")
@@ -379,7 +371,7 @@ class ImageTests(unittest.TestCase):
         os.makedirs(host_path)
         os.chown(host_path, 0, 0)
         process, base, _ = self.container(LARDER_ROOT="/tmp/larder-host/root")
-        started(process, "the container on a root-owned host path")
+        listening(process, "the container on a root-owned host path", timeout=300)
         self.assertEqual(call(base, "POST", "/stores", {"template": "boardgames"}, token="image-token")[0], 201)
         self.assertEqual(os.stat(host_path).st_uid, 7464)
 

@@ -1,8 +1,27 @@
-"""What the Python test scripts under Tests/ share: a free loopback port,
-and stopping a server as its supervisor would (SIGTERM, then SIGKILL)."""
+"""What the Python scripts of this repository share to run the server (the
+black-box tests under Tests/, the deploy and package tests, bench/): a free
+loopback port, the server started on port 0 and its listening line read
+within a time limit, its output drained, and stopping it as a supervisor
+would (SIGTERM, then SIGKILL).
+
+    sys.path.insert(0, os.path.join(REPO, "Tests", "support"))
+    from processes import Server
+    server = Server(binary, root, fixtures, "--token", "t")
+    ... server.base, server.port ...
+    server.stop()
+"""
+import collections
+import os
+import re
+import select
 import signal
 import socket
 import subprocess
+import tempfile
+import threading
+import time
+
+LISTENING = re.compile(rb"^larder listening on (http://\S+)")
 
 
 def free_port():
@@ -12,13 +31,121 @@ def free_port():
 
 
 def stop(process, grace=15):
-    """SIGTERM, up to `grace` seconds to finish, then SIGKILL; closes its stdout pipe."""
-    if process.poll() is None:
+    """SIGTERM, up to `grace` seconds to finish, then SIGKILL; closes its
+    stdout pipe. Answers the exit status (None when it had to be killed)."""
+    code = process.poll()
+    if code is None:
         process.send_signal(signal.SIGTERM)
         try:
-            process.wait(timeout=grace)
+            code = process.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+            code = None
     if process.stdout:
         process.stdout.close()
+    return code
+
+
+def first_line(process, timeout=60):
+    """The first line `process` prints on its stdout pipe (bytes, text or
+    binary pipe alike), waited for up to `timeout` seconds."""
+    fd, buffer, deadline = process.stdout.fileno(), b"", time.monotonic() + timeout
+    while b"\n" not in buffer and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            chunk = os.read(fd, 1)  # byte by byte: nothing past the line is taken from the pipe
+            if not chunk:
+                break
+            buffer += chunk
+    return buffer.split(b"\n", 1)[0]
+
+
+def listening(process, what="the server", timeout=60):
+    """The base URL of a starting `larder serve` (its first line, "larder
+    listening on URL"); kills it and raises RuntimeError saying what it
+    printed when it does not start."""
+    line = first_line(process, timeout)
+    match = LISTENING.match(line)
+    if not match:
+        process.kill()
+        process.wait(timeout=10)
+        rest = process.stdout.read() if process.stdout else b""
+        raise RuntimeError("%s did not start: %r %s" % (what, line, rest if isinstance(rest, str) else rest.decode("utf-8", "replace")))
+    return match.group(1).decode()
+
+
+class Server:
+    """`larder serve --port 0 --root ROOT --fixtures FIXTURES EXTRA...` as a
+    subprocess. Its stderr (the log) goes to a file, read with `log_text()`,
+    or with `tail=N` is drained by a thread that keeps the last N lines
+    (long soaks: nothing on disk); stdout is drained after the listening
+    line so a full pipe never stalls it."""
+
+    def __init__(self, binary, root, fixtures, *extra, env=None, tail=None, ready_timeout=60):
+        started = time.monotonic()
+        self.log_path = None
+        if tail is None:
+            log = tempfile.NamedTemporaryFile(prefix="larder-log-", suffix=".txt", delete=False)
+            self.log_path, stderr = log.name, log
+        else:
+            stderr = subprocess.PIPE
+        self.stderr_tail = collections.deque(maxlen=tail or 1)
+        self.stderr_lines = 0
+        self.process = subprocess.Popen([binary, "serve", "--port", "0", "--root", root, "--fixtures", fixtures, *extra],
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, env=env)
+        if tail is None:
+            stderr.close()
+        else:
+            threading.Thread(target=self._drain_stderr, daemon=True).start()
+        self.pid = self.process.pid
+        try:
+            self.base = listening(self.process, "larder", ready_timeout)
+        except RuntimeError as error:
+            raise RuntimeError("%s; log: %s" % (error, self.log_text()[-2000:])) from None
+        self.port = int(self.base.rsplit(":", 1)[1].rstrip("/"))
+        self.address = self.base.split("//", 1)[1].rstrip("/")
+        self.startup_seconds = time.monotonic() - started
+        threading.Thread(target=self._drain_stdout, daemon=True).start()
+
+    def _drain_stdout(self):
+        try:
+            while self.process.stdout.read(65536):
+                pass
+        except (OSError, ValueError):
+            pass
+
+    def _drain_stderr(self):
+        for line in self.process.stderr:
+            self.stderr_lines += 1
+            self.stderr_tail.append(line.decode("utf-8", "replace").rstrip())
+
+    def log_text(self):
+        if self.log_path is None:
+            return "\n".join(self.stderr_tail)
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def alive(self):
+        return self.process.poll() is None
+
+    def kill(self):
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        """`sig`, then the exit status (None when it had to be killed); the log file goes."""
+        if self.alive():
+            self.process.send_signal(sig)
+        try:
+            code = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+            code = None
+        if self.log_path:
+            try:
+                os.unlink(self.log_path)
+            except OSError:
+                pass
+        return code
