@@ -29,33 +29,20 @@ enum ArtifactRoutes {
         return .whenReady { respond in
             // Still queued when the client leaves: never started.
             let start = BlockOperation {
-                let snapshot: DatabaseSnapshot
-                let stream: BodyStream
+                let stream: BodyStream, writer: ArtifactWriter
                 do {
+                    stream = try BodyStream(spoolDirectory: s.registry.temporaryDirectory)
                     // The rows' values are held and compressed beside the
                     // database: bounded tighter than GET /diff (counts stay whole).
-                    var diff = StoreDiff.Options()
-                    diff.maxBytes = min(s.configuration.queryMaxBytes, ArtifactRoutes.diffMaxBytes)
-                    snapshot = try DatabaseSnapshot(store: store, temporaryDirectory: s.registry.temporaryDirectory, diff: diff)
-                    stream = try BodyStream(spoolDirectory: s.registry.temporaryDirectory)
+                    writer = try ArtifactWriter(of: store, temporaryDirectory: s.registry.temporaryDirectory, method: method,
+                                                diffMaxBytes: min(s.configuration.queryMaxBytes, ArtifactRoutes.diffMaxBytes)) { try stream.write($0) }
                 } catch {
                     respond(.failure(error))
                     return
                 }
-                let record = store.record
-                let manifest: @Sendable (String) -> JSONValue = { sha256 in [
-                    "id": .string(record.id), "label": JSONValue(record.label), "template": JSONValue(record.template),
-                    "version": JSONValue(record.version), "snapshot": JSONValue(record.snapshot), "fixtures": JSONValue(record.fixtures),
-                    "counts": JSONValue(counts: snapshot.counts), "schema": .object(snapshot.columns.map { ($0.0, JSONValue($0.1)) }),
-                    "sqlite_version": .string(LarderVersion.sqlite), "sha256": .string(sha256),
-                    "size_bytes": .int(Int64(snapshot.size)), "created_at": .string(record.createdAt.rfc3339),
-                    "snapshot_at": .string(Timestamp.now.rfc3339), "larder_version": .string(LarderVersion.current),
-                    "changes": snapshot.changeCounts ?? .null,
-                ] }
                 // Made a few MiB ahead of what the client has read, one round at
                 // a time on the artifact pool: a client that stops reading stops
                 // the work and holds no thread.
-                let writer = ArtifactWriter(snapshot: snapshot, method: method, manifest: manifest) { try stream.write($0) }
                 let round: @Sendable () -> Void = {
                     s.artifacts.addOperation {
                         do {
@@ -71,7 +58,7 @@ enum ArtifactRoutes {
                 stream.pace(readAhead: 2 * ZipWriter.batchSize, round)
                 respond(.success(Response(status: 200, headers: [
                     ("Content-Type", "application/zip"),
-                    ("Content-Disposition", "attachment; filename=\"\(fileName(record, "zip"))\""),
+                    ("Content-Disposition", "attachment; filename=\"\(fileName(store.record, "zip"))\""),
                 ], body: .stream(stream))))
                 round()
             }

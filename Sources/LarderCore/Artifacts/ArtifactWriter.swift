@@ -18,20 +18,31 @@ public final class ArtifactWriter: @unchecked Sendable {
 
     private let snapshot: DatabaseSnapshot
     private let method: ZipWriter.Method
-    private let manifest: (String) -> JSONValue
+    private let record: StoreRecord
     private let zip: ZipWriter
     private var phase: Phase
     private var crc: UInt32 = 0
     private let hash = SHA256()
 
-    /// `manifest` makes the manifest from the database's SHA-256; `sink` takes the archive's bytes in order.
-    public init(snapshot: DatabaseSnapshot, method: ZipWriter.Method, manifest: @escaping (String) -> JSONValue,
-                sink: @escaping ([UInt8]) throws -> Void) {
+    /// The artifact of `snapshot`, a copy of the store `record` describes;
+    /// `sink` takes the archive's bytes in order.
+    public init(snapshot: DatabaseSnapshot, of record: StoreRecord, method: ZipWriter.Method, sink: @escaping ([UInt8]) throws -> Void) {
         self.snapshot = snapshot
         self.method = method
-        self.manifest = manifest
+        self.record = record
         zip = ZipWriter(level: 1) { try sink(Array($0)) }
         phase = method == .store ? .checksum(0) : .data(0)
+    }
+
+    /// The artifact of `store` as it is now: a consistent snapshot of it,
+    /// with what its test changed (row values bounded by `diffMaxBytes`;
+    /// the counts stay whole).
+    public convenience init(of store: Store, temporaryDirectory: String, method: ZipWriter.Method, diffMaxBytes: Int,
+                            sink: @escaping ([UInt8]) throws -> Void) throws {
+        var diff = StoreDiff.Options()
+        diff.maxBytes = diffMaxBytes
+        let snapshot = try DatabaseSnapshot(store: store, temporaryDirectory: temporaryDirectory, diff: diff)
+        self.init(snapshot: snapshot, of: store.record, method: method, sink: sink)
     }
 
     /// Makes the next piece; true once the archive is complete.
@@ -54,7 +65,8 @@ public final class ArtifactWriter: @unchecked Sendable {
             let bytes = try read(at: offset)
             if bytes.isEmpty {
                 try zip.endEntry()
-                try zip.add(name: "manifest.json", bytes: manifest(hash.finalize()).prettySerialized(), method: method)
+                try zip.add(name: "manifest.json", bytes: ArtifactManifest.json(record, snapshot, sha256: hash.finalize()).prettySerialized(),
+                            method: method)
                 if let diff = snapshot.diffJSON {
                     try zip.add(name: "diff.json", bytes: diff.prettySerialized(), method: method)
                 }
