@@ -3,70 +3,33 @@ import MicroHTTP
 
 /// `/stores` and `/stores/{id}`.
 enum StoreRoutes {
-    static let createFields: Set<String> = ["template", "version", "snapshot", "fixtures", "label", "ttl_seconds", "from", "build", "timeout_ms"]
-
+    /// `POST /stores`: a store made one of five ways (see `StoreCreation`).
     static func create(_ request: Request, _ c: RouteContext) throws -> Outcome {
         let s = c.services
-        if request.mediaType == "application/vnd.sqlite3" {
-            let label = request.queryValue("label"), template = request.queryValue("template")
-            // As in the JSON body: a template means its latest version unless
-            // told otherwise; an empty `version=` keeps the upload as it is.
-            let version = request.queryValue("version").map { $0.isEmpty ? nil : $0 } ?? (template == nil ? nil : "latest")
-            let ttl = try request.queryInt("ttl_seconds", in: StoreRecord.ttlSeconds)
-            // A large upload arrives in a spooled file (kept alive by this closure), a small one in memory.
-            let spooled = request.bodyFile
-            let upload: Provisioner.Upload = spooled.map { .file(path: $0.path, size: $0.size) } ?? .bytes(request.body)
+        let (creation, label, ttl) = try StoreCreation.read(request, s.configuration)
+        let made: @Sendable ((Store, Provenance)) throws -> Response = { json(201, try render(s, $0.0, counts: $0.1.counts)) }
+        switch creation {
+        case .upload(let upload, let spooled, let template, let version):
+            // The spooled file is kept alive by this closure until the store has it.
             return .later {
-                let (store, provenance) = try withExtendedLifetime(spooled) {
+                try made(withExtendedLifetime(spooled) {
                     try s.provisioner.createFromUpload(upload, template: template, version: version, label: label, ttlSeconds: ttl)
-                }
-                return json(201, try render(s, store, counts: provenance.counts))
+                })
             }
-        }
-        try request.checkQuery(allowed: []) // a JSON body says it all
-        let body = try JSONBody(request, allowed: createFields)
-        var wanted = Provisioner.Request()
-        wanted.label = try body.string("label")
-        wanted.ttlSeconds = try body.int("ttl_seconds", in: StoreRecord.ttlSeconds)
-        wanted.template = try body.string("template")
-        wanted.fixtures = try body.stringArray("fixtures")
-        wanted.snapshot = try body.string("snapshot")
-        if body.has("version") { wanted.version = try body.string("version") }
-        let timeout = try body.int("timeout_ms", in: 0...s.configuration.waitTimeoutMaxMs)
-        if let key = try body.string("build") {
-            guard wanted.template == nil, wanted.snapshot == nil, wanted.fixtures == nil, !body.has("version"), try body.string("from") == nil else {
-                throw LarderError.badRequest("'build' copies an app-built template as it is: not with 'template', 'snapshot', 'version', 'fixtures' or 'from'")
-            }
-            return try BuildRoutes.createStore(c, key: key, timeoutMs: timeout, label: wanted.label, ttlSeconds: wanted.ttlSeconds)
-        }
-        if timeout != nil { throw LarderError.badRequest("'timeout_ms' goes with 'build' (how long to wait while it builds)") }
-        if let source = try body.string("from") {
-            guard wanted.template == nil, wanted.snapshot == nil, !body.has("version") else {
-                throw LarderError.badRequest("'from' forks a live store as it is: not with 'template', 'snapshot' or 'version'")
-            }
-            let label = wanted.label, ttl = wanted.ttlSeconds, fixtures = wanted.fixtures
+        case .build(let key, let timeout):
+            return try BuildRoutes.createStore(c, key: key, timeoutMs: timeout, label: label, ttlSeconds: ttl)
+        case .fork(let source, let fixtures):
             // A copy of a live database, of any size: off the pool.
-            return .later {
-                let (store, provenance) = try s.provisioner.createFork(of: source, fixtures: fixtures, label: label, ttlSeconds: ttl)
-                return json(201, try render(s, store, counts: provenance.counts))
-            }
+            return .later { try made(s.provisioner.createFork(of: source, fixtures: fixtures, label: label, ttlSeconds: ttl)) }
+        case .empty:
+            return .now(try made(s.provisioner.createEmpty(label: label, ttlSeconds: ttl)))
+        case .template(let wanted):
+            let plan = try s.provisioner.plan(wanted)
+            let make: @Sendable () throws -> Response = { try made(s.provisioner.create(plan, label: label, ttlSeconds: ttl)) }
+            // A cached template is a file copy: answer on the pool thread. A
+            // first build runs migrations: do it off the pool.
+            return s.provisioner.isCached(plan) ? .now(try make()) : .later(make)
         }
-        guard wanted.template != nil else {
-            if wanted.fixtures != nil || wanted.snapshot != nil || body.has("version") {
-                throw LarderError.badRequest("'version', 'snapshot' and 'fixtures' need a 'template'")
-            }
-            let (store, provenance) = try s.provisioner.createEmpty(label: wanted.label, ttlSeconds: wanted.ttlSeconds)
-            return .now(json(201, try render(s, store, counts: provenance.counts)))
-        }
-        let plan = try s.provisioner.plan(wanted)
-        let label = wanted.label, ttl = wanted.ttlSeconds
-        let make: @Sendable () throws -> Response = {
-            let (store, provenance) = try s.provisioner.create(plan, label: label, ttlSeconds: ttl)
-            return json(201, try render(s, store, counts: provenance.counts))
-        }
-        // A cached template is a file copy: answer on the pool thread. A
-        // first build runs migrations: do it off the pool.
-        return s.provisioner.isCached(plan) ? .now(try make()) : .later(make)
     }
 
     static func list(_ request: Request, _ c: RouteContext) throws -> Outcome {

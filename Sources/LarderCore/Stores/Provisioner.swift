@@ -24,15 +24,14 @@ public final class Provisioner: Sendable {
         self.readyCopies = ReadyCopies(registry: registry, perKey: readyCopies, maxBytes: cache.maxBytes)
     }
 
-    /// What a client asks `POST /stores` for.
+    /// What a client asks `POST /stores` for when it names a template (its
+    /// label and lifetime go to `create`: they are not part of what is built).
     public struct Request: Sendable {
         public var template: String?
         /// "latest", a version, or nil to keep a snapshot as it is.
         public var version: String? = "latest"
         public var snapshot: String?
         public var fixtures: [String]?
-        public var label: String?
-        public var ttlSeconds: Int?
         public init() {}
     }
 

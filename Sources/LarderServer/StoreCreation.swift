@@ -1,0 +1,65 @@
+import LarderCore
+import MicroHTTP
+
+/// What `POST /stores` asks for: one of the five ways to make a store, read
+/// and checked from the body (or an upload's query) before anything is made.
+enum StoreCreation {
+    /// A SQLite file as the body; a large one arrives spooled to a file.
+    case upload(Provisioner.Upload, spooled: SpooledBody?, template: String?, version: String?)
+    /// A copy of an app-built template, waiting up to `timeoutMs` while it builds.
+    case build(key: String, timeoutMs: Int?)
+    /// A copy of a live store, then named fixtures of its template.
+    case fork(source: String, fixtures: [String]?)
+    case empty
+    /// A template at a version, with a snapshot and fixtures.
+    case template(Provisioner.Request)
+
+    static let fields: Set<String> = ["template", "version", "snapshot", "fixtures", "label", "ttl_seconds", "from", "build", "timeout_ms"]
+
+    /// The way asked for, and the label and lifetime every way takes.
+    static func read(_ request: Request, _ configuration: Configuration) throws -> (StoreCreation, label: String?, ttlSeconds: Int?) {
+        if request.mediaType == "application/vnd.sqlite3" { return try readUpload(request) }
+        try request.checkQuery(allowed: []) // a JSON body says it all
+        let body = try JSONBody(request, allowed: fields)
+        let label = try body.string("label")
+        let ttl = try body.int("ttl_seconds", in: StoreRecord.ttlSeconds)
+        var wanted = Provisioner.Request()
+        wanted.template = try body.string("template")
+        wanted.fixtures = try body.stringArray("fixtures")
+        wanted.snapshot = try body.string("snapshot")
+        if body.has("version") { wanted.version = try body.string("version") }
+        let timeout = try body.int("timeout_ms", in: 0...configuration.waitTimeoutMaxMs)
+        let source = try body.string("from")
+        if let key = try body.string("build") {
+            guard wanted.template == nil, wanted.snapshot == nil, wanted.fixtures == nil, !body.has("version"), source == nil else {
+                throw LarderError.badRequest("'build' copies an app-built template as it is: not with 'template', 'snapshot', 'version', 'fixtures' or 'from'")
+            }
+            return (.build(key: key, timeoutMs: timeout), label, ttl)
+        }
+        if timeout != nil { throw LarderError.badRequest("'timeout_ms' goes with 'build' (how long to wait while it builds)") }
+        if let source {
+            guard wanted.template == nil, wanted.snapshot == nil, !body.has("version") else {
+                throw LarderError.badRequest("'from' forks a live store as it is: not with 'template', 'snapshot' or 'version'")
+            }
+            return (.fork(source: source, fixtures: wanted.fixtures), label, ttl)
+        }
+        guard wanted.template != nil else {
+            if wanted.fixtures != nil || wanted.snapshot != nil || body.has("version") {
+                throw LarderError.badRequest("'version', 'snapshot' and 'fixtures' need a 'template'")
+            }
+            return (.empty, label, ttl)
+        }
+        return (.template(wanted), label, ttl)
+    }
+
+    private static func readUpload(_ request: Request) throws -> (StoreCreation, label: String?, ttlSeconds: Int?) {
+        let template = request.queryValue("template")
+        // As in the JSON body: a template means its latest version unless
+        // told otherwise; an empty `version=` keeps the upload as it is.
+        let version = request.queryValue("version").map { $0.isEmpty ? nil : $0 } ?? (template == nil ? nil : "latest")
+        let ttl = try request.queryInt("ttl_seconds", in: StoreRecord.ttlSeconds)
+        let spooled = request.bodyFile
+        let upload: Provisioner.Upload = spooled.map { .file(path: $0.path, size: $0.size) } ?? .bytes(request.body)
+        return (.upload(upload, spooled: spooled, template: template, version: version), request.queryValue("label"), ttl)
+    }
+}
