@@ -41,13 +41,13 @@ final class Services: Sendable {
         origins = Origins(configuration: configuration)
         session = configuration.token.map { SessionCookie(token: $0, publicURL: configuration.publicURL) }
         openAPI = OpenAPI.document(for: configuration).serialized()
-        registry = try StoreRegistry(configuration: configuration)
-        catalog = Catalog(directory: configuration.fixtures)
-        cache = TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory,
-                              maxBytes: configuration.cacheMaxBytes)
-        provisioner = Provisioner(registry: registry, catalog: catalog, cache: cache, readyCopies: configuration.poolSize)
-        builds = try Builds(registry: registry, cache: cache, lease: .seconds(configuration.buildLeaseSeconds))
-        editor = StoreEditor(registry: registry, catalog: catalog)
+        let core = try Core(configuration: configuration)
+        registry = core.registry
+        catalog = core.catalog
+        cache = core.cache
+        provisioner = core.provisioner
+        builds = core.builds
+        editor = core.editor
     }
 
     var base: String { baseURL.withLock { $0 } }

@@ -189,13 +189,11 @@ struct Warm: ParsableCommand {
         let configuration = try options.configuration(serving: false)
         let results: [Provisioner.Warmed]
         do {
-            let registry = try StoreRegistry(configuration: configuration)
-            defer { registry.close() }
-            let cache = TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory,
-                                      maxBytes: configuration.cacheMaxBytes)
-            let provisioner = Provisioner(registry: registry, catalog: Catalog(directory: configuration.fixtures), cache: cache)
+            // No ready copies: they would be thrown away when the server starts.
+            let core = try Core(configuration: configuration, readyCopies: 0)
+            defer { core.close() }
             let printer = LinePrinter()
-            results = try provisioner.warm(template: template) { w in
+            results = try core.provisioner.warm(template: template) { w in
                 let name = w.template + (w.snapshot.map { " snapshot " + $0 } ?? "")
                 if let failure = w.failure {
                     FileHandle.standardError.write(Data("FAIL \(name): \(failure)\n".utf8))

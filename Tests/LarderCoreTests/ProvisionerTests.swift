@@ -9,9 +9,8 @@ final class ProvisionerTests: XCTestCase {
     func make(_ scratch: Scratch, fixtures: String = sampleFixtures) throws -> Provisioner {
         var c = Configuration()
         c.root = scratch.path + "/root"
-        let registry = try StoreRegistry(configuration: c)
-        return Provisioner(registry: registry, catalog: Catalog(directory: fixtures),
-                           cache: TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory, maxBytes: 1 << 30))
+        c.fixtures = fixtures
+        return try Core(configuration: c, readyCopies: 0).provisioner
     }
 
     func request(_ template: String, version: String? = "latest", snapshot: String? = nil, fixtures: [String]? = nil) -> Provisioner.Request {

@@ -55,11 +55,8 @@ final class QueryRunnerTests: XCTestCase {
 final class CountWaiterTests: XCTestCase {
     func testAWaitAnswersWhenAnotherConnectionCommitsOrTimesOut() throws {
         let scratch = Scratch()
-        var c = Configuration()
-        c.root = scratch.path + "/root"
-        let registry = try StoreRegistry(configuration: c)
-        let provisioner = Provisioner(registry: registry, catalog: Catalog(directory: sampleFixtures),
-                                      cache: TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory, maxBytes: 1 << 30))
+        let core = try CoreServices(scratch)
+        let provisioner = core.provisioner
         let (store, _) = try provisioner.createEmpty(label: nil, ttlSeconds: nil)
         let test = try Connection(path: store.databasePath)
         try test.execute("CREATE TABLE events (x)")

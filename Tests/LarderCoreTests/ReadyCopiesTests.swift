@@ -66,11 +66,8 @@ final class ReadyCopiesTests: XCTestCase {
 
     func testOnlyTheMostRecentlyUsedKeysStayStocked() throws {
         let scratch = Scratch()
-        var c = Configuration()
-        c.root = scratch.path + "/root"
-        let registry = try StoreRegistry(configuration: c)
-        let cache = TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory, maxBytes: 1 << 30)
-        let provisioner = Provisioner(registry: registry, catalog: Catalog(directory: sampleFixtures), cache: cache)
+        let core = try CoreServices(scratch)
+        let registry = core.registry, provisioner = core.provisioner, cache = provisioner.cache
         let copies = ReadyCopies(registry: registry, perKey: 2, maxKeys: 2, maxBytes: 1 << 30)
         var entries: [TemplateCache.Entry] = []
         for fixtures in [["artists"], ["artworks"], ["albums"]] {

@@ -13,10 +13,8 @@ final class StoreAccessTests: XCTestCase {
         c.root = scratch.path + "/root"
         c.fixtures = sampleFixtures
         change(&c)
-        let registry = try StoreRegistry(configuration: c)
-        let provisioner = Provisioner(registry: registry, catalog: Catalog(directory: sampleFixtures),
-                                      cache: TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory, maxBytes: 1 << 30))
-        return (registry, provisioner)
+        let core = try Core(configuration: c, readyCopies: 0)
+        return (core.registry, core.provisioner)
     }
 
     func gallery(_ provisioner: Provisioner) throws -> (Store, Provenance) {

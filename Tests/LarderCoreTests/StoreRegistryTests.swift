@@ -16,9 +16,8 @@ final class StoreRegistryTests: XCTestCase {
 
     func testCreateListPatchDelete() throws {
         let scratch = Scratch()
-        let registry = try StoreRegistry(configuration: configuration(scratch.path + "/root"))
-        let provisioner = Provisioner(registry: registry, catalog: Catalog(directory: sampleFixtures),
-                                      cache: TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory, maxBytes: 1 << 30))
+        let core = try Core(configuration: configuration(scratch.path + "/root"), readyCopies: 0)
+        let registry = core.registry, provisioner = core.provisioner
         var ids: [String] = []
         for i in 0..<5 { ids.append(try provisioner.createEmpty(label: i % 2 == 0 ? "even" : "odd", ttlSeconds: nil).0.id) }
         XCTAssertTrue(ids.allSatisfy { $0.hasPrefix("st_") && $0.count == 35 })
@@ -42,9 +41,8 @@ final class StoreRegistryTests: XCTestCase {
         var c = configuration(scratch.path + "/root")
         c.queryTimeoutMs = 100
         c.operationTimeoutMs = 100
-        let registry = try StoreRegistry(configuration: c)
-        let provisioner = Provisioner(registry: registry, catalog: Catalog(directory: sampleFixtures),
-                                      cache: TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory, maxBytes: 1 << 30))
+        let core = try Core(configuration: c, readyCopies: 0)
+        let registry = core.registry, provisioner = core.provisioner
         let (store, _) = try provisioner.createEmpty(label: nil, ttlSeconds: nil)
         let endless = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n"
         XCTAssertLarderError(.timeout, try store.withReader { try $0.scalar(endless) })

@@ -89,13 +89,12 @@ public struct CoreServices {
                 configure: (inout Configuration) -> Void = { _ in }) throws {
         var c = Configuration()
         c.root = scratch.path + "/root"
+        c.fixtures = fixtures
         configure(&c)
-        registry = try StoreRegistry(configuration: c)
-        let catalog = Catalog(directory: fixtures)
-        provisioner = Provisioner(registry: registry, catalog: catalog,
-                                  cache: TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory, maxBytes: 1 << 30),
-                                  readyCopies: readyCopies)
-        editor = StoreEditor(registry: registry, catalog: catalog)
+        let core = try Core(configuration: c, readyCopies: readyCopies)
+        registry = core.registry
+        provisioner = core.provisioner
+        editor = core.editor
     }
 
     /// A store of `template` at `version` with `fixtures`.

@@ -1,0 +1,28 @@
+/// The core, built in one place from the settings: the server, `larder
+/// warm` and the tests all start from it. Opening it takes the root (one
+/// core per root at a time, see `StoreRegistry`); `close()` gives it back.
+public final class Core: Sendable {
+    public let configuration: Configuration
+    public let registry: StoreRegistry
+    public let catalog: Catalog
+    public let cache: TemplateCache
+    public let provisioner: Provisioner
+    /// App-built templates (`/builds`).
+    public let builds: Builds
+    public let editor: StoreEditor
+
+    /// `readyCopies`: ready copies per template entry, when not `--pool-size`.
+    public init(configuration: Configuration, readyCopies: Int? = nil) throws {
+        self.configuration = configuration
+        registry = try StoreRegistry(configuration: configuration)
+        catalog = Catalog(directory: configuration.fixtures)
+        cache = TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory,
+                              maxBytes: configuration.cacheMaxBytes)
+        provisioner = Provisioner(registry: registry, catalog: catalog, cache: cache, readyCopies: readyCopies ?? configuration.poolSize)
+        builds = try Builds(registry: registry, cache: cache, lease: .seconds(configuration.buildLeaseSeconds))
+        editor = StoreEditor(registry: registry, catalog: catalog)
+    }
+
+    /// Waits for the trash, then lets another core take the root.
+    public func close() { registry.close() }
+}
