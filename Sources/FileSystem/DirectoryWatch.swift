@@ -19,7 +19,7 @@ public final class DirectoryWatch: @unchecked Sendable {
         close(descriptor)
     }
 
-    public enum Outcome: Sendable, Equatable { case watching(Int32), missing, refused }
+    public enum Watch: Sendable, Equatable { case watching(Int32), missing, refused }
 
     /// What is watched: `everything` (files made, changed, moved, removed) or
     /// `writes` (a database and its WAL being written).
@@ -35,7 +35,7 @@ public final class DirectoryWatch: @unchecked Sendable {
 
     /// Watches `path`; `.watching` carries the watch's id.
     @discardableResult
-    public func watch(_ path: String, for events: Events = .everything) -> Outcome {
+    public func watch(_ path: String, for events: Events = .everything) -> Watch {
         let id = inotify_add_watch(descriptor, path, events.mask)
         if id >= 0 { return .watching(id) }
         return errno == ENOENT || errno == ENOTDIR ? .missing : .refused

@@ -13,12 +13,12 @@ public final class FileLock: @unchecked Sendable {
 
     /// The lock, or `.heldBy(pid)` when another open file holds it (another
     /// process, or another lock of this process on the same file).
-    public enum Outcome {
+    public enum Acquisition {
         case acquired(FileLock)
         case heldBy(pid: Int32?)
     }
 
-    public static func acquire(_ path: String) throws -> Outcome {
+    public static func acquire(_ path: String) throws -> Acquisition {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw FileSystem.Failure("cannot open", path) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {

@@ -10,7 +10,7 @@ import Synchronization
 /// closed or shut down its side) finds them at once; a pipe wakes it when one
 /// is added.
 final class Hangups: @unchecked Sendable {
-    private let watched = Mutex<[ObjectIdentifier: RequestContext]>([:])
+    private let watched = Mutex<[ObjectIdentifier: ConnectionState]>([:])
     /// Wakes the poll when a request is added (without it, the next poll
     /// after at most a second takes the new one in).
     private let wakePipe = WakePipe()
@@ -19,20 +19,20 @@ final class Hangups: @unchecked Sendable {
 
     var count: Int { watched.withLock { $0.count } }
 
-    func watch(_ context: RequestContext) {
+    func watch(_ context: ConnectionState) {
         watched.withLock { $0[ObjectIdentifier(context)] = context }
         wakePipe?.wake()
     }
 
     /// Stops watching (the request was answered): before its connection can
     /// close and its descriptor be reused.
-    func forget(_ context: RequestContext) {
+    func forget(_ context: ConnectionState) {
         watched.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(context)) }
     }
 
     /// Waits up to `milliseconds`; answers the watched requests whose client
     /// has gone, no longer watched.
-    func wait(milliseconds: Int32) -> [RequestContext] {
+    func wait(milliseconds: Int32) -> [ConnectionState] {
         let contexts = watched.withLock { Array($0.values) }
         // The wake pipe last (-1, ignored by poll, when there is none).
         var fds = contexts.map { pollfd(fd: larder_mhd_connection_fd($0.connection), events: Hangups.peerClosed, revents: 0) }

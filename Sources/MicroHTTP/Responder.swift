@@ -5,10 +5,10 @@ import Synchronization
 /// Finishes a suspended request from any thread. The first `send` wins; later
 /// calls are ignored.
 public final class Responder: Sendable {
-    let context: RequestContext?
+    let context: ConnectionState?
     let sink: (@Sendable (Response) -> Void)?
 
-    init(context: RequestContext) {
+    init(context: ConnectionState) {
         self.context = context
         sink = nil
     }

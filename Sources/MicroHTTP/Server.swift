@@ -40,7 +40,7 @@ public final class Server: @unchecked Sendable {
     private let work = DispatchQueue(label: "larder.http.work", attributes: .concurrent)
 
     struct Live {
-        var suspended: [ObjectIdentifier: RequestContext] = [:]
+        var suspended: [ObjectIdentifier: ConnectionState] = [:]
         var streams: [ObjectIdentifier: BodyStream] = [:]
         var connections: [ObjectIdentifier: ConnectionRecord] = [:]
         var stopping = false
@@ -130,7 +130,7 @@ public final class Server: @unchecked Sendable {
     /// then the daemon closes every connection.
     public func stop() {
         guard let daemon else { return }
-        let (contexts, streams) = live.withLock { l -> ([RequestContext], [BodyStream]) in
+        let (contexts, streams) = live.withLock { l -> ([ConnectionState], [BodyStream]) in
             l.stopping = true
             return (Array(l.suspended.values), Array(l.streams.values))
         }
@@ -156,7 +156,7 @@ public final class Server: @unchecked Sendable {
                 contextSlot: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
         guard let raw = contextSlot.pointee else {
             // First call: only headers are known.
-            let context = RequestContext(connection: connection, server: self)
+            let context = ConnectionState(connection: connection, server: self)
             contextSlot.pointee = Unmanaged.passRetained(context).toOpaque()
             if let record = larder_mhd_socket_context(connection) {
                 let record = Unmanaged<ConnectionRecord>.fromOpaque(record).takeUnretainedValue()
@@ -170,7 +170,7 @@ public final class Server: @unchecked Sendable {
             }
             return .YES
         }
-        let context = Unmanaged<RequestContext>.fromOpaque(raw).takeUnretainedValue()
+        let context = Unmanaged<ConnectionState>.fromOpaque(raw).takeUnretainedValue()
         if uploadSize.pointee > 0 {
             let count = uploadSize.pointee
             if let uploadData { receive(UnsafeRawBufferPointer(start: uploadData, count: count), into: context) }
@@ -217,7 +217,7 @@ public final class Server: @unchecked Sendable {
     }
 
     /// A body chunk: kept in memory up to the spool threshold, then in a file.
-    private func receive(_ chunk: UnsafeRawBufferPointer, into context: RequestContext) {
+    private func receive(_ chunk: UnsafeRawBufferPointer, into context: ConnectionState) {
         context.state.withLock { s in
             guard !s.tooLarge, s.spoolFailure == nil else { return }
             s.received += chunk.count
@@ -262,7 +262,7 @@ public final class Server: @unchecked Sendable {
 
     func completed(contextSlot: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) {
         guard let slot = contextSlot, let raw = slot.pointee else { return }
-        let context = Unmanaged<RequestContext>.fromOpaque(raw).takeRetainedValue()
+        let context = Unmanaged<ConnectionState>.fromOpaque(raw).takeRetainedValue()
         hangups.forget(context)
         live.withLock { _ = $0.suspended.removeValue(forKey: ObjectIdentifier(context)) }
         slot.pointee = nil

@@ -20,7 +20,8 @@ public struct Migrator {
         public var ran = true
     }
 
-    public struct Outcome: Sendable {
+    /// What one call of `migrate` did: from which version to which, by which steps.
+    public struct Run: Sendable {
         public var from: String?
         public var to: String?
         public var applied: [Step]
@@ -40,7 +41,7 @@ public struct Migrator {
     /// Migrates to `target` (a canonical version, or nil for latest). Going
     /// down runs down migrations where the format has them.
     @discardableResult
-    public func migrate(_ db: Connection, to target: String?, fallbackVersion: String? = nil) throws -> Outcome {
+    public func migrate(_ db: Connection, to target: String?, fallbackVersion: String? = nil) throws -> Run {
         var violations: [String: Int]? = nil
         return try migrate(db, to: target, fallbackVersion: fallbackVersion, violations: &violations)
     }
@@ -48,10 +49,10 @@ public struct Migrator {
     /// As above; `violations` are the foreign-key violations known before
     /// (nil: not known yet) and, afterwards, those left after the last step.
     public func migrate(_ db: Connection, to target: String?, fallbackVersion: String?,
-                        violations: inout [String: Int]?) throws -> Outcome {
+                        violations: inout [String: Int]?) throws -> Run {
         guard let target = target ?? set.latest else {
             let state = try self.state(db, fallbackVersion: fallbackVersion)
-            return Outcome(from: state.current, to: state.current, applied: [])
+            return Run(from: state.current, to: state.current, applied: [])
         }
         return try move(db, to: target, fallbackVersion: fallbackVersion, violations: &violations)
     }
@@ -59,13 +60,13 @@ public struct Migrator {
     /// Runs every applied migration's down, newest first: the database goes
     /// back to before the first migration (its tool's bookkeeping stays).
     @discardableResult
-    public func migrateToNothing(_ db: Connection) throws -> Outcome {
+    public func migrateToNothing(_ db: Connection) throws -> Run {
         var violations: [String: Int]? = nil
         return try move(db, to: nil, fallbackVersion: nil, violations: &violations)
     }
 
     /// Up or down to `target` (a canonical version; nil: before every migration).
-    private func move(_ db: Connection, to target: String?, fallbackVersion: String?, violations: inout [String: Int]?) throws -> Outcome {
+    private func move(_ db: Connection, to target: String?, fallbackVersion: String?, violations: inout [String: Int]?) throws -> Run {
         let state = try self.state(db, fallbackVersion: fallbackVersion)
         /// Whether a version is at or below the target.
         func wanted(_ version: String) -> Bool { target.map { VersionOrder.compare(version, $0) <= 0 } ?? false }
@@ -139,7 +140,7 @@ public struct Migrator {
         }
         if !steps.isEmpty { try callbacks("afterMigrateApplied") }
         try callbacks("afterMigrate")
-        return Outcome(from: from, to: current, applied: steps)
+        return Run(from: from, to: current, applied: steps)
     }
 
     /// Whether SQL holds a statement SQLite refuses inside a transaction.

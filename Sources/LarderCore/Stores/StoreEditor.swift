@@ -20,7 +20,7 @@ public struct StoreEditor: Sendable {
     }
 
     /// Migrates to `target` ("latest" or a version).
-    public func migrate(_ id: String, to target: String) throws -> Migrator.Outcome {
+    public func migrate(_ id: String, to target: String) throws -> Migrator.Run {
         let store = try registry.get(id)
         let template = try template(of: store)
         let version = try template.migrations.resolve(target)
