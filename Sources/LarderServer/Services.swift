@@ -31,7 +31,7 @@ final class Services: Sendable {
     }()
     /// Where `.later` work runs: a thread each, at most four per store.
     let pool = WorkPool()
-    let lastCheck = Mutex<(at: Timestamp, results: [MigrationCheck.Result])?>(nil)
+    let lastCheck = Mutex<(at: Timestamp, results: [MigrationCheck.Report])?>(nil)
 
     let logger: Logger
 

@@ -97,7 +97,7 @@ struct Check: ParsableCommand {
         let check = MigrationCheck(catalog: Catalog(directory: configuration.fixtures), temporaryDirectory: scratch)
         let colour = isatty(1) != 0 && ProcessInfo.processInfo.environment["NO_COLOR"] == nil
         let printer = LinePrinter()
-        let results: [MigrationCheck.Result]
+        let results: [MigrationCheck.Report]
         do {
             results = try check.run(template: template, roundTrips: !noRoundTrip, dataCheck: !noDataCheck)
         } catch {

@@ -5,7 +5,7 @@ import TestSupport
 import XCTest
 
 final class MigrationCheckTests: XCTestCase {
-    func run(_ fixtures: String) throws -> [String: MigrationCheck.Result] {
+    func run(_ fixtures: String) throws -> [String: MigrationCheck.Report] {
         let scratch = Scratch()
         let check = MigrationCheck(catalog: Catalog(directory: fixtures), temporaryDirectory: scratch.path)
         return Dictionary(try check.run().map { ($0.subject, $0) }, uniquingKeysWith: { a, _ in a })
@@ -57,7 +57,7 @@ final class MigrationCheckTests: XCTestCase {
     /// A template whose 2nd migration loses data in every way seen on real
     /// projects, and snapshots at 1 holding data; `expect` is each snapshot's
     /// `.expect.json` (nil: none).
-    func dataChecks(_ expect: [String: String?], dataCheck: Bool = true) throws -> [String: MigrationCheck.Result] {
+    func dataChecks(_ expect: [String: String?], dataCheck: Bool = true) throws -> [String: MigrationCheck.Report] {
         let scratch = Scratch()
         let migrations = scratch.write([
             "0001_a.sql": """
@@ -117,7 +117,7 @@ final class MigrationCheckTests: XCTestCase {
     // MARK: Round trips
 
     /// Round-trip results of a fixtures directory made of `templates` (name → migration files).
-    func roundTrips(_ templates: [String: [String: String]], roundTrips: Bool = true) throws -> [String: MigrationCheck.Result] {
+    func roundTrips(_ templates: [String: [String: String]], roundTrips: Bool = true) throws -> [String: MigrationCheck.Report] {
         let scratch = Scratch()
         for (name, files) in templates {
             // "../template.json" goes beside migrations/.

@@ -125,7 +125,7 @@ final class StoreAccessTests: XCTestCase {
 final class CheckInputTests: XCTestCase {
     func testNothingToCheckIsAnErrorNeverASilentPass() throws {
         let scratch = Scratch()
-        func run(_ directory: String, template: String? = nil) throws -> [MigrationCheck.Result] {
+        func run(_ directory: String, template: String? = nil) throws -> [MigrationCheck.Report] {
             try MigrationCheck(catalog: Catalog(directory: directory), temporaryDirectory: scratch.path).run(template: template)
         }
         XCTAssertLarderError(.notFound, try run(scratch.path + "/missing"))

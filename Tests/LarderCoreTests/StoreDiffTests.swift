@@ -8,7 +8,7 @@ import XCTest
 /// `Store.diff`: what a test changed against the store's base, on real
 /// store files changed through a connection of the test's own.
 final class StoreDiffTests: XCTestCase {
-    func table(_ diff: StoreDiff.Result, _ name: String) -> StoreDiff.TableChanges? {
+    func table(_ diff: StoreDiff.Changes, _ name: String) -> StoreDiff.TableChanges? {
         diff.tables.first { $0.0 == name }?.1
     }
 

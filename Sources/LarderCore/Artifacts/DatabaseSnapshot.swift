@@ -15,7 +15,7 @@ public final class DatabaseSnapshot: Sendable {
     public let columns: [(String, [String])]
     /// What the test changed (`GET /stores/{id}/diff`'s answer for the copy),
     /// or the error that kept it from being made; nil when not asked for.
-    public let diff: Result<StoreDiff.Result, Error>?
+    public let diff: Result<StoreDiff.Changes, Error>?
     public let creation: String
 
     /// `diff`: also compare the copy with the store's base.

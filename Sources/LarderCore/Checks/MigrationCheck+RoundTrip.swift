@@ -19,13 +19,13 @@ extension MigrationCheck {
     /// the table, column, index, view or trigger that differs. A template
     /// whose downs are lossy on purpose (`"round_trip": "runs"`) has only
     /// to run every step and leave no table behind at the bottom.
-    public func roundTrip(_ t: Template) -> Result {
+    public func roundTrip(_ t: Template) -> Report {
         MigrationCheck.timed { roundTripUntimed(t) }
     }
 
-    func roundTripUntimed(_ t: Template) -> Result {
+    func roundTripUntimed(_ t: Template) -> Report {
         let versions = t.migrations.versions
-        var result = Result(template: t.name, kind: .roundTrip, snapshot: nil, fromVersion: versions.last, toVersion: nil,
+        var result = Report(template: t.name, kind: .roundTrip, snapshot: nil, fromVersion: versions.last, toVersion: nil,
                             milliseconds: 0, failures: [])
         let path = temporaryPath("round-trip-\(t.name)")
         defer { removeDatabase(path) }

@@ -7,7 +7,7 @@ import Synchronization
 /// must migrate to the latest schema, keep its data and match a fresh build.
 /// Snapshots are only ever copied, never opened for writing.
 public struct MigrationCheck: Sendable {
-    public struct Result: Sendable {
+    public struct Report: Sendable {
         /// A snapshot's check, or a round trip of a template's down migrations.
         public enum Kind: String, Sendable { case snapshot, roundTrip = "round_trip" }
         public var template: String
@@ -54,7 +54,7 @@ public struct MigrationCheck: Sendable {
     /// named template without any (`bad_request`).
     /// `dataCheck`: whether every snapshot's data must be kept (see `DataKept`).
     public func run(template only: String? = nil, roundTrips: Bool = true, dataCheck: Bool = true,
-                    progress: (@Sendable (Result) -> Void)? = nil) throws -> [Result] {
+                    progress: (@Sendable (Report) -> Void)? = nil) throws -> [Report] {
         guard FileSystem.isDirectory(catalog.directory) else {
             throw LarderError(.notFound, "the fixtures directory '\(catalog.directory)' does not exist", details: [("fixtures", .string(catalog.directory))])
         }
@@ -78,9 +78,9 @@ public struct MigrationCheck: Sendable {
             do { built[t.name] = try freshSchema(t) } catch { built[t.name] = .string("a fresh build fails: \(error)") }
         }
         let schemas = built, work = jobs
-        let results = Mutex([Int: Result]())
+        let results = Mutex([Int: Report]())
         DispatchQueue.concurrentPerform(iterations: jobs.count) { index in
-            let result: Result
+            let result: Report
             switch work[index] {
             case .snapshot(let t, let snapshot): result = check(t, snapshot, freshSchema: schemas[t.name] ?? .null, dataCheck: dataCheck)
             case .roundTrip(let t): result = roundTrip(t)
@@ -108,19 +108,19 @@ public struct MigrationCheck: Sendable {
         return try Inspector.schema(db)
     }
 
-    public func check(_ t: Template, _ snapshot: Template.Snapshot, freshSchema: JSONValue, dataCheck: Bool = true) -> Result {
+    public func check(_ t: Template, _ snapshot: Template.Snapshot, freshSchema: JSONValue, dataCheck: Bool = true) -> Report {
         MigrationCheck.timed { checkUntimed(t, snapshot, freshSchema: freshSchema, dataCheck: dataCheck) }
     }
 
-    static func timed(_ body: () -> Result) -> Result {
+    static func timed(_ body: () -> Report) -> Report {
         let started = ContinuousClock.now
         var result = body()
         result.milliseconds = (ContinuousClock.now - started).milliseconds
         return result
     }
 
-    func checkUntimed(_ t: Template, _ snapshot: Template.Snapshot, freshSchema: JSONValue, dataCheck: Bool) -> Result {
-        var result = Result(template: t.name, kind: .snapshot, snapshot: snapshot.name, fromVersion: nil, toVersion: nil, milliseconds: 0, failures: [])
+    func checkUntimed(_ t: Template, _ snapshot: Template.Snapshot, freshSchema: JSONValue, dataCheck: Bool) -> Report {
+        var result = Report(template: t.name, kind: .snapshot, snapshot: snapshot.name, fromVersion: nil, toVersion: nil, milliseconds: 0, failures: [])
         let path = temporaryPath("\(t.name)-\(snapshot.name)")
         defer { removeDatabase(path) }
         func fail(_ text: String) { result.failures.append(text) }
@@ -219,7 +219,7 @@ public struct MigrationCheck: Sendable {
     }
 
     /// JUnit XML with one test case per snapshot and per round trip.
-    public static func junit(_ results: [Result]) -> String {
+    public static func junit(_ results: [Report]) -> String {
         func esc(_ s: String) -> String {
             s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
                 .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")

@@ -49,7 +49,7 @@ public struct CountCondition: Sendable, CustomStringConvertible {
 /// (every 250 ms) covers anything inotify cannot see. Waiting requests hold
 /// no HTTP thread, and idle waits cost next to nothing.
 public final class CountWaiter: Sendable {
-    public enum Result: Sendable {
+    public enum Ending: Sendable {
         case satisfied([(String, Int64)])
         case timedOut([(String, Int64)])
         case failed(LarderError)
@@ -59,8 +59,8 @@ public final class CountWaiter: Sendable {
         let conditions: [CountCondition]
         let tables: [String]?
         let deadline: ContinuousClock.Instant
-        let completion: @Sendable (Result) -> Void
-        init(conditions: [CountCondition], tables: [String]?, deadline: ContinuousClock.Instant, completion: @escaping @Sendable (Result) -> Void) {
+        let completion: @Sendable (Ending) -> Void
+        init(conditions: [CountCondition], tables: [String]?, deadline: ContinuousClock.Instant, completion: @escaping @Sendable (Ending) -> Void) {
             self.conditions = conditions
             self.tables = tables
             self.deadline = deadline
@@ -93,7 +93,7 @@ public final class CountWaiter: Sendable {
     /// (its client left), which releases what it holds at once.
     @discardableResult
     public func wait(on store: Store, for conditions: [CountCondition], tables: [String]?, timeoutMs: Int,
-                     completion: @escaping @Sendable (Result) -> Void) -> @Sendable () -> Void {
+                     completion: @escaping @Sendable (Ending) -> Void) -> @Sendable () -> Void {
         let wait = Wait(conditions: conditions, tables: tables, deadline: .now + .milliseconds(timeoutMs), completion: completion)
         watches.withLock { w in
             let watch = w[store.id] ?? Watch(store: store)
@@ -196,7 +196,7 @@ public final class CountWaiter: Sendable {
                 // One that is gone meanwhile counts as empty, as a user table would.
                 if let (_, count) = try? Inspector.counts(db, tables: [name]).first { byName[name] = count }
             }
-            var finished: [(Wait, Result)] = []
+            var finished: [(Wait, Ending)] = []
             for wait in waits {
                 let shown = wait.tables.map { names in names.map { ($0, byName[$0] ?? 0) } } ?? all
                 if wait.conditions.allSatisfy({ $0.holds(byName[$0.table] ?? 0) }) {
@@ -213,7 +213,7 @@ public final class CountWaiter: Sendable {
         }
     }
 
-    private func finish(_ watch: Watch, _ finished: [(Wait, Result)]) {
+    private func finish(_ watch: Watch, _ finished: [(Wait, Ending)]) {
         guard !finished.isEmpty else { return }
         let done = Set(finished.map { ObjectIdentifier($0.0) })
         watches.withLock { w in

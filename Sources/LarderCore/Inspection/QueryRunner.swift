@@ -5,7 +5,7 @@ import SQLite
 /// enforced. The rows go straight into the answer's JSON text, bounded in
 /// count and in bytes, so a query of huge values costs about the bound in memory.
 public enum QueryRunner {
-    public struct Result: Sendable {
+    public struct Answer: Sendable {
         public var columns: [String]
         /// The whole answer of `POST /query` as JSON text, written as the rows
         /// came (BLOBs as `{"base64": ...}`): `columns`, `rows`, `changes`, `truncated`.
@@ -15,7 +15,7 @@ public enum QueryRunner {
         public var truncated: Bool
     }
 
-    public static func run(_ db: Connection, sql: String, parameters: JSONValue?, rowLimit: Int, maxBytes: Int) throws -> Result {
+    public static func run(_ db: Connection, sql: String, parameters: JSONValue?, rowLimit: Int, maxBytes: Int) throws -> Answer {
         let longest = Int(SandboxPolicy().maxSQLLength)
         guard sql.utf8.count <= longest else {
             throw LarderError(.badRequest, "the statement is \(sql.utf8.count) bytes; a query may be at most \(longest)",
@@ -61,7 +61,7 @@ public enum QueryRunner {
                 }
                 let changes = statement.isReadOnly ? 0 : db.changes
                 out += Array(#"],"changes":\#(changes),"truncated":\#(truncated)}"#.utf8)
-                return Result(columns: columns, answer: out, rowCount: rowCount, changes: changes, truncated: truncated)
+                return Answer(columns: columns, answer: out, rowCount: rowCount, changes: changes, truncated: truncated)
             }
         } catch let error as SQLiteError {
             // Denied functions fail as plain errors; the authorizer noted them.

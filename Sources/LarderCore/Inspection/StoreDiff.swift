@@ -41,7 +41,7 @@ public enum StoreDiff {
         }
     }
 
-    public struct Result: Sendable {
+    public struct Changes: Sendable {
         public var schema: [SchemaChange]
         /// Changed tables only, by name.
         public var tables: [(String, TableChanges)]
@@ -74,7 +74,7 @@ public enum StoreDiff {
     }
 
     /// The diff of `main` against the attached `base` on `db`.
-    public static func compare(_ db: Connection, options: Options = Options()) throws -> Result {
+    public static func compare(_ db: Connection, options: Options = Options()) throws -> Changes {
         try db.execute("BEGIN")
         defer { try? db.execute("COMMIT") }
         let schema = SchemaComparison.changes(from: try Inspector.schema(db, database: "base"), to: try Inspector.schema(db, database: "main"))
@@ -96,7 +96,7 @@ public enum StoreDiff {
             let changes = try compare(db, now[name], was[name], limit: options.limit, budget: &budget)
             if changes.total > 0 { tables.append((name, changes)) }
         }
-        return Result(schema: schema, tables: tables)
+        return Changes(schema: schema, tables: tables)
     }
 
     /// A table as the diff sees it.

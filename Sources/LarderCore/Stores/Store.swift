@@ -202,7 +202,7 @@ public final class Store: Sendable {
     /// What the test changed since the store was created: its contents
     /// against its base, in one consistent read of the live file, within
     /// `readTimeoutMs`.
-    public func diff(_ options: StoreDiff.Options = StoreDiff.Options()) throws -> StoreDiff.Result {
+    public func diff(_ options: StoreDiff.Options = StoreDiff.Options()) throws -> StoreDiff.Changes {
         _ = try creationState()
         let db: Connection
         do {

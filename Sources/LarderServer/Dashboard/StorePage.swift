@@ -74,7 +74,7 @@ extension Dashboard {
 
     /// The diff: schema changes as a list, then per changed table its
     /// counts and its rows, every column of either side.
-    static func changes(_ diff: StoreDiff.Result) -> String {
+    static func changes(_ diff: StoreDiff.Changes) -> String {
         if diff.schema.isEmpty && diff.tables.isEmpty { return "<p class=\"pass\">nothing: the store is as it was created</p>" }
         var html = ""
         if !diff.schema.isEmpty {

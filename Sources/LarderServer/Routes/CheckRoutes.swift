@@ -29,7 +29,7 @@ enum CheckRoutes {
         }
     }
 
-    static func body(_ results: [MigrationCheck.Result]) -> JSONValue {
+    static func body(_ results: [MigrationCheck.Report]) -> JSONValue {
         let failed = results.filter { !$0.passed }.count
         return ["passed": JSONValue(results.count - failed), "failed": JSONValue(failed), "results": .array(results.map(\.json))]
     }
