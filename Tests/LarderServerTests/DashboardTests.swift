@@ -6,7 +6,7 @@ import SQLite
 import XCTest
 
 /// The dashboard and the browser's sign-in, without sockets (the browser
-/// test, Tests/clients/test_dashboard.py, drives them over real HTTP).
+/// test, Tests/blackbox/test_dashboard.py, drives them over real HTTP).
 final class DashboardTests: XCTestCase {
     var root: String!
     var services: Services!

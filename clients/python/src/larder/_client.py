@@ -1,6 +1,7 @@
 """The HTTP client: `Client`, `Store` and the errors, standard library only.
 
-Every method is one request of the contract (/work/shared/API.md), except
+Every method is one request of the contract (the server's `GET /openapi.json`
+describes each; the repository's README shows them), except
 `Client.build`, which makes the requests of an app-built template's whole
 dance (claim, migrate, finish or discard; or wait). A `Client` keeps one keep-alive connection per thread, so a store may be
 written from one thread while another waits on its counts.

@@ -3,7 +3,7 @@
 against the real binary started with a token.
 
     scripts/browser-test .build/debug/larder          (makes Selenium's venv)
-    python3 Tests/clients/test_dashboard.py .build/debug/larder
+    python3 Tests/blackbox/test_dashboard.py .build/debug/larder
 
 Sign-in over plain HTTP is checked first (standard library only). The
 browser part needs Selenium and Chromium with its driver (apt: chromium,

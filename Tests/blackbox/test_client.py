@@ -2,7 +2,7 @@
 """Client tests in another language: what a CI job in Python does with
 Larder, against the real binary, with the standard library only.
 
-    python3 Tests/clients/test_client.py .build/debug/larder
+    python3 Tests/blackbox/test_client.py .build/debug/larder
 """
 import hashlib
 import http.client

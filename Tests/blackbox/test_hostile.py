@@ -3,7 +3,7 @@
 stalled socket, a lying header or a full disk does to Larder. Each attack
 must end in the contract's error, and the server must go on serving others.
 
-    python3 Tests/clients/test_hostile.py .build/debug/larder
+    python3 Tests/blackbox/test_hostile.py .build/debug/larder
 """
 import http.client
 import json

@@ -4,7 +4,7 @@ a root mounted elsewhere, while holding a write transaction, from long polls
 that give up, with one CI run's stores removed at once, and with `larder
 check` refusing to pass when there is nothing to check.
 
-    python3 Tests/clients/test_reach.py .build/debug/larder
+    python3 Tests/blackbox/test_reach.py .build/debug/larder
 
 The other-user tests run the test side with `setpriv` as `nobody`; they need
 root (as CI machines here have) and are skipped otherwise.
