@@ -48,7 +48,7 @@ let package = Package(
         .testTarget(name: "LarderCoreTests", dependencies: ["LarderCore", "SQLite", "FileSystem", "TestSupport"]),
         .testTarget(name: "ZipTests", dependencies: ["Zip", "TestSupport"]),
         .testTarget(name: "FileSystemTests", dependencies: ["FileSystem"]),
-        .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "MicroHTTP", "LarderCore", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "MicroHTTP", "LarderCore", "SQLite", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderXCTest", "SQLite", "TestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["LarderServer", "LarderCore", "SQLite", "Digest", "FileSystem", "TestSupport"]),
     ],

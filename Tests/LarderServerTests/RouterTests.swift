@@ -1,6 +1,7 @@
 import Foundation
 @testable import LarderCore
 import MicroHTTP
+import SQLite
 @testable import LarderServer
 import XCTest
 
@@ -123,5 +124,29 @@ final class RouterTests: XCTestCase {
                 XCTAssertEqual(answer.1?["error"]?["details"]?["parameter"]?.stringValue, "surprise", "\(method) \(route)")
             }
         }
+    }
+
+    /// Each answer object's encoding keeps to the schema beside it: no member
+    /// the schema does not name, none it requires left out.
+    func testAnswersKeepToTheirSchemas() throws {
+        func check(_ answer: JSONValue?, _ schema: JSONValue, _ what: String) {
+            let members = Set((answer?.objectMembers ?? []).map(\.0))
+            let named = Set((schema["properties"]?.objectMembers ?? []).map(\.0))
+            let required = Set((schema["required"]?.arrayValue ?? []).compactMap(\.stringValue))
+            XCTAssertFalse(members.isEmpty, what)
+            XCTAssertEqual(members.subtracting(named), [], "\(what): not in the schema")
+            XCTAssertEqual(required.subtracting(members), [], "\(what): required but missing")
+        }
+        let created = call("POST", "/stores", body: #"{"template": "gallery"}"#)
+        XCTAssertEqual(created.0, 201)
+        check(created.1, StoreAnswer.schema, "a store")
+        let claimed = call("POST", "/builds", body: #"{"key": "answers"}"#)
+        XCTAssertEqual(claimed.0, 201)
+        check(claimed.1, BuildAnswer.schema, "a build under way")
+        let path = try XCTUnwrap(claimed.1?["path"]?.stringValue)
+        try Connection(path: path, mode: .readWrite).execute("CREATE TABLE t (x)")
+        let finished = call("POST", "/builds/answers/finish")
+        XCTAssertEqual(finished.0, 200)
+        check(finished.1, BuildAnswer.schema, "a ready build")
     }
 }

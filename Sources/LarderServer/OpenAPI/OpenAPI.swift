@@ -228,8 +228,6 @@ enum OpenAPI {
     static let storeID: JSONValue = ["type": "string", "pattern": "^[A-Za-z0-9_-]+$"]
     static let buildKey: JSONValue = ["type": "string", "pattern": "^[A-Za-z0-9._-]{1,128}$"]
     static let nonNegative: JSONValue = ["type": "integer", "minimum": 0]
-    /// The members of a store's `links`.
-    static let storeLinks = ["self", "artifact", "database", "counts", "query", "migrate", "migrations", "fixtures", "schema"]
     /// What `/templates` and `/templates/{name}` both say of a template.
     static let templateFields: [(String, JSONValue)] = [
         ("name", templateName), ("format", ["type": "string", "enum": .array(MigrationFormat.names.map { .string($0) })]),
@@ -288,14 +286,7 @@ enum OpenAPI {
             ], required: ["sql"], extra: [("examples", [["sql": "SELECT name FROM sqlite_schema WHERE type = ?", "params": ["table"], "max_rows": 100]])])),
             ("Health", answer([("status", ["type": "string", "enum": ["ok"]]), ("version", string), ("sqlite_version", string),
                                ("stores", nonNegative), ("started_at", time)])),
-            ("Store", answer([
-                ("id", ["type": "string", "pattern": "^st_[0-9a-f]{32}$"]),
-                ("path", ["type": "string", "description": "The live SQLite file, under --client-root when set: open it with your own driver."]),
-                ("template", nullableString), ("version", nullableString), ("snapshot", nullableString), ("fixtures", strings),
-                ("build", nullableString), ("label", nullableString), ("counts", counts), ("created_at", time), ("expires_at", time),
-                ("keep", boolean), ("size_bytes", nonNegative),
-                ("links", answer(storeLinks.map { ($0, ["type": "string", "format": "uri"]) })),
-            ])),
+            ("Store", StoreAnswer.schema),
             ("StoreList", answer([("stores", ["type": "array", "items": ref("Store")]), ("next_cursor", nullableString)])),
             ("TemplateSummary", answer(templateFields)),
             ("TemplateList", answer([("templates", ["type": "array", "items": ref("TemplateSummary")])])),
@@ -350,12 +341,7 @@ enum OpenAPI {
                 ("version", string), ("name", string), ("state", ["type": "string", "enum": ["applied", "pending"]])])])])),
             ("CreateBuild", object([("key", buildKey), ("label", label)], required: ["key"],
                                    extra: [("examples", [["key": "django-3f2a9c", "label": "ci-4711"]])])),
-            ("Build", ["type": "object", "required": ["key", "state", "label", "links"], "properties": [
-                "key": buildKey, "state": ["type": "string", "enum": ["building", "ready"]], "label": nullableString,
-                "path": ["type": "string", "description": "The builder's file (201 only), under --client-root when set."],
-                "started_at": time, "expires_at": time, "finished_at": time, "version": nullableString, "counts": counts,
-                "size_bytes": nonNegative, "links": answer([("self", ["type": "string", "format": "uri"])]),
-            ]]),
+            ("Build", BuildAnswer.schema),
             ("BuildList", answer([("builds", ["type": "array", "items": ref("Build")])])),
             ("CheckResult", answer([
                 ("template", string), ("kind", ["type": "string", "enum": ["snapshot", "round_trip"]]), ("snapshot", nullableString), ("from_version", nullableString), ("to_version", nullableString),

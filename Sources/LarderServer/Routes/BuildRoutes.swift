@@ -12,9 +12,9 @@ enum BuildRoutes {
         let label = try body.string("label")
         // Making the builder's empty file is a few file calls: on the pool.
         switch try s.builds.claim(key: key, label: label) {
-        case .build(let info): return .now(json(201, render(s, info)))
-        case .building(let info): return .now(json(202, render(s, info)))
-        case .ready(let info): return .now(json(200, render(s, info)))
+        case .build(let info): return .now(json(201, BuildAnswer.json(s, info)))
+        case .building(let info): return .now(json(202, BuildAnswer.json(s, info)))
+        case .ready(let info): return .now(json(200, BuildAnswer.json(s, info)))
         }
     }
 
@@ -23,7 +23,7 @@ enum BuildRoutes {
         let s = c.services, key = c["key"]
         _ = try JSONBody(request, allowed: [])
         try Builds.check(key: key)
-        return .later { json(200, render(s, try s.builds.finish(key))) }
+        return .later { json(200, BuildAnswer.json(s, try s.builds.finish(key))) }
     }
 
     static func discard(_ request: Request, _ c: RouteContext) throws -> Outcome {
@@ -33,7 +33,7 @@ enum BuildRoutes {
 
     static func list(_ request: Request, _ c: RouteContext) throws -> Outcome {
         let s = c.services
-        return .now(json(200, ["builds": .array(s.builds.list().map { render(s, $0) })]))
+        return .now(json(200, ["builds": .array(s.builds.list().map { BuildAnswer.json(s, $0) })]))
     }
 
     /// `GET /builds/{key}`; with `?wait=ready&timeout_ms=N` a long poll that
@@ -44,17 +44,17 @@ enum BuildRoutes {
         let info = try s.builds.info(key)
         guard let wait = request.queryValue("wait") else {
             if request.queryValue("timeout_ms") != nil { throw LarderError.badRequest("'timeout_ms' goes with 'wait'") }
-            return .now(json(200, render(s, info)))
+            return .now(json(200, BuildAnswer.json(s, info)))
         }
         guard wait == "ready" else { throw LarderError.badRequest("'wait' can only be 'ready', not '\(wait)'") }
         let timeout = try request.waitTimeoutMs(s.configuration)
-        guard info.state == .building else { return .now(json(200, render(s, info))) }
+        guard info.state == .building else { return .now(json(200, BuildAnswer.json(s, info))) }
         return .whenReady { respond in
             s.builds.whenReady(key, timeoutMs: timeout) { result in
                 respond(Result {
                     do {
                         _ = try result.get()
-                        return json(200, render(s, try s.builds.info(key)))
+                        return json(200, BuildAnswer.json(s, try s.builds.info(key)))
                     } catch {
                         throw LarderError.classify(error) ?? Builds.unknown(key)
                     }
@@ -71,7 +71,7 @@ enum BuildRoutes {
         try Builds.check(key: key)
         let make: @Sendable (TemplateCache.Entry) throws -> Response = { entry in
             let (store, provenance) = try s.provisioner.create(build: key, entry: entry, label: label, ttlSeconds: ttlSeconds)
-            return json(201, try StoreRoutes.render(s, store, counts: provenance.counts))
+            return json(201, try StoreAnswer.json(s, store, counts: provenance.counts))
         }
         if !s.builds.isBuilding(key) { return .now(try make(try s.builds.entry(key))) }
         let timeout = timeoutMs ?? s.configuration.defaultWaitTimeoutMs
@@ -86,21 +86,5 @@ enum BuildRoutes {
                 }
             }
         }
-    }
-
-    /// The contract's build object.
-    static func render(_ s: Services, _ info: Builds.Info) -> JSONValue {
-        var members: [(String, JSONValue)] = [("key", .string(info.key)), ("state", .string(info.state.rawValue)), ("label", JSONValue(info.label))]
-        if let path = info.path { members.append(("path", .string(s.registry.clientPath(path)))) }
-        if let started = info.startedAt { members.append(("started_at", .string(started.rfc3339))) }
-        if let expires = info.expiresAt { members.append(("expires_at", .string(expires.rfc3339))) }
-        if let finished = info.finishedAt { members.append(("finished_at", .string(finished.rfc3339))) }
-        if info.state == .ready {
-            members.append(("version", JSONValue(info.version)))
-            members.append(("counts", JSONValue(counts: info.counts ?? [])))
-            members.append(("size_bytes", .int(info.sizeBytes ?? 0)))
-        }
-        members.append(("links", ["self": .string(s.base + "/builds/" + info.key)]))
-        return .object(members)
     }
 }

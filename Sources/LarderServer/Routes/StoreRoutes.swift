@@ -7,7 +7,7 @@ enum StoreRoutes {
     static func create(_ request: Request, _ c: RouteContext) throws -> Outcome {
         let s = c.services
         let (creation, label, ttl) = try StoreCreation.read(request, s.configuration)
-        let made: @Sendable ((Store, Provenance)) throws -> Response = { json(201, try render(s, $0.0, counts: $0.1.counts)) }
+        let made: @Sendable ((Store, Provenance)) throws -> Response = { json(201, try StoreAnswer.json(s, $0.0, counts: $0.1.counts)) }
         switch creation {
         case .upload(let upload, let spooled, let template, let version):
             // The spooled file is kept alive by this closure until the store has it.
@@ -43,7 +43,7 @@ enum StoreRoutes {
         return .later {
             var items: [JSONValue] = []
             for store in page.stores {
-                do { items.append(try render(s, store, counts: store.lastCounts)) } catch let error as LarderError where error.code == .storeNotFound {}
+                do { items.append(try StoreAnswer.json(s, store, counts: store.lastCounts)) } catch let error as LarderError where error.code == .storeNotFound {}
             }
             return json(200, .object([("stores", .array(items)), ("next_cursor", JSONValue(page.nextCursor))]))
         }
@@ -62,7 +62,7 @@ enum StoreRoutes {
     static func show(_ request: Request, _ c: RouteContext) throws -> Outcome {
         let s = c.services, id = c["id"]
         // Counts read the store, which its test may hold locked: off the pool threads.
-        return .later { json(200, try render(s, try s.registry.get(id), counts: nil)) }
+        return .later { json(200, try StoreAnswer.json(s, try s.registry.get(id), counts: nil)) }
     }
 
     static func patch(_ request: Request, _ c: RouteContext) throws -> Outcome {
@@ -73,7 +73,7 @@ enum StoreRoutes {
         patch.ttlSeconds = try body.int("ttl_seconds", in: StoreRecord.ttlSeconds)
         if body.has("label") { patch.label = .some(try body.string("label")) }
         let change = patch
-        return .later { json(200, try render(s, try s.registry.update(id, change), counts: nil)) }
+        return .later { json(200, try StoreAnswer.json(s, try s.registry.update(id, change), counts: nil)) }
     }
 
     /// `POST /stores/{id}/reset`: back to the creation state, in place.
@@ -82,37 +82,12 @@ enum StoreRoutes {
         _ = try JSONBody(request, allowed: [])
         return .later {
             let store = try s.editor.reset(id)
-            return json(200, try render(s, store, counts: store.lastCounts))
+            return json(200, try StoreAnswer.json(s, store, counts: store.lastCounts))
         }
     }
 
     static func delete(_ request: Request, _ c: RouteContext) throws -> Outcome {
         try c.services.registry.delete(c["id"])
         return .now(Response(status: 204))
-    }
-
-    /// The contract's store object. Counts are read live unless the caller
-    /// already knows them; a store whose test broke its file is still shown
-    /// (and can be kept, to look at), with the counts Larder last read.
-    static func render(_ s: Services, _ store: Store, counts known: [(String, Int64)]?) throws -> JSONValue {
-        let record = store.record
-        let counts: [(String, Int64)]
-        do {
-            counts = try known ?? store.counts()
-        } catch where Store.isDamage(error) {
-            counts = store.lastCounts ?? []
-        }
-        let base = s.base + "/stores/" + record.id
-        let links: JSONValue = .object(OpenAPI.storeLinks.map {
-            ($0, .string($0 == "self" ? base : base + "/" + $0))
-        })
-        return .object([
-            ("id", .string(record.id)), ("path", .string(s.registry.clientPath(store.databasePath))),
-            ("template", JSONValue(record.template)), ("version", JSONValue(record.version)),
-            ("snapshot", JSONValue(record.snapshot)), ("fixtures", JSONValue(record.fixtures)), ("build", JSONValue(record.build)),
-            ("label", JSONValue(record.label)), ("counts", JSONValue(counts: counts)),
-            ("created_at", .string(record.createdAt.rfc3339)), ("expires_at", .string(record.expiresAt.rfc3339)),
-            ("keep", .bool(record.keep)), ("size_bytes", .int(store.sizeBytes)), ("links", links),
-        ])
     }
 }

@@ -1,0 +1,41 @@
+import LarderCore
+
+/// The contract's store object (`POST /stores`, `GET /stores/{id}`, the
+/// listing, PATCH, reset): its encoding and its OpenAPI schema side by side,
+/// so that one cannot change without the other in view.
+enum StoreAnswer {
+    /// The members of a store's `links`.
+    static let links = ["self", "artifact", "database", "counts", "query", "migrate", "migrations", "fixtures", "schema"]
+
+    static let schema: JSONValue = OpenAPI.answer([
+        ("id", ["type": "string", "pattern": "^st_[0-9a-f]{32}$"]),
+        ("path", ["type": "string", "description": "The live SQLite file, under --client-root when set: open it with your own driver."]),
+        ("template", OpenAPI.nullableString), ("version", OpenAPI.nullableString), ("snapshot", OpenAPI.nullableString),
+        ("fixtures", OpenAPI.strings), ("build", OpenAPI.nullableString), ("label", OpenAPI.nullableString), ("counts", OpenAPI.counts),
+        ("created_at", OpenAPI.time), ("expires_at", OpenAPI.time), ("keep", OpenAPI.boolean), ("size_bytes", OpenAPI.nonNegative),
+        ("links", OpenAPI.answer(links.map { ($0, ["type": "string", "format": "uri"]) })),
+    ])
+
+    /// Counts are read live unless the caller already knows them; a store
+    /// whose test broke its file is still shown (and can be kept, to look
+    /// at), with the counts Larder last read.
+    static func json(_ s: Services, _ store: Store, counts known: [(String, Int64)]?) throws -> JSONValue {
+        let record = store.record
+        let counts: [(String, Int64)]
+        do {
+            counts = try known ?? store.counts()
+        } catch where Store.isDamage(error) {
+            counts = store.lastCounts ?? []
+        }
+        let base = s.base + "/stores/" + record.id
+        return .object([
+            ("id", .string(record.id)), ("path", .string(s.registry.clientPath(store.databasePath))),
+            ("template", JSONValue(record.template)), ("version", JSONValue(record.version)),
+            ("snapshot", JSONValue(record.snapshot)), ("fixtures", JSONValue(record.fixtures)), ("build", JSONValue(record.build)),
+            ("label", JSONValue(record.label)), ("counts", JSONValue(counts: counts)),
+            ("created_at", .string(record.createdAt.rfc3339)), ("expires_at", .string(record.expiresAt.rfc3339)),
+            ("keep", .bool(record.keep)), ("size_bytes", .int(store.sizeBytes)),
+            ("links", .object(links.map { ($0, .string($0 == "self" ? base : base + "/" + $0)) })),
+        ])
+    }
+}
