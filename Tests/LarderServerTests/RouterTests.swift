@@ -148,5 +148,13 @@ final class RouterTests: XCTestCase {
         let finished = call("POST", "/builds/answers/finish")
         XCTAssertEqual(finished.0, 200)
         check(finished.1, BuildAnswer.schema, "a ready build")
+        for name in ["gallery", "boardgames"] {
+            let template = call("GET", "/templates/" + name)
+            XCTAssertEqual(template.0, 200, name)
+            check(template.1, TemplateAnswer.schema, "template " + name)
+        }
+        for summary in call("GET", "/templates").1?["templates"]?.arrayValue ?? [] {
+            check(summary, TemplateAnswer.summarySchema, "a template's summary")
+        }
     }
 }

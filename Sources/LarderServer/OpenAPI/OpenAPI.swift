@@ -228,11 +228,6 @@ enum OpenAPI {
     static let storeID: JSONValue = ["type": "string", "pattern": "^[A-Za-z0-9_-]+$"]
     static let buildKey: JSONValue = ["type": "string", "pattern": "^[A-Za-z0-9._-]{1,128}$"]
     static let nonNegative: JSONValue = ["type": "integer", "minimum": 0]
-    /// What `/templates` and `/templates/{name}` both say of a template.
-    static let templateFields: [(String, JSONValue)] = [
-        ("name", templateName), ("format", ["type": "string", "enum": .array(MigrationFormat.names.map { .string($0) })]),
-        ("versions", strings), ("latest", nullableString), ("fixtures", strings), ("default_fixtures", strings), ("snapshots", strings),
-    ]
     /// A view or a trigger: its name, its table and its SQL.
     static let schemaObject = answer([("name", string), ("table", string), ("sql", nullableString)])
     static func ref(_ name: String) -> JSONValue { ["$ref": .string("#/components/schemas/\(name)")] }
@@ -288,11 +283,9 @@ enum OpenAPI {
                                ("stores", nonNegative), ("started_at", time)])),
             ("Store", StoreAnswer.schema),
             ("StoreList", answer([("stores", ["type": "array", "items": ref("Store")]), ("next_cursor", nullableString)])),
-            ("TemplateSummary", answer(templateFields)),
+            ("TemplateSummary", TemplateAnswer.summarySchema),
             ("TemplateList", answer([("templates", ["type": "array", "items": ref("TemplateSummary")])])),
-            ("Template", answer(templateFields + [("migrations", ["type": "array", "items": answer([
-                ("version", string), ("name", string), ("file", string), ("checksum", ["type": "string", "pattern": "^[0-9a-f]{64}$"]),
-                ("down", boolean), ("transaction", boolean)])])])),
+            ("Template", TemplateAnswer.schema),
             ("Counts", answer([("counts", counts)])),
             ("Schema", answer([
                 ("tables", ["type": "array", "items": answer([
