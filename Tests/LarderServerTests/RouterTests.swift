@@ -157,4 +157,22 @@ final class RouterTests: XCTestCase {
             check(summary, TemplateAnswer.summarySchema, "a template's summary")
         }
     }
+
+    /// A 400 that depends on state rather than on the request's shape says
+    /// why in `details.reason`, for programs (the schemathesis checks read it).
+    func testStateDependentRefusalsNameTheirReason() {
+        func reason(_ answer: (Int, JSONValue?)) -> String? {
+            XCTAssertEqual(answer.0, 400)
+            return answer.1?["error"]?["details"]?["reason"]?.stringValue
+        }
+        XCTAssertEqual(reason(call("DELETE", "/stores")), "no_selector")
+        XCTAssertEqual(reason(call("POST", "/stores", body: #"{"label": "\#(String(repeating: "é", count: 200))"}"#)), "label_too_long")
+        let empty = call("POST", "/stores", body: "{}").1?["id"]?.stringValue ?? ""
+        XCTAssertEqual(reason(call("GET", "/stores/\(empty)/counts", query: [("timeout_ms", "5")])), "timeout_without_wait")
+        XCTAssertEqual(reason(call("GET", "/stores/\(empty)/counts", query: [("tables", "nope")])), "unknown_table")
+        XCTAssertEqual(reason(call("GET", "/stores/\(empty)/migrations")), "no_template")
+        XCTAssertEqual(reason(call("POST", "/stores/\(empty)/query", body: #"{"sql": "SELECT 1; SELECT 2"}"#)), "not_one_statement")
+        XCTAssertEqual(reason(call("POST", "/stores/\(empty)/query", body: #"{"sql": "SELECT ?", "params": []}"#)), "params_mismatch")
+        XCTAssertNil(reason(call("POST", "/stores/\(empty)/query", body: #"{"sql": "SELECT 1\u0000"}"#)), "a NUL is the request's shape")
+    }
 }

@@ -27,7 +27,7 @@ extension Inspector {
                                textBytes: Int) throws -> (counts: [(String, Int64)], previews: [Preview]) {
         let counts = try Inspector.counts(db)
         if let chosen, !counts.contains(where: { $0.0 == chosen }) {
-            throw LarderError(.badRequest, "no table '\(chosen)' in this store", details: [("table", .string(chosen))])
+            throw LarderError.badRequest("no table '\(chosen)' in this store", reason: .unknownTable, details: [("table", .string(chosen))])
         }
         let previews = try counts.prefix(tables).map { name, _ in
             let skip = name == chosen ? offset : 0

@@ -27,7 +27,7 @@ public enum Inspector {
             // Bookkeeping tables are left out of every count but those that name them.
             let known = Set(all), bookkeeping = bookkeepingTables
             if let unknown = try tables.first(where: { try !known.contains($0) && !(bookkeeping.contains($0) && Bookkeeping.tableExists(db, $0)) }) {
-                throw LarderError(.badRequest, "no table '\(unknown)' in this store (counts leave out sqlite_ tables, and migration bookkeeping unless named)",
+                throw LarderError.badRequest("no table '\(unknown)' in this store (counts leave out sqlite_ tables, and migration bookkeeping unless named)", reason: .unknownTable,
                                   details: [("table", .string(unknown)), ("tables", JSONValue(all))])
             }
             names = tables

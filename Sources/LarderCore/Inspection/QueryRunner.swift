@@ -71,7 +71,9 @@ public enum QueryRunner {
                                   details: [("refused", .string(what)), ("statement", .string(sql))])
             }
             if error.code == 21 /* SQLITE_MISUSE: the wrapper's own "more than one statement", "a NUL character" */ {
-                throw LarderError(.badRequest, error.message, details: [("statement", .string(sql))])
+                // A NUL is the request's own shape; the rest is what the SQL says.
+                if sql.utf8.contains(0) { throw LarderError(.badRequest, error.message, details: [("statement", .string(sql))]) }
+                throw LarderError.badRequest(error.message, reason: .notOneStatement, details: [("statement", .string(sql))])
             }
             throw LarderError.sqlite(error, as: .sqlError, "SQLite refused the query")
         }
@@ -102,22 +104,22 @@ public enum QueryRunner {
 
     static func bind(_ statement: Statement, _ parameters: JSONValue?) throws {
         guard let parameters, !parameters.isNull else {
-            if statement.parameterCount > 0 { throw LarderError.badRequest("the statement has \(statement.parameterCount) parameter(s) and 'params' is missing") }
+            if statement.parameterCount > 0 { throw LarderError.badRequest("the statement has \(statement.parameterCount) parameter(s) and 'params' is missing", reason: .paramsMismatch) }
             return
         }
         if let list = parameters.arrayValue {
             guard list.count == statement.parameterCount else {
-                throw LarderError.badRequest("the statement has \(statement.parameterCount) parameter(s); 'params' has \(list.count)")
+                throw LarderError.badRequest("the statement has \(statement.parameterCount) parameter(s); 'params' has \(list.count)", reason: .paramsMismatch)
             }
             try statement.bind(list.map(RowInserter.sqliteValue))
         } else if let named = parameters.objectMembers {
             let values = Dictionary(named, uniquingKeysWith: { a, _ in a })
             for index in 1...max(statement.parameterCount, 1) where index <= statement.parameterCount {
                 guard let name = statement.parameterName(index) else {
-                    throw LarderError.badRequest("positional '?' parameters need 'params' as an array")
+                    throw LarderError.badRequest("positional '?' parameters need 'params' as an array", reason: .paramsMismatch)
                 }
                 let bare = String(name.dropFirst())
-                guard let value = values[bare] ?? values[name] else { throw LarderError.badRequest("no value for parameter '\(name)' in 'params'") }
+                guard let value = values[bare] ?? values[name] else { throw LarderError.badRequest("no value for parameter '\(name)' in 'params'", reason: .paramsMismatch) }
                 try statement.bind(RowInserter.sqliteValue(value), at: index)
             }
         } else {

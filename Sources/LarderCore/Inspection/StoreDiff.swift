@@ -84,7 +84,7 @@ public enum StoreDiff {
             // SQLite's names are case-insensitive (ASCII), and so is the filter.
             let byName = Dictionary(names.map { ($0.lowercased(), $0) }, uniquingKeysWith: { a, _ in a })
             if let unknown = wanted.first(where: { byName[$0.lowercased()] == nil }) {
-                throw LarderError(.badRequest, "no table '\(unknown)' in this store or its base",
+                throw LarderError.badRequest("no table '\(unknown)' in this store or its base", reason: .unknownTable,
                                   details: [("table", .string(unknown)), ("tables", JSONValue(names))])
             }
             let chosen = Set(wanted.compactMap { byName[$0.lowercased()] })

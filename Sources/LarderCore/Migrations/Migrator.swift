@@ -91,8 +91,9 @@ public struct Migrator {
         if !rollback.isEmpty {
             guard rollback.allSatisfy({ $0.down != nil }) else {
                 let missing = rollback.first { $0.down == nil }!
-                throw LarderError(.badRequest, "cannot go down from \(current ?? "none") to \(target ?? "nothing"): \(missing.file) has no down migration",
-                                  details: [("from", JSONValue(current)), ("to", JSONValue(target)), ("migration", .string(missing.file))])
+                throw LarderError.badRequest("cannot go down from \(current ?? "none") to \(target ?? "nothing"): \(missing.file) has no down migration",
+                                             reason: .noDownMigration,
+                                             details: [("from", JSONValue(current)), ("to", JSONValue(target)), ("migration", .string(missing.file))])
             }
             for m in rollback {
                 let previous = set.migrations.last { applied.contains($0.version) && VersionOrder.less($0.version, m.version) }?.version

@@ -161,7 +161,7 @@ public final class Provisioner: Sendable {
         var fixtures: [DataFixture] = []
         if let names, !names.isEmpty {
             guard let name = origin.template else {
-                throw LarderError.badRequest("store '\(sourceID)' was not made from a template, so a fork of it has no named fixtures")
+                throw LarderError.badRequest("store '\(sourceID)' was not made from a template, so a fork of it has no named fixtures", reason: .noTemplate)
             }
             let template = try catalog.template(name)
             fixtures = try names.map { try template.fixture($0) }

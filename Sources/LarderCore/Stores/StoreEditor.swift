@@ -14,7 +14,7 @@ public struct StoreEditor: Sendable {
 
     func template(of store: Store) throws -> Template {
         guard let name = store.record.template else {
-            throw LarderError.badRequest("store '\(store.id)' was not made from a template, so it has no migrations or named fixtures")
+            throw LarderError.badRequest("store '\(store.id)' was not made from a template, so it has no migrations or named fixtures", reason: .noTemplate)
         }
         return try catalog.template(name)
     }

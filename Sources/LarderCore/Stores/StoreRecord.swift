@@ -10,7 +10,7 @@ public struct StoreRecord: Sendable {
     /// A label a client gave, refused when it is longer than `maxLabelBytes`.
     public static func check(label: String?) throws {
         guard let label, label.utf8.count > maxLabelBytes else { return }
-        throw LarderError(.badRequest, "a label is at most \(maxLabelBytes) bytes; this one has \(label.utf8.count)",
+        throw LarderError.badRequest("a label is at most \(maxLabelBytes) bytes; this one has \(label.utf8.count)", reason: .labelTooLong,
                           details: [("label_bytes", .int(Int64(label.utf8.count))), ("max_bytes", .int(Int64(maxLabelBytes)))])
     }
 

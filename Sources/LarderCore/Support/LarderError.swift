@@ -71,6 +71,33 @@ public struct LarderError: Error, CustomStringConvertible, Sendable {
 
     public static func badRequest(_ message: String) -> LarderError { LarderError(.badRequest, message) }
 
+    /// Why a request of a valid shape was refused for what it meets (the
+    /// store, its template, another parameter, the SQL's text): `reason` in
+    /// `details`, for programs, where the message is for people.
+    public enum Reason: String, Sendable {
+        /// The store was not made from a template: no migrations, no named fixtures.
+        case noTemplate = "no_template"
+        /// A migration on the way down has no down part.
+        case noDownMigration = "no_down_migration"
+        /// A table the store (or its base) does not have.
+        case unknownTable = "unknown_table"
+        /// A label longer than 256 bytes (a schema counts characters).
+        case labelTooLong = "label_too_long"
+        /// `timeout_ms` without the `wait` it goes with.
+        case timeoutWithoutWait = "timeout_without_wait"
+        /// `DELETE /stores` saying neither `label` nor `label_prefix`.
+        case noSelector = "no_selector"
+        /// SQL that is not exactly one statement.
+        case notOneStatement = "not_one_statement"
+        /// `params` that do not fit the statement's parameters.
+        case paramsMismatch = "params_mismatch"
+    }
+
+    /// A bad request with its `reason`.
+    public static func badRequest(_ message: String, reason: Reason, details: [(String, JSONValue)] = []) -> LarderError {
+        LarderError(.badRequest, message, details: details + [("reason", .string(reason.rawValue))])
+    }
+
     /// SQLite's refusal of work named by `what`, as `code` (fixture_failed,
     /// sql_error, ...); whatever the work, a full disk is `insufficient_storage`
     /// and a lock held by another connection `conflict`.

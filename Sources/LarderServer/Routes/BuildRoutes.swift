@@ -43,7 +43,7 @@ enum BuildRoutes {
         let s = c.services, key = c["key"]
         let info = try s.builds.info(key)
         guard let wait = request.queryValue("wait") else {
-            if request.queryValue("timeout_ms") != nil { throw LarderError.badRequest("'timeout_ms' goes with 'wait'") }
+            if request.queryValue("timeout_ms") != nil { throw LarderError.badRequest("'timeout_ms' goes with 'wait'", reason: .timeoutWithoutWait) }
             return .now(json(200, BuildAnswer.json(s, info)))
         }
         guard wait == "ready" else { throw LarderError.badRequest("'wait' can only be 'ready', not '\(wait)'") }

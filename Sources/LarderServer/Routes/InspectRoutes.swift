@@ -8,7 +8,7 @@ enum InspectRoutes {
         let store = try s.registry.get(c["id"])
         let tables = request.queryValue("tables").map(names)
         guard let waitText = request.queryValue("wait") else {
-            if request.queryValue("timeout_ms") != nil { throw LarderError.badRequest("'timeout_ms' goes with 'wait'") }
+            if request.queryValue("timeout_ms") != nil { throw LarderError.badRequest("'timeout_ms' goes with 'wait'", reason: .timeoutWithoutWait) }
             return .later { json(200, ["counts": JSONValue(counts: try tables.map { t in try store.withReader { try Inspector.counts($0, tables: t) } } ?? store.counts())]) }
         }
         let conditions = try CountCondition.parseList(waitText)

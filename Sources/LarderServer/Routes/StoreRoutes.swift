@@ -54,7 +54,8 @@ enum StoreRoutes {
         let s = c.services
         let label = request.queryValue("label"), prefix = request.queryValue("label_prefix")
         guard label != nil || prefix != nil, label?.isEmpty != true, prefix?.isEmpty != true else {
-            throw LarderError(.badRequest, "say which stores to delete: 'label' or 'label_prefix' (both: stores matching either), not empty")
+            throw LarderError.badRequest("say which stores to delete: 'label' or 'label_prefix' (both: stores matching either), not empty",
+                                         reason: .noSelector)
         }
         return .later { json(200, ["deleted": .int(Int64(s.registry.deleteAll(label: label, prefix: prefix)))]) }
     }
