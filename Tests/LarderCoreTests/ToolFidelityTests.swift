@@ -69,12 +69,17 @@ final class ToolFidelityTests: XCTestCase {
             ("CREATE TABLE a (x);\n-- +goose Up\n", "unexpected state 0"),
             ("-- +goose Up\n-- +goose Up\n", "duplicate"),
             ("-- +goose Up\n-- +goose StatementBegin\nSELECT 1;\n", "StatementEnd"),
+            // goose substitutes its own process's environment here, which Larder does not have.
+            ("-- +goose Up\n-- +goose ENVSUB ON\nCREATE TABLE a (x DEFAULT '${OWNER}');\n", "ENVSUB ON"),
         ]
         for (text, message) in cases {
             XCTAssertLarderError(.migrationFailed, try self.read(["00001_a.sql": text], scratch, settings: try settings(#"{"format": "goose"}"#).migrations)) {
                 XCTAssertTrue($0.message.contains(message), "\(text) → \($0.message)")
             }
         }
+        // Without a `$` there is nothing to substitute, and after ENVSUB OFF a `$` is text again.
+        let plain = try read(["00001_a.sql": "-- +goose Up\n-- +goose ENVSUB ON\nCREATE TABLE a (x);\n-- +goose ENVSUB OFF\nCREATE TABLE b (x DEFAULT '$5');\n"], scratch)
+        XCTAssertEqual(plain.migrations.count, 1)
     }
 
     // MARK: dbmate
