@@ -48,7 +48,8 @@ extension StoreRegistry {
     /// them, ready copies having given their room back first).
     func reserveSlot(bytes: Int64) throws -> Reservation {
         for attempt in 0..<2 {
-            let others = otherUsage.withLock { $0 }.reduce(Int64(0)) { $0 + $1() } + trash.pendingBytes
+            // Without a quota nothing is counted (a store's hand-out stays a rename).
+            let others = maxDiskBytes > 0 ? otherUsage.withLock { $0 }.reduce(Int64(0)) { $0 + $1() } + trash.pendingBytes : 0
             let outcome = try live.withLock { l -> Int64? in
                 guard l.stores.count + l.reserved < maxStores else {
                     throw LarderError(.quotaExceeded, "the store limit (\(maxStores)) is reached; delete stores or raise --max-stores",
