@@ -177,28 +177,36 @@ public enum StoreDiff {
         /// How the scan names a side's row for its `Lookup`: the rowid, or
         /// (without one) the key columns, which the scan reads anyway.
         func handle(_ shape: Shape, _ alias: String) -> [String] { shape.rowid.map { ["\(alias).\($0)"] } ?? [] }
+        /// Lists `row` when it fits what is left of the budget, its column
+        /// names and escapes counted; a row that does not ends the listing.
+        func list(_ row: JSONValue) {
+            let size = QueryRunner.encodedSize(row)
+            guard size <= budget else { budget = 0; return }
+            budget -= size
+            changes.rows.append(row)
+        }
+        // Each side's rows are read by one set of statements, for both passes.
+        let lookNew = try now.map { try Lookup(db, newTable, $0) }
+        let lookOld = try was.map { try Lookup(db, oldTable, $0) }
 
         // Inserted and updated rows: the store's rows with no match in the
         // base, or whose common columns differ. The scan reads only keys and
         // rowids; the listed rows' values come from lookups, a batch of
         // columns at a time (see `Lookup`).
-        if let now {
+        if let now, let lookNew {
             let key = keyColumns(now, "n")
             var selected = key.sql + handle(now, "n")
             var sql: String
-            var lookOld: Lookup?
             if let was, let join {
                 let common = now.columns.filter(was.columns.contains)
                 let differs = common.map { "n.\(quoteIdentifier($0)) IS NOT o.\(quoteIdentifier($0))" }
                 selected = [present(was, "o")] + selected + handle(was, "o")
                 sql = "SELECT " + selected.joined(separator: ", ") + " FROM \(newTable) AS n LEFT JOIN \(oldTable) AS o ON \(join) WHERE NOT \(present(was, "o"))"
                 if !differs.isEmpty { sql += " OR " + balanced(differs, "OR") }
-                lookOld = try Lookup(db, oldTable, was)
             } else {
                 // Every row is new: count them apart, read only the rows listed.
                 sql = "SELECT " + (["0"] + selected).joined(separator: ", ") + " FROM \(newTable) AS n LIMIT \(limit)"
             }
-            let lookNew = try Lookup(db, newTable, now)
             let statement = try db.prepare(sql)
             let keyStart = 1, handleStart = keyStart + key.names.count
             while try statement.step() {
@@ -218,21 +226,16 @@ public enum StoreDiff {
                     guard let found = try lookOld.object(oldHandle, budget: budget - new.size) else { budget = 0; continue }
                     old = found.object
                 }
-                let row: JSONValue = .object([
+                list(.object([
                     ("op", .string(matched ? "update" : "insert")),
                     ("key", .object(zip(key.names, keys).map { ($0, QueryRunner.json($1)) })),
                     ("old", old), ("new", new.object),
-                ])
-                // The row as written, its column names and escapes counted.
-                let size = QueryRunner.encodedSize(row)
-                guard size <= budget else { budget = 0; continue }
-                budget -= size
-                changes.rows.append(row)
+                ]))
             }
             if was == nil || join == nil { changes.inserted = try count(db, newTable) }
         }
         // Deleted rows: the base's rows with no match in the store.
-        if let was {
+        if let was, let lookOld {
             let key = keyColumns(was, "o")
             var sql = "SELECT " + (key.sql + handle(was, "o")).joined(separator: ", ") + " FROM \(oldTable) AS o"
             if let now, let join {
@@ -240,21 +243,16 @@ public enum StoreDiff {
             } else {
                 sql += " LIMIT \(limit)"
             }
-            let lookOld = try Lookup(db, oldTable, was)
             let statement = try db.prepare(sql)
             while try statement.step() {
                 changes.deleted += 1
                 guard changes.rows.count < limit, budget > 0 else { if join == nil { break } else { continue } }
                 let keys = (0..<key.names.count).map { statement.column($0) }
                 guard let old = try lookOld.object(was.rowid == nil ? keys : [statement.column(key.names.count)], budget: budget) else { budget = 0; continue }
-                let row: JSONValue = .object([
+                list(.object([
                     ("op", .string("delete")), ("key", .object(zip(key.names, keys).map { ($0, QueryRunner.json($1)) })),
                     ("old", old.object), ("new", .null),
-                ])
-                let size = QueryRunner.encodedSize(row)
-                guard size <= budget else { budget = 0; continue }
-                budget -= size
-                changes.rows.append(row)
+                ]))
             }
             if now == nil || join == nil { changes.deleted = try count(db, oldTable) }
         }
