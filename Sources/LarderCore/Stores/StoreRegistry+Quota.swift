@@ -13,8 +13,14 @@ extension StoreRegistry {
 
     /// Bytes counted against the quota now.
     public var usedBytes: Int64 {
-        let others = otherUsage.withLock { $0 }.reduce(Int64(0)) { $0 + $1() }
-        return live.withLock { $0.diskBytes + $0.readyBytes + $0.reservedBytes } + trash.pendingBytes + others
+        live.withLock { $0.diskBytes + $0.readyBytes + $0.reservedBytes } + usageOutsideTheLedger
+    }
+
+    /// What counts but is not kept in `live`: the trash, and what the
+    /// `countAgainstQuota` closures answer (builds under way). Read outside
+    /// `live`'s lock (the closures take locks of their own).
+    private var usageOutsideTheLedger: Int64 {
+        otherUsage.withLock { $0 }.reduce(trash.pendingBytes) { $0 + $1() }
     }
 
     /// Counts what `usage` answers against the quota (builds under way).
@@ -49,7 +55,7 @@ extension StoreRegistry {
     func reserveSlot(bytes: Int64) throws -> Reservation {
         for attempt in 0..<2 {
             // Without a quota nothing is counted (a store's hand-out stays a rename).
-            let others = maxDiskBytes > 0 ? otherUsage.withLock { $0 }.reduce(Int64(0)) { $0 + $1() } + trash.pendingBytes : 0
+            let others = maxDiskBytes > 0 ? usageOutsideTheLedger : 0
             let outcome = try live.withLock { l -> Int64? in
                 guard l.stores.count + l.reserved < maxStores else {
                     throw LarderError(.quotaExceeded, "the store limit (\(maxStores)) is reached; delete stores or raise --max-stores",

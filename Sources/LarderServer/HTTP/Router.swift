@@ -68,6 +68,8 @@ final class Router: Sendable {
             answered.addHeader("X-Request-Id", requestID)
             return answered
         }
+        // Every error, whenever it comes, becomes the contract's body here.
+        let failed: @Sendable (Error) -> Response = { errorResponse(larderError($0, requestID: requestID, logger: logger)) }
         do {
             // Who may ask comes before what exists: no probing of routes
             // without the token, or from a foreign web page.
@@ -105,7 +107,7 @@ final class Router: Sendable {
                 return .later { responder in
                     pool.submit(lane: lane) {
                         let response: Response
-                        do { response = try work() } catch { response = errorResponse(larderError(error, requestID: requestID, logger: logger)) }
+                        do { response = try work() } catch { response = failed(error) }
                         responder.send(finish(routeName, response))
                     }
                 }
@@ -116,7 +118,7 @@ final class Router: Sendable {
                         let response: Response
                         switch result {
                         case .success(let answer): response = answer
-                        case .failure(let error): response = errorResponse(larderError(error, requestID: requestID, logger: logger))
+                        case .failure(let error): response = failed(error)
                         }
                         responder.send(finish(routeName, response))
                     }
@@ -128,7 +130,7 @@ final class Router: Sendable {
                 }
             }
         } catch {
-            return .now(finish(name, errorResponse(larderError(error, requestID: requestID, logger: logger))))
+            return .now(finish(name, failed(error)))
         }
     }
 
