@@ -100,6 +100,18 @@ final class RouterTests: XCTestCase {
         XCTAssertEqual(routed.subtracting(documented).sorted(), [], "routed but not described")
         XCTAssertTrue(routed.contains("GET /stores/{id}/artifact"))
 
+        // Every object the document names is among its components, and every component is named.
+        let components = Set((page?["components"]?["schemas"]?.objectMembers ?? []).map(\.0))
+        var named = Set<String>()
+        func collect(_ value: JSONValue?) {
+            if let ref = value?["$ref"]?.stringValue { named.insert(String(ref.dropFirst("#/components/schemas/".count))) }
+            value?.objectMembers?.forEach { collect($0.1) }
+            value?.arrayValue?.forEach { collect($0) }
+        }
+        collect(page)
+        XCTAssertEqual(named.subtracting(components).sorted(), [], "named but not described")
+        XCTAssertEqual(components.subtracting(named).sorted(), [], "described but never named")
+
         // The query names the router lets through are the ones described.
         for (path, item) in page?["paths"]?.objectMembers ?? [] {
             for (method, operation) in item.objectMembers ?? [] {
@@ -155,6 +167,28 @@ final class RouterTests: XCTestCase {
         }
         for summary in call("GET", "/templates").1?["templates"]?.arrayValue ?? [] {
             check(summary, TemplateAnswer.summarySchema, "a template's summary")
+        }
+
+        // Every other JSON answer against the object its route table entry names.
+        let table = Routes.table(Configuration())
+        let id = try XCTUnwrap(created.1?["id"]?.stringValue)
+        for (method, route, path, body) in [
+            ("GET", "/health", "/health", ""), ("GET", "/templates/{name}", "/templates/gallery", ""),
+            ("GET", "/stores", "/stores", ""), ("POST", "/stores/{id}/fixtures", "/stores/\(id)/fixtures", #"{"fixtures": ["artists"]}"#),
+            ("GET", "/stores/{id}/counts", "/stores/\(id)/counts", ""), ("GET", "/stores/{id}/schema", "/stores/\(id)/schema", ""),
+            ("GET", "/stores/{id}/diff", "/stores/\(id)/diff", ""), ("POST", "/stores/{id}/query", "/stores/\(id)/query", #"{"sql": "SELECT 1 AS one"}"#),
+            ("GET", "/stores/{id}/migrations", "/stores/\(id)/migrations", ""), ("POST", "/stores/{id}/migrate", "/stores/\(id)/migrate", "{}"),
+            ("GET", "/builds", "/builds", ""), ("GET", "/checks/migrations", "/checks/migrations", ""),
+            ("DELETE", "/stores", "/stores?label=none", ""),
+        ] {
+            let op = try XCTUnwrap(table.first { $0.method == method && $0.path == route }, "\(method) \(route)")
+            let object = try XCTUnwrap(op.answer, "\(method) \(route) names no answer")
+            let parts = path.split(separator: "?", maxSplits: 1)
+            let query: [(String, String)] = parts.count > 1 ? parts[1].split(separator: "&").map { pair in
+                let kv = pair.split(separator: "=", maxSplits: 1); return (String(kv[0]), String(kv[1])) } : []
+            let answer = call(method, String(parts[0]), query: query, body: body)
+            XCTAssertTrue([200, 422].contains(answer.0), "\(method) \(path): \(answer.0)")
+            check(answer.1, object.schema(Configuration()), "\(method) \(route)")
         }
     }
 

@@ -10,6 +10,11 @@ enum BuildAnswer {
         "counts": OpenAPI.counts, "size_bytes": OpenAPI.nonNegative, "links": OpenAPI.answer([("self", ["type": "string", "format": "uri"])]),
     ]]
 
+    static let object = ContractObject("Build", schema)
+    static let listObject = ContractObject("BuildList", refers: [object], OpenAPI.answer([("builds", ["type": "array", "items": object.ref])]))
+
+    static func list(_ builds: [JSONValue]) -> JSONValue { ["builds": .array(builds)] }
+
     /// A build under way says where to build (to its claimer) and until when;
     /// a ready one what it holds.
     static func json(_ s: Services, _ info: Builds.Info) -> JSONValue {

@@ -16,6 +16,18 @@ enum StoreAnswer {
         ("links", OpenAPI.answer(links.map { ($0, ["type": "string", "format": "uri"]) })),
     ])
 
+    static let object = ContractObject("Store", schema)
+    static let listObject = ContractObject("StoreList", refers: [object], OpenAPI.answer([
+        ("stores", ["type": "array", "items": object.ref]), ("next_cursor", OpenAPI.nullableString),
+    ]))
+    static let deletedObject = ContractObject("Deleted", OpenAPI.answer([("deleted", OpenAPI.nonNegative)]))
+
+    static func list(_ stores: [JSONValue], next: String?) -> JSONValue {
+        .object([("stores", .array(stores)), ("next_cursor", JSONValue(next))])
+    }
+
+    static func deleted(_ count: Int) -> JSONValue { ["deleted": .int(Int64(count))] }
+
     /// Counts are read live unless the caller already knows them; a store
     /// whose test broke its file is still shown (and can be kept, to look
     /// at), with the counts Larder last read.

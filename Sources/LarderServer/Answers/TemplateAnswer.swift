@@ -34,6 +34,14 @@ enum TemplateAnswer {
         return whole
     }()
 
+    static let summaryObject = ContractObject("TemplateSummary", summarySchema)
+    static let listObject = ContractObject("TemplateList", refers: [summaryObject],
+                                           OpenAPI.answer([("templates", ["type": "array", "items": summaryObject.ref])]))
+    static let object = ContractObject("Template", schema)
+
+    /// The listing: a template that cannot be read is listed by its name and error.
+    static func list(_ templates: [JSONValue]) -> JSONValue { ["templates": .array(templates)] }
+
     static func summary(_ t: Template) -> [(String, JSONValue)] {
         [
             ("name", .string(t.name)), ("format", .string(t.migrations.format.rawValue)),

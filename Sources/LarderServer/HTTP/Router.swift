@@ -38,7 +38,7 @@ final class Router: Sendable {
         let name: String
         let pattern: [String] // "*" matches one segment
         let parameterNames: [String] // of the "*" segments, in order
-        let methods: [String: Endpoint]
+        var methods: [String: Operation]
     }
 
     let services: Services
@@ -48,7 +48,16 @@ final class Router: Sendable {
     init(services: Services) {
         self.services = services
         var routes: [Route] = []
-        Router.addRoutes(into: &routes)
+        for op in Routes.table(services.configuration) {
+            if let i = routes.firstIndex(where: { $0.name == op.path }) {
+                routes[i].methods[op.method] = op
+            } else {
+                let segments = op.path.split(separator: "/")
+                routes.append(Route(name: op.path, pattern: segments.map { $0.hasPrefix("{") ? "*" : String($0) },
+                                    parameterNames: segments.filter { $0.hasPrefix("{") }.map { String($0.dropFirst().dropLast()) },
+                                    methods: [op.method: op]))
+            }
+        }
         self.routes = routes
     }
 
@@ -85,14 +94,13 @@ final class Router: Sendable {
                 // A browser at the dashboard gets a way in, not a JSON error.
                 return .now(finish(name, Dashboard.signInPage(services, request: request)))
             }
-            // HEAD is GET without the body (libmicrohttpd leaves it out).
-            guard let endpoint = route.methods[request.method] ?? (request.method == "HEAD" ? route.methods["GET"] : nil) else {
+            guard let endpoint = Router.operation(route, request.method) else {
                 var response = errorResponse(LarderError(.methodNotAllowed, "\(request.method) is not allowed on \(route.name)",
                                                          details: [("allowed", JSONValue(route.methods.keys.sorted()))]))
                 response.addHeader("Allow", route.methods.keys.sorted().joined(separator: ", "))
                 return .now(finish(name, response))
             }
-            try request.checkQuery(allowed: endpoint.query)
+            try request.checkQuery(allowed: endpoint.queryNames)
             let context = RouteContext(services: services,
                                        parameters: Dictionary(zip(route.parameterNames, parameters), uniquingKeysWith: { a, _ in a }),
                                        requestID: requestID, logger: logger)
@@ -149,7 +157,7 @@ final class Router: Sendable {
 
     /// The query names each `METHOD /path` takes (for the OpenAPI test).
     var queryNames: [String: Set<String>] {
-        Dictionary(uniqueKeysWithValues: routes.flatMap { route in route.methods.map { ($0.key + " " + route.name, $0.value.query) } })
+        Dictionary(uniqueKeysWithValues: routes.flatMap { route in route.methods.map { ($0.key + " " + route.name, $0.value.queryNames) } })
     }
 
     private func match(_ segments: [String]) -> (Route, [String])? {
@@ -163,18 +171,15 @@ final class Router: Sendable {
         return nil
     }
 
-    /// Routes that answer without the token: the health check, and the
-    /// browser's way in and out.
-    static func isOpen(_ route: String?, method: String) -> Bool {
-        switch (route, method) {
-        case ("/health", "GET"), ("/health", "HEAD"), ("/sign-in", "POST"), ("/sign-out", "POST"): return true
-        default: return false
-        }
+    /// The operation a method names on a route: HEAD is GET without the body
+    /// (libmicrohttpd leaves it out).
+    private static func operation(_ route: Route, _ method: String) -> Operation? {
+        route.methods[method] ?? (method == "HEAD" ? route.methods["GET"] : nil)
     }
 
     /// The token as a Bearer header, or the sign-in cookie a browser got for it.
     private func authorize(_ request: Request, route: Route?) throws {
-        guard let token = services.configuration.token, !Router.isOpen(route?.name, method: request.method) else { return }
+        guard let token = services.configuration.token, route.flatMap({ Router.operation($0, request.method) })?.open != true else { return }
         if constantTimeEqual(request.header("authorization") ?? "", "Bearer " + token) { return }
         if services.session?.admits(request) == true { return }
         throw LarderError(.unauthorized, "this server needs 'Authorization: Bearer <token>' (a browser signs in at /)")

@@ -33,7 +33,7 @@ enum BuildRoutes {
 
     static func list(_ request: Request, _ c: RouteContext) throws -> Outcome {
         let s = c.services
-        return .now(json(200, ["builds": .array(s.builds.list().map { BuildAnswer.json(s, $0) })]))
+        return .now(json(200, BuildAnswer.list(s.builds.list().map { BuildAnswer.json(s, $0) })))
     }
 
     /// `GET /builds/{key}`; with `?wait=ready&timeout_ms=N` a long poll that

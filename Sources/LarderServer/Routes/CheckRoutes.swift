@@ -25,12 +25,8 @@ enum CheckRoutes {
             if format == "junit" {
                 return Response(status: status, contentType: "application/xml; charset=utf-8", bytes: Array(MigrationCheck.junit(results).utf8))
             }
-            return json(status, body(results))
+            return json(status, CheckAnswer.json(results))
         }
     }
 
-    static func body(_ results: [MigrationCheck.Report]) -> JSONValue {
-        let failed = results.filter { !$0.passed }.count
-        return ["passed": JSONValue(results.count - failed), "failed": JSONValue(failed), "results": .array(results.map(\.json))]
-    }
 }

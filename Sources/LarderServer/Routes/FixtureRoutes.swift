@@ -21,7 +21,7 @@ enum FixtureRoutes {
         }
         return .later {
             let (loaded, counts) = try s.editor.loadFixtures(id, what)
-            return json(200, ["loaded": JSONValue(loaded), "counts": JSONValue(counts: counts)])
+            return json(200, CountsAnswer.loaded(loaded, counts: counts))
         }
     }
 }

@@ -9,7 +9,7 @@ enum InspectRoutes {
         let tables = request.queryValue("tables").map(names)
         guard let waitText = request.queryValue("wait") else {
             if request.queryValue("timeout_ms") != nil { throw LarderError.badRequest("'timeout_ms' goes with 'wait'", reason: .timeoutWithoutWait) }
-            return .later { json(200, ["counts": JSONValue(counts: try tables.map { t in try store.withReader { try Inspector.counts($0, tables: t) } } ?? store.counts())]) }
+            return .later { json(200, CountsAnswer.json(try tables.map { t in try store.withReader { try Inspector.counts($0, tables: t) } } ?? store.counts())) }
         }
         let conditions = try CountCondition.parseList(waitText)
         let timeout = try request.waitTimeoutMs(s.configuration)
@@ -25,7 +25,7 @@ enum InspectRoutes {
             return s.waiter.wait(on: store, for: conditions, tables: tables, timeoutMs: timeout) { result in
                 switch result {
                 case .satisfied(let counts):
-                    respond(.success(json(200, ["counts": JSONValue(counts: counts)])))
+                    respond(.success(json(200, CountsAnswer.json(counts))))
                 case .timedOut(let counts):
                     respond(.failure(LarderError(.timeout, "'\(waitDescription)' did not hold within \(timeout) ms",
                                                  details: [("counts", JSONValue(counts: counts)), ("wait", .string(waitDescription)),

@@ -1,117 +1,158 @@
 import LarderCore
-import MicroHTTP
 
-extension Router {
-    /// One method of a route: the query names it takes (the router refuses
-    /// others before the handler runs) and its handler.
-    struct Endpoint {
-        let query: Set<String>
-        let handler: RouteHandler
-    }
-
-    /// The route table: every path of the contract, with its methods.
-    static func addRoutes(into routes: inout [Route]) {
-        func add(_ name: String, _ methods: [String: Endpoint]) {
-            let segments = name.split(separator: "/")
-            let pattern = segments.map { $0.hasPrefix("{") ? "*" : String($0) }
-            let names = segments.filter { $0.hasPrefix("{") }.map { String($0.dropFirst().dropLast()) }
-            routes.append(Route(name: name, pattern: pattern, parameterNames: names, methods: methods))
-        }
-        func at(_ query: Set<String>, _ handler: @escaping RouteHandler) -> Endpoint { Endpoint(query: query, handler: handler) }
-        func at(_ handler: @escaping RouteHandler) -> Endpoint { Endpoint(query: [], handler: handler) }
-        add("/", ["GET": at(["cursor"], Dashboard.show)])
-        add("/sign-in", ["POST": at(SignInRoutes.signIn)])
-        add("/sign-out", ["POST": at(SignInRoutes.signOut)])
-        add("/openapi.json", ["GET": at(ServiceRoutes.openAPI)])
-        add("/health", ["GET": at(ServiceRoutes.health)])
-        add("/metrics", ["GET": at(ServiceRoutes.metrics)])
-        add("/templates", ["GET": at(TemplateRoutes.list)])
-        add("/templates/{name}", ["GET": at(TemplateRoutes.show)])
-        add("/stores/{id}/migrate", ["POST": at(MigrationRoutes.migrate)])
-        add("/stores/{id}/migrations", ["GET": at(MigrationRoutes.migrations)])
-        add("/stores/{id}/fixtures", ["POST": at(FixtureRoutes.fixtures)])
-        add("/stores/{id}/reset", ["POST": at(StoreRoutes.reset)])
-        add("/stores/{id}/counts", ["GET": at(["tables", "wait", "timeout_ms"], InspectRoutes.counts)])
-        add("/stores/{id}/schema", ["GET": at(InspectRoutes.schema)])
-        add("/stores/{id}/diff", ["GET": at(["limit", "tables"], InspectRoutes.diff)])
-        add("/stores/{id}/page", ["GET": at(["table", "offset"], Dashboard.storePage)])
-        add("/stores/{id}/query", ["POST": at(InspectRoutes.query)])
-        add("/stores/{id}/artifact", ["GET": at(["compression"], ArtifactRoutes.artifact)])
-        add("/stores/{id}/database", ["GET": at(ArtifactRoutes.database)])
-        add("/builds", ["GET": at(BuildRoutes.list), "POST": at(BuildRoutes.claim)])
-        add("/builds/{key}", ["GET": at(["wait", "timeout_ms"], BuildRoutes.show), "DELETE": at(BuildRoutes.discard)])
-        add("/builds/{key}/finish", ["POST": at(BuildRoutes.finish)])
-        add("/checks/migrations", ["GET": at(["template", "format", "round_trip", "data"], CheckRoutes.migrations)])
-        add("/stores", [
-            "GET": at(["label", "label_prefix", "template", "limit", "cursor"], StoreRoutes.list),
-            // The query of a raw upload (a JSON body takes none: see `create`).
-            "POST": at(["template", "version", "label", "ttl_seconds"], StoreRoutes.create),
-            "DELETE": at(["label", "label_prefix"], StoreRoutes.deleteAll),
-        ])
-        add("/stores/{id}", ["GET": at(StoreRoutes.show), "PATCH": at(StoreRoutes.patch), "DELETE": at(StoreRoutes.delete)])
-    }
-}
-
-/// Query values checked like body fields.
-extension Request {
-    func queryInt(_ name: String, in range: ClosedRange<Int>) throws -> Int? {
-        guard let text = queryValue(name) else { return nil }
-        guard let value = Int(text), range.contains(value) else {
-            throw LarderError(.badRequest, "query parameter '\(name)' must be a whole number in \(range.lowerBound)...\(range.upperBound), not '\(text)'",
-                              details: [("parameter", .string(name))])
-        }
-        return value
-    }
-
-    /// A long poll's `timeout_ms`: within `--wait-timeout-max-ms`, the default when absent.
-    func waitTimeoutMs(_ configuration: Configuration) throws -> Int {
-        try queryInt("timeout_ms", in: 0...configuration.waitTimeoutMaxMs) ?? configuration.defaultWaitTimeoutMs
-    }
-
-    /// Refuses query parameters a route does not know.
-    func checkQuery(allowed: Set<String>) throws {
-        if let unknown = query.first(where: { !allowed.contains($0.name) }) {
-            throw LarderError(.badRequest, "unknown query parameter '\(unknown.name)'" + (allowed.isEmpty ? "" : "; known: \(allowed.sorted().joined(separator: ", "))"),
-                              details: [("parameter", .string(unknown.name))])
-        }
-    }
-}
-
-enum ServiceRoutes {
-    static func openAPI(_ request: Request, _ c: RouteContext) -> Outcome {
-        .now(Response(status: 200, contentType: jsonType, bytes: c.services.openAPI))
-    }
-
-    static func health(_ request: Request, _ c: RouteContext) -> Outcome {
-        .now(json(200, healthBody(c.services)))
-    }
-
-    static func healthBody(_ s: Services) -> JSONValue {
-        [
-            "status": "ok", "version": .string(LarderVersion.current), "sqlite_version": .string(LarderVersion.sqlite),
-            "stores": JSONValue(s.registry.count), "started_at": .string(s.startedAt.rfc3339),
+/// The route table: every operation of the contract, its handler and what
+/// the OpenAPI document says of it. The router routes by it and checks
+/// query names and the token by it; `OpenAPI.document` is assembled from it
+/// and from the objects it names, so the two cannot drift apart.
+///
+/// Limits that come from the configuration (`--query-row-limit`,
+/// `--query-timeout-ms`, `--wait-timeout-max-ms`) are those of `c`.
+enum Routes {
+    static func table(_ c: Configuration) -> [Operation] {
+        let string = OpenAPI.string
+        let cursor: JSONValue = ["type": "string", "pattern": "^\\+?0*[1-9][0-9]{0,17}$"]
+        let waitTimeout: JSONValue = ["type": "integer", "minimum": 0, "maximum": .int(Int64(c.waitTimeoutMaxMs))]
+        let changes = [400, 404, 408, 409, 413, 415, 422, 429, 507]
+        return [
+            Operation(method: "GET", path: "/health", handler: ServiceRoutes.health, summary: "Liveness and versions", open: true,
+                      answer: HealthAnswer.object),
+            Operation(method: "GET", path: "/metrics", handler: ServiceRoutes.metrics, summary: "Prometheus metrics", contentType: "text/plain"),
+            Operation(method: "GET", path: "/openapi.json", handler: ServiceRoutes.openAPI, summary: "This document"),
+            Operation(method: "GET", path: "/", handler: Dashboard.show, summary: "HTML dashboard", errors: [400], signInForm: true,
+                      query: [Parameter(name: "cursor", schema: cursor, description: "The page of older stores that the dashboard's \"older\" link names.")],
+                      contentType: "text/html",
+                      description: "With a token set and neither the token nor the sign-in cookie given, 401 with an HTML sign-in form."),
+            Operation(method: "POST", path: "/sign-in", handler: SignInRoutes.signIn, summary: "Sign a browser in to the dashboard (an HTML form)", open: true,
+                      success: 303, errors: [400, 401, 413, 415], signInForm: true, body: RequestBody.signIn,
+                      bodyType: "application/x-www-form-urlencoded", bodyRequired: true, contentType: "text/html",
+                      description: "The right token answers 303 to `/` with the session cookie `larder_session_<port>` (HttpOnly, SameSite=Strict; named for the port browsers reach, so two servers on one host keep their own); "
+                          + "a wrong one 401 with the sign-in form again. Without a token set, 303 to `/`. Needs no token."),
+            Operation(method: "POST", path: "/sign-out", handler: SignInRoutes.signOut, summary: "Sign a browser out (clears the session cookie)", open: true,
+                      success: 303, errors: [400], contentType: "text/html", description: "303 to `/`. Takes no body; needs no token."),
+            Operation(method: "GET", path: "/templates", handler: TemplateRoutes.list, summary: "Every template of the fixtures directory",
+                      answer: TemplateAnswer.listObject),
+            Operation(method: "GET", path: "/templates/{name}", handler: TemplateRoutes.show, summary: "One template with its migrations",
+                      errors: [404], answer: TemplateAnswer.object),
+            Operation(method: "GET", path: "/stores", handler: StoreRoutes.list, summary: "Live stores, newest first", errors: [400],
+                      query: [
+                          Parameter(name: "label", schema: string, description: "Only stores with this label."),
+                          Parameter(name: "label_prefix", schema: string, description: "Only stores whose label starts with this (one CI run's, say)."),
+                          Parameter(name: "template", schema: string, description: "Only stores made from this template."),
+                          Parameter(name: "limit", schema: ["type": "integer", "minimum": 1, "maximum": 10_000, "default": 100],
+                                    description: "Stores per page."),
+                          Parameter(name: "cursor", schema: cursor, description: "The `next_cursor` of the page before."),
+                      ], answer: StoreAnswer.listObject),
+            Operation(method: "POST", path: "/stores", handler: StoreRoutes.create,
+                      summary: "Create a store (JSON body, or a raw upload as application/vnd.sqlite3)", success: 201,
+                      errors: [400, 404, 408, 409, 413, 415, 422, 429, 507], body: RequestBody.createStore,
+                      rawBodyTypes: ["application/vnd.sqlite3"], undocumentedQuery: StoreCreation.uploadQuery, answer: StoreAnswer.object,
+                      description: "An empty body gives an empty store. A raw upload (`Content-Type: application/vnd.sqlite3`, a SQLite "
+                          + "database file as the body) takes the query parameters `template`, `version`, `label` and `ttl_seconds` "
+                          + "(\(StoreRecord.ttlSeconds.lowerBound) to \(StoreRecord.ttlSeconds.upperBound)), which do what the JSON fields do (a label is at most 256 bytes); a JSON body takes no query parameters. An upload "
+                          + "that is not a SQLite database is a 400. `from` forks a live store (404 `store_not_found` when there is none): "
+                          + "a consistent copy of its committed state, then `fixtures` (named fixtures of its template). `build` copies an "
+                          + "app-built template (404 `unknown_build` when there is none); while it is building, the request waits up to "
+                          + "`timeout_ms`, then 408."),
+            Operation(method: "DELETE", path: "/stores", handler: StoreRoutes.deleteAll,
+                      summary: "Remove every store with a label, or a label prefix (kept ones too)", errors: [400],
+                      query: [
+                          Parameter(name: "label", schema: ["type": "string", "minLength": 1], description: "Stores with exactly this label."),
+                          Parameter(name: "label_prefix", schema: ["type": "string", "minLength": 1], description: "Stores whose label starts with this."),
+                      ], answer: StoreAnswer.deletedObject, description: "`label`, `label_prefix`, or both (a store matching either goes); neither is a 400."),
+            Operation(method: "GET", path: "/stores/{id}", handler: StoreRoutes.show, summary: "One store", errors: [404, 409], answer: StoreAnswer.object),
+            Operation(method: "PATCH", path: "/stores/{id}", handler: StoreRoutes.patch, summary: "Keep, relabel or extend a store",
+                      errors: [400, 404, 409, 413, 415], body: RequestBody.patchStore, answer: StoreAnswer.object),
+            Operation(method: "DELETE", path: "/stores/{id}", handler: StoreRoutes.delete, summary: "Remove a store and its files", success: 204,
+                      errors: [404, 409]),
+            Operation(method: "POST", path: "/stores/{id}/reset", handler: StoreRoutes.reset, summary: "Back to the creation state, in place",
+                      errors: [400, 404, 408, 409, 413, 415, 422, 507], answer: StoreAnswer.object,
+                      description: "The contents the store was created with (its template entry and creation fixtures, its fork or its upload) "
+                          + "are copied into the live file through SQLite: same `path`, same file, so connections the test holds stay valid "
+                          + "and see the reset state at their next transaction. A write transaction the test holds is a 409 with Retry-After. "
+                          + "A live file its test broke (removed, written over, another page size) is made again from the base instead; "
+                          + "a base that is not a database is 422. Takes no body, or an empty JSON object."),
+            Operation(method: "POST", path: "/stores/{id}/fixtures", handler: FixtureRoutes.fixtures, summary: "Load fixtures, SQL or rows, all or nothing",
+                      errors: changes, body: RequestBody.loadFixtures, bodyRequired: true, answer: CountsAnswer.loaded,
+                      description: "Named fixtures need a store made from a template (400 otherwise). SQL that reaches outside the store is a 403 `forbidden_sql`."),
+            Operation(method: "POST", path: "/stores/{id}/migrate", handler: MigrationRoutes.migrate, summary: "Migrate to a version",
+                      errors: changes, body: RequestBody.migrate, answer: MigrationAnswer.migrated,
+                      description: "Needs a store made from a template (400 otherwise)."),
+            Operation(method: "GET", path: "/stores/{id}/migrations", handler: MigrationRoutes.migrations, summary: "Applied and pending migrations",
+                      errors: [400, 404, 409, 422], answer: MigrationAnswer.status, description: "Needs a store made from a template (400 otherwise)."),
+            Operation(method: "GET", path: "/stores/{id}/counts", handler: InspectRoutes.counts, summary: "Row counts; with wait=, a long poll",
+                      errors: [400, 404, 408, 409, 422],
+                      query: [
+                          Parameter(name: "tables", schema: string,
+                                    description: "Comma-separated table names (a table the store does not have is a 400)."),
+                          Parameter(name: "wait", schema: ["type": "string", "pattern": .string("^" + OpenAPI.condition + "(," + OpenAPI.condition + ")*$"),
+                                                           "examples": ["artworks>=3"]],
+                                    description: "Comma-separated conditions `TABLE OP N`, OP one of >= > = <= <; the answer waits until all hold, or 408."),
+                          Parameter(name: "timeout_ms", schema: waitTimeout,
+                                    description: "How long `wait` waits (default 30000, capped by --wait-timeout-max-ms); only with `wait` (400 otherwise)."),
+                      ], answer: CountsAnswer.object),
+            Operation(method: "GET", path: "/stores/{id}/schema", handler: InspectRoutes.schema,
+                      summary: "Tables, columns, indexes, foreign keys, views, triggers", errors: [400, 404, 409, 422], answer: SchemaAnswer.object),
+            Operation(method: "GET", path: "/stores/{id}/page", handler: Dashboard.storePage,
+                      summary: "HTML page of one store: metadata, what its test changed, its tables", errors: [400, 404, 408, 409, 422],
+                      query: [
+                          Parameter(name: "table", schema: ["type": "string", "minLength": 1],
+                                    description: "The table whose rows `offset` pages (one the store does not have is a 400)."),
+                          Parameter(name: "offset", schema: ["type": "integer", "minimum": 0, "maximum": 2_147_483_647],
+                                    description: "The first row shown of `table`."),
+                      ], contentType: "text/html"),
+            Operation(method: "GET", path: "/stores/{id}/diff", handler: InspectRoutes.diff, summary: "What the test changed since the store was created",
+                      errors: [400, 404, 408, 409, 422],
+                      query: [
+                          Parameter(name: "limit", schema: ["type": "integer", "minimum": 0, "maximum": 10_000, "default": 100],
+                                    description: "Rows listed per table; the counts are always whole."),
+                          Parameter(name: "tables", schema: ["type": "string", "pattern": "[^, ]"],
+                                    description: "Comma-separated table names (one in neither the store nor its base is a 400)."),
+                      ], answer: DiffAnswer.object,
+                      description: "Against the store's base (its template entry, fork or upload as created), in one consistent read. "
+                          + "Rows are matched by the declared primary key, the rowid where none is declared, the key of a WITHOUT ROWID table."),
+            Operation(method: "POST", path: "/stores/{id}/query", handler: InspectRoutes.query, summary: "One sandboxed SQL statement",
+                      errors: changes, body: RequestBody.query, bodyRequired: true, answer: QueryAnswer.object,
+                      description: "SQL that reaches outside the store (ATTACH, VACUUM INTO, load_extension, unsafe PRAGMA, transaction control) is a 403 `forbidden_sql`."),
+            Operation(method: "GET", path: "/stores/{id}/artifact", handler: ArtifactRoutes.artifact, summary: "The store as a streamed zip with a manifest",
+                      errors: [400, 404, 409, 422, 507],
+                      query: [Parameter(name: "compression", schema: ["type": "string", "enum": ["deflate", "store"], "default": "deflate"])],
+                      contentType: "application/zip"),
+            Operation(method: "GET", path: "/stores/{id}/database", handler: ArtifactRoutes.database, summary: "A consistent snapshot of the database",
+                      errors: [400, 404, 409, 422, 507], contentType: "application/vnd.sqlite3"),
+            Operation(method: "GET", path: "/builds", handler: BuildRoutes.list, summary: "App-built templates, building and ready", errors: [400],
+                      answer: BuildAnswer.listObject),
+            Operation(method: "POST", path: "/builds", handler: BuildRoutes.claim,
+                      summary: "Build an app-built template, or hear that it is building or ready", success: 201, moreSuccesses: [200, 202],
+                      errors: [400, 413, 415, 429, 507], body: RequestBody.createBuild, bodyRequired: true, answer: BuildAnswer.object,
+                      description: "201: this caller builds: it opens `path` with its own driver, runs its migrator and fixtures, closes it, "
+                          + "then finishes the build. 202: another caller is building it. 200: it is ready."),
+            Operation(method: "GET", path: "/builds/{key}", handler: BuildRoutes.show, summary: "One app-built template; with wait=ready, a long poll",
+                      errors: [400, 404, 408],
+                      query: [
+                          Parameter(name: "wait", schema: ["type": "string", "enum": ["ready"]],
+                                    description: "Answer once the build is no longer building: ready (200), discarded (404), or 408 after `timeout_ms`."),
+                          Parameter(name: "timeout_ms", schema: waitTimeout,
+                                    description: "How long `wait` waits (default 30000); only with `wait` (400 otherwise)."),
+                      ], answer: BuildAnswer.object),
+            Operation(method: "DELETE", path: "/builds/{key}", handler: BuildRoutes.discard, summary: "Discard an app-built template (its migrator failed)",
+                      success: 204, errors: [400, 404, 409], description: "The next POST /builds of the key builds it again. 409 while it is being finished."),
+            Operation(method: "POST", path: "/builds/{key}/finish", handler: BuildRoutes.finish,
+                      summary: "Check a build and make it a ready, immutable template", errors: changes, answer: BuildAnswer.object,
+                      description: "`integrity_check`, no connection writing it (409 with Retry-After while one does), then a copy in WAL mode, "
+                          + "checkpointed and read-only, into the template cache (429 when it is larger than the cache's whole budget). "
+                          + "A failure leaves the build building. A ready build answers as it is. Takes no body, or an empty JSON object."),
+            Operation(method: "GET", path: "/checks/migrations", handler: CheckRoutes.migrations, summary: "Migration fixture health checks",
+                      errors: [400, 404, 422], failuresAnswer: [422],
+                      query: [
+                          Parameter(name: "template", schema: OpenAPI.templateName, description: "Check only this template."),
+                          Parameter(name: "round_trip", schema: ["type": "boolean", "default": true],
+                                    description: "false skips the round trips (up, down to nothing, up again) of templates with down migrations."),
+                          Parameter(name: "data", schema: ["type": "boolean", "default": true],
+                                    description: "false skips the check that every table and column of a snapshot that held data still holds it."),
+                          Parameter(name: "format", schema: ["type": "string", "enum": ["json", "junit"], "default": "json"],
+                                    description: "`junit` answers JUnit XML (application/xml)."),
+                      ], alternateType: "application/xml", answer: CheckAnswer.report,
+                      description: "200 when every check passes, 422 (with the same report) when any fails."),
         ]
-    }
-
-    static func metrics(_ request: Request, _ c: RouteContext) -> Outcome {
-        let s = c.services
-        let ready = s.provisioner.readyCopies.stats
-        let text = s.metrics.render(gauges: [
-            ("larder_live_stores", "Stores on disk now.", "gauge", String(s.registry.count)),
-            ("larder_count_waits", "Count waits (long polls) under way.", "gauge", String(s.waiter.waiting)),
-            ("larder_trash_backlog", "Deleted stores whose files are still being removed.", "gauge", String(s.registry.trashBacklog)),
-            ("larder_store_bytes", "Bytes the stores take on disk (refreshed by the reaper).", "gauge", String(s.registry.diskBytes)),
-            ("larder_quota_used_bytes", "Bytes counted against --max-disk-bytes: stores, their own bases, ready copies, copies and builds under way, the trash.",
-             "gauge", String(s.registry.usedBytes)),
-            ("larder_template_cache_hits_total", "Stores copied from a cached template.", "counter", String(s.cache.stats.hits)),
-            ("larder_template_cache_misses_total", "Template databases built.", "counter", String(s.cache.stats.misses)),
-            ("larder_template_cache_bytes", "Bytes the template cache takes.", "gauge", String(s.cache.stats.bytes)),
-            ("larder_build_waits", "Store requests waiting for an app-built template to finish.", "gauge", String(s.builds.waiting)),
-            ("larder_ready_copies", "Ready copies waiting to be handed out.", "gauge", String(ready.copies)),
-            ("larder_ready_copy_bytes", "Bytes the ready copies take.", "gauge", String(ready.bytes)),
-            ("larder_ready_copy_handouts_total", "Stores handed out from ready copies.", "counter", String(ready.handouts)),
-            ("larder_ready_copy_misses_total", "Stores of a template entry made with no ready copy at hand.", "counter", String(ready.misses)),
-        ])
-        return .now(Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", bytes: Array(text.utf8)))
     }
 }

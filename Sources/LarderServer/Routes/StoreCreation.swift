@@ -15,6 +15,8 @@ enum StoreCreation {
     case template(Provisioner.Request)
 
     static let fields: Set<String> = ["template", "version", "snapshot", "fixtures", "label", "ttl_seconds", "from", "build", "timeout_ms"]
+    /// What a raw upload's query may say (a JSON body takes no query).
+    static let uploadQuery: Set<String> = ["template", "version", "label", "ttl_seconds"]
 
     /// The way asked for, and the label and lifetime every way takes.
     static func read(_ request: Request, _ configuration: Configuration) throws -> (StoreCreation, label: String?, ttlSeconds: Int?) {

@@ -45,7 +45,7 @@ enum StoreRoutes {
             for store in page.stores {
                 do { items.append(try StoreAnswer.json(s, store, counts: store.lastCounts)) } catch let error as LarderError where error.code == .storeNotFound {}
             }
-            return json(200, .object([("stores", .array(items)), ("next_cursor", JSONValue(page.nextCursor))]))
+            return json(200, StoreAnswer.list(items, next: page.nextCursor))
         }
     }
 
@@ -57,7 +57,7 @@ enum StoreRoutes {
             throw LarderError.badRequest("say which stores to delete: 'label' or 'label_prefix' (both: stores matching either), not empty",
                                          reason: .noSelector)
         }
-        return .later { json(200, ["deleted": .int(Int64(s.registry.deleteAll(label: label, prefix: prefix)))]) }
+        return .later { json(200, StoreAnswer.deleted(s.registry.deleteAll(label: label, prefix: prefix))) }
     }
 
     static func show(_ request: Request, _ c: RouteContext) throws -> Outcome {

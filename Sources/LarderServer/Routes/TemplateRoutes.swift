@@ -13,7 +13,7 @@ enum TemplateRoutes {
                 items.append(["name": .string(name), "error": error.body["error"] ?? .null])
             }
         }
-        return .now(json(200, ["templates": .array(items)]))
+        return .now(json(200, TemplateAnswer.list(items)))
     }
 
     static func show(_ request: Request, _ c: RouteContext) throws -> Outcome {

@@ -1,0 +1,71 @@
+import LarderCore
+
+/// The request bodies of the contract: their schemas, which state the limits
+/// the routes enforce when they read them (`JSONBody`, `StoreCreation`), so
+/// that a generator such as schemathesis sends nothing the document allows
+/// and the server refuses, or the other way round.
+enum RequestBody {
+    static let ttl: JSONValue = [
+        "type": ["integer", "null"], "minimum": .int(Int64(StoreRecord.ttlSeconds.lowerBound)),
+        "maximum": .int(Int64(StoreRecord.ttlSeconds.upperBound)),
+        "description": "Seconds until the store expires (1 s to 365 days); null or absent: the server's default.",
+    ]
+
+    static let createStore = ContractObject("CreateStore") { c in
+        let template: JSONValue = ["type": ["string", "null"], "pattern": OpenAPI.templatePattern]
+        let isString: (String) -> JSONValue = { ["required": [.string($0)], "properties": [$0: ["type": "string"]]] }
+        let isNull: (String) -> JSONValue = { ["required": [.string($0)], "properties": [$0: ["type": "null"]]] }
+        return OpenAPI.object([
+            ("template", template), ("version", ["type": ["string", "null"], "description": "\"latest\" (the default) or a version; null keeps a snapshot as it is."]),
+            ("snapshot", OpenAPI.nullableString), ("fixtures", ["type": ["array", "null"], "items": ["type": "string"]]),
+            ("label", OpenAPI.label), ("ttl_seconds", ttl),
+            ("from", ["type": ["string", "null"], "description": "The id of a live store to fork; not with `template`, `snapshot` or `version`."]),
+            ("build", ["type": ["string", "null"], "pattern": "^[A-Za-z0-9._-]{1,128}$",
+                       "description": "The key of an app-built template to copy; not with `template` or `from`."]),
+            ("timeout_ms", ["type": ["integer", "null"], "minimum": 0, "maximum": .int(Int64(c.waitTimeoutMaxMs)),
+                            "description": "How long to wait while the build is building (default 30000); only with `build`."]),
+        ], extra: [("allOf", [
+            // A build is copied as it is.
+            ["if": isString("build"), "then": ["properties": ["template": ["type": "null"], "from": ["type": "null"]]],
+             "else": ["properties": ["timeout_ms": ["type": "null"]]]],
+            // A fork is of a store as it is; without a template there is nothing to migrate or snapshot.
+            ["if": isString("template"), "then": ["properties": ["from": ["type": "null"]]],
+             "else": ["not": ["required": ["version"]], "properties": ["snapshot": ["type": "null"]]]],
+            // Named fixtures come from a template, or from the template of the store forked.
+            ["if": ["not": ["anyOf": [isString("template"), isString("from")]]], "then": ["properties": ["fixtures": ["type": "null"]]]],
+            // `"version": null` keeps a snapshot as it is, so it needs one.
+            ["if": isNull("version"), "then": isString("snapshot")],
+        ]), ("examples", [[:], ["template": "gallery", "fixtures": ["artists", "artworks"], "label": "test_album_sync", "ttl_seconds": 600]])])
+    }
+
+    static let signIn = ContractObject("SignIn", OpenAPI.object([("token", ["type": "string", "minLength": 1, "maxLength": 1024])], required: ["token"]))
+
+    static let patchStore = ContractObject("PatchStore", OpenAPI.object(
+        [("keep", ["type": ["boolean", "null"]]), ("ttl_seconds", ttl), ("label", OpenAPI.label)],
+        extra: [("examples", [["keep": true, "ttl_seconds": 86400]])]))
+
+    static let loadFixtures = ContractObject("LoadFixtures", OpenAPI.object([
+        ("fixtures", OpenAPI.strings), ("sql", OpenAPI.sql),
+        ("rows", ["type": "object", "description": "Table name to rows, each row a non-empty object of columns.",
+                  "additionalProperties": ["type": "array", "items": ["type": "object", "minProperties": 1]]]),
+    ], extra: [("minProperties", 1), ("maxProperties", 1), ("description", "Exactly one of `fixtures`, `sql` and `rows`."),
+              ("examples", [["sql": "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)"], ["rows": ["notes": [["body": "hello"]]]]])]))
+
+    static let migrate = ContractObject("Migrate", OpenAPI.object(
+        [("to", ["type": ["string", "null"], "description": "\"latest\" (the default) or a version."])],
+        extra: [("examples", [["to": "latest"]])]))
+
+    static let query = ContractObject("Query") { c in
+        OpenAPI.object([
+            ("sql", ["type": "string", "minLength": 1, "pattern": OpenAPI.noNUL,
+                     "description": "One SQL statement (blanks and comments alone are a 400, as are two statements, or a NUL character)."]),
+            ("params", ["type": ["array", "object", "null"], "description": "Values for `?` (an array) or for named parameters (an object)."]),
+            ("max_rows", ["type": ["integer", "null"], "minimum": 1, "maximum": .int(Int64(c.queryRowLimit))]),
+            ("timeout_ms", ["type": ["integer", "null"], "minimum": 1, "maximum": .int(Int64(c.queryTimeoutMs))]),
+        ], required: ["sql"], extra: [("examples", [["sql": "SELECT name FROM sqlite_schema WHERE type = ?", "params": ["table"], "max_rows": 100]])])
+    }
+
+    static let createBuild = ContractObject("CreateBuild", OpenAPI.object(
+        [("key", OpenAPI.buildKey), ("label", OpenAPI.label)], required: ["key"],
+        extra: [("examples", [["key": "django-3f2a9c", "label": "ci-4711"]])]))
+}

@@ -1,0 +1,71 @@
+import LarderCore
+
+/// A named object of the contract, a request body or an answer: its name
+/// among the OpenAPI document's components and its JSON schema. Some
+/// schemas state the configuration's limits (`--query-row-limit`, say).
+struct ContractObject: Sendable {
+    let name: String
+    let schema: @Sendable (Configuration) -> JSONValue
+    /// The objects its schema names by `$ref` (a list's items).
+    let refers: [ContractObject]
+
+    init(_ name: String, refers: [ContractObject] = [], _ schema: JSONValue) {
+        self.init(name, refers: refers) { _ in schema }
+    }
+
+    init(_ name: String, refers: [ContractObject] = [], schema: @escaping @Sendable (Configuration) -> JSONValue) {
+        self.name = name
+        self.schema = schema
+        self.refers = refers
+    }
+
+    /// `{"$ref": …}` to this object.
+    var ref: JSONValue { OpenAPI.ref(name) }
+}
+
+/// One query parameter: its name and its JSON schema.
+struct Parameter {
+    let name: String
+    let schema: JSONValue
+    var description: String? = nil
+}
+
+/// One operation of the contract, `METHOD /path`: what the router needs of
+/// it (its handler, its query names, whether it needs the token) and what
+/// the OpenAPI document says of it, in one entry of the route table.
+struct Operation {
+    let method: String
+    let path: String
+    let handler: RouteHandler
+    let summary: String
+    /// Answers without the token: the health check, the browser's way in and out.
+    var open = false
+    var success = 200
+    /// More success statuses, with the same answer (`POST /builds`: 201, 202 and 200).
+    var moreSuccesses: [Int] = []
+    /// Error statuses this operation can answer besides those every
+    /// operation can (see `OpenAPI.commonErrors`).
+    var errors: [Int] = []
+    /// Error statuses that carry the success answer (a failed check's report).
+    var failuresAnswer: [Int] = []
+    /// Whether a 401 is the HTML sign-in form rather than the error body.
+    var signInForm = false
+    var body: ContractObject? = nil
+    var bodyType = "application/json"
+    /// Other media types the body may have, taken as they are (a raw upload).
+    var rawBodyTypes: [String] = []
+    /// Whether a request without a body is refused (400).
+    var bodyRequired = false
+    var query: [Parameter] = []
+    /// Query names taken but left out of the document: a raw upload's
+    /// (OpenAPI cannot tie parameters to one of a body's media types).
+    var undocumentedQuery: Set<String> = []
+    var contentType = "application/json"
+    /// Another media type the success answer may have (`?format=junit`).
+    var alternateType: String? = nil
+    var answer: ContractObject? = nil
+    var description: String? = nil
+
+    /// Every query name the router lets through to the handler.
+    var queryNames: Set<String> { Set(query.map(\.name)).union(undocumentedQuery) }
+}
