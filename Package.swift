@@ -32,7 +32,9 @@ let package = Package(
         .target(name: "FileSystem", dependencies: ["CSystem"]),
         .target(name: "Zip", dependencies: ["CSystem", "Digest"]),
         .target(name: "LarderCore", dependencies: ["SQLite", "FileSystem", "Digest", "Zip"]),
-        .target(name: "LarderServer", dependencies: ["LarderCore", "MicroHTTP", "Zip", "FileSystem", "Digest", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "LarderServer", dependencies: ["LarderCore", "MicroHTTP", "Zip", "FileSystem", "Digest", .product(name: "Logging", package: "swift-log")],
+                // The dashboard's style and script, compiled in as bytes: the binary needs no bundle beside it.
+                resources: [.embedInCode("Dashboard/dashboard.css"), .embedInCode("Dashboard/dashboard.js")]),
         .executableTarget(name: "larder", dependencies: [
             "LarderServer", "LarderCore", "MicroHTTP",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -12,8 +12,6 @@ enum Dashboard {
     static let pageSize = 200
     /// The routes whose answer is a page: a browser without the token gets the sign-in page there.
     static let pages: Set<String> = ["/", "/stores/{id}/page"]
-    /// How often the page refreshes its live part, in milliseconds.
-    static let refreshMs = 5000
 
     /// Text for HTML, in one pass over its bytes.
     static func escape(_ s: String) -> String {
@@ -175,74 +173,10 @@ enum Dashboard {
     <meta name="viewport" content="width=device-width, initial-scale=1"><style>\(style)</style></head><body>
     """
 
-    static let style = """
-    body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}\
-    td,th{border-bottom:1px solid #ddd;padding:.3em .8em;text-align:left}th{background:#f4f4f4}code{font-size:90%}\
-    .num{text-align:right}.pass{color:#17702a}.fail{color:#b00020}header{display:flex;gap:1em;align-items:center}\
-    header form{margin-left:auto}.stores td{white-space:nowrap}.stores td.label{white-space:normal}#status:empty{visibility:hidden}#status{background:#fff6d6;padding:.3em .8em}\
-    h1 a{color:inherit;text-decoration:none}.count{font-weight:normal;color:#666;font-size:85%}.null{color:#888;font-style:italic}\
-    tr.insert td{background:#e3f5e6}tr.delete td{background:#fde7e7}td.changed{background:#fff4d0}del{color:#b00020}\
-    ins{color:#17702a;text-decoration:none}li.added{color:#17702a}li.removed{color:#b00020}.meta th{width:8em}
-    """
-
-    /// Refreshes `<main id="live">` from a fetch of the same URL (the
-    /// document and its scroll position stay), and deletes a store when its
-    /// button is clicked. A refresh does not start while a delete is under
-    /// way, and one that started before a delete is thrown away.
-    static let script = """
-    "use strict";
-    (() => {
-      let deleting = 0, deletes = 0, refreshing = false;
-      const status = document.getElementById("status");
-      const say = (text) => { status.textContent = text; };
-      async function refresh() {
-        if (deleting > 0 || refreshing || document.hidden) return;
-        refreshing = true;
-        const started = deletes;
-        try {
-          const answer = await fetch(location.href, {cache: "no-store", headers: {"Accept": "text/html"}});
-          if (answer.status === 401) { location.reload(); return; }
-          if (!answer.ok) { say("Refresh failed: HTTP " + answer.status); return; }
-          const fresh = new DOMParser().parseFromString(await answer.text(), "text/html").getElementById("live");
-          const current = document.getElementById("live");
-          if (!fresh || !current || deleting > 0 || deletes !== started) return;
-          current.replaceWith(document.importNode(fresh, true));
-          if (status.textContent.startsWith("Refresh failed")) say("");
-        } catch (error) {
-          say("Refresh failed: " + error.message);
-        } finally {
-          refreshing = false;
-        }
-      }
-      document.addEventListener("click", async (event) => {
-        const button = event.target.closest("button[data-delete]");
-        if (!button) return;
-        const id = button.dataset.delete;
-        deleting++;
-        deletes++;
-        button.disabled = true;
-        try {
-          const answer = await fetch("/stores/" + encodeURIComponent(id), {method: "DELETE"});
-          if (answer.status === 204 || answer.status === 404) {
-            button.closest("tr").remove();
-            say("Deleted " + id + ".");
-          } else {
-            let why = "HTTP " + answer.status;
-            try { why = (await answer.json()).error.message; } catch (ignored) {}
-            say("Could not delete " + id + ": " + why);
-            button.disabled = false;
-          }
-        } catch (error) {
-          say("Could not delete " + id + ": " + error.message);
-          button.disabled = false;
-        } finally {
-          deleting--;
-        }
-        refresh();
-      });
-      setInterval(refresh, \(refreshMs));
-    })();
-    """
+    /// The static parts, package resources compiled into the binary (nothing
+    /// to find at run time): `dashboard.css` and `dashboard.js` beside this file.
+    static let style = String(decoding: PackageResources.dashboard_css, as: UTF8.self)
+    static let script = String(decoding: PackageResources.dashboard_js, as: UTF8.self)
 
     /// What the pages may do: their own inline style and script (by hash,
     /// so nothing injected runs), fetches and form posts to this server,
