@@ -3,6 +3,9 @@
 /// core per root at a time, see `StoreRegistry`); `close()` gives it back.
 public final class Core: Sendable {
     public let configuration: Configuration
+    /// What lives where under the root, and the limits of work on stores.
+    public let layout: RootLayout
+    public let limits: StoreLimits
     public let registry: StoreRegistry
     public let catalog: Catalog
     public let cache: TemplateCache
@@ -15,8 +18,10 @@ public final class Core: Sendable {
     public init(configuration: Configuration, readyCopies: Int? = nil) throws {
         self.configuration = configuration
         registry = try StoreRegistry(configuration: configuration)
+        layout = registry.layout
+        limits = registry.limits
         catalog = Catalog(directory: configuration.fixtures)
-        cache = TemplateCache(directory: registry.cacheDirectory, temporaryDirectory: registry.temporaryDirectory,
+        cache = TemplateCache(directory: layout.cache, temporaryDirectory: layout.temporary,
                               maxBytes: configuration.cacheMaxBytes)
         provisioner = Provisioner(registry: registry, catalog: catalog, cache: cache, readyCopies: readyCopies ?? configuration.poolSize)
         builds = try Builds(registry: registry, cache: cache, lease: .seconds(configuration.buildLeaseSeconds))

@@ -28,7 +28,7 @@ public final class LarderApp: Sendable {
         settings.connectionLimit = configuration.connectionLimit
         settings.connectionTimeoutSeconds = configuration.connectionTimeoutSeconds
         settings.maxBodyBytes = configuration.maxBodyBytes
-        settings.spoolDirectory = services.registry.temporaryDirectory
+        settings.spoolDirectory = services.layout.temporary
         settings.headerTimeoutSeconds = configuration.headerTimeoutSeconds
         // On loopback every client has the same address.
         settings.connectionsPerAddress = configuration.listensOnLoopbackOnly ? 0 : configuration.connectionsPerAddress

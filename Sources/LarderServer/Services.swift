@@ -6,6 +6,7 @@ import Synchronization
 /// What the routes work with: the core objects and the server's own counters.
 final class Services: Sendable {
     let configuration: Configuration
+    let layout: RootLayout
     let registry: StoreRegistry
     let catalog: Catalog
     let cache: TemplateCache
@@ -42,6 +43,7 @@ final class Services: Sendable {
         session = configuration.token.map { SessionCookie(token: $0, publicURL: configuration.publicURL) }
         openAPI = OpenAPI.document(for: configuration).serialized()
         let core = try Core(configuration: configuration)
+        layout = core.layout
         registry = core.registry
         catalog = core.catalog
         cache = core.cache

@@ -262,7 +262,7 @@ final class BuildsTests: XCTestCase {
         }
         XCTAssertLarderError(.timeout, try builds.finish("slow")) { XCTAssertTrue($0.message.contains("finishing build 'slow'"), $0.message) }
         XCTAssertEqual(try builds.info("slow").state, .building)
-        XCTAssertEqual(FileSystem.entries(core.registry.temporaryDirectory).filter { $0.hasPrefix("build-") }, [], "no copy is left behind")
+        XCTAssertEqual(FileSystem.entries(core.registry.layout.temporary).filter { $0.hasPrefix("build-") }, [], "no copy is left behind")
     }
 
     /// Each build under way is a file a client may fill: no more of them than --max-stores.

@@ -34,7 +34,7 @@ final class DiskQuotaTests: XCTestCase {
         let big = try database(scratch, mebibytes: 16)
         XCTAssertLarderError(.quotaExceeded, try upload(core, big))
         XCTAssertEqual(core.registry.count, 0)
-        XCTAssertEqual(FileSystem.entries(core.registry.buildingDirectory), [])
+        XCTAssertEqual(FileSystem.entries(core.registry.layout.building), [])
         XCTAssertEqual(core.registry.usedBytes, 0, "no reservation is left behind")
         // One that fits, twice over (its file and its base), is made.
         _ = try upload(core, try database(scratch, mebibytes: 2))
@@ -83,8 +83,8 @@ final class DiskQuotaTests: XCTestCase {
         XCTAssertGreaterThan(refused.load(ordering: .relaxed), 0)
         core.registry.refreshDiskUsage()
         XCTAssertLessThanOrEqual(core.registry.usedBytes, quota)
-        let onDisk = FileSystem.entries(core.registry.storesDirectory).reduce(Int64(0)) { total, id in
-            let directory = core.registry.storesDirectory + "/" + id
+        let onDisk = FileSystem.entries(core.registry.layout.stores).reduce(Int64(0)) { total, id in
+            let directory = core.registry.layout.stores + "/" + id
             return total + FileSystem.size(directory + "/store.sqlite") + FileSystem.size(directory + "/base.sqlite")
         }
         XCTAssertLessThanOrEqual(onDisk, quota, "what is really on disk")
@@ -119,7 +119,7 @@ final class DiskQuotaTests: XCTestCase {
         core.provisioner.readyCopies.drain()
         core.registry.drainTrash()
         XCTAssertLessThanOrEqual(core.registry.usedBytes, quota)
-        let ready = FileSystem.entries(core.registry.readyDirectory).count
+        let ready = FileSystem.entries(core.registry.layout.ready).count
         XCTAssertEqual(ready, core.provisioner.readyCopies.stats.copies)
     }
 
@@ -143,14 +143,14 @@ extension DiskQuotaTests {
     func testABuildPastTheCacheBudgetIsRefused() throws {
         let scratch = Scratch()
         let core = try CoreServices(scratch)
-        let cache = TemplateCache(directory: core.registry.cacheDirectory + "/small", temporaryDirectory: core.registry.temporaryDirectory,
+        let cache = TemplateCache(directory: core.registry.layout.cache + "/small", temporaryDirectory: core.registry.layout.temporary,
                                   maxBytes: 1 << 20)
-        try FileSystem.makeDirectory(core.registry.cacheDirectory + "/small")
+        try FileSystem.makeDirectory(core.registry.layout.cache + "/small")
         let builds = try Builds(registry: core.registry, cache: cache)
         guard case .build(let info) = try builds.claim(key: "big", label: nil), let path = info.path else { return XCTFail("not started") }
         try Connection(path: path, mode: .readWrite).execute("CREATE TABLE t (b BLOB); " + DiskQuotaTests.fill("t", rows: 32))
         XCTAssertLarderError(.quotaExceeded, try builds.finish("big"))
         XCTAssertTrue(builds.isBuilding("big"))
-        XCTAssertEqual(FileSystem.entries(core.registry.cacheDirectory + "/small"), [])
+        XCTAssertEqual(FileSystem.entries(core.registry.layout.cache + "/small"), [])
     }
 }

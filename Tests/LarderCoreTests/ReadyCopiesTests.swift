@@ -39,7 +39,7 @@ final class ReadyCopiesTests: XCTestCase {
         core.provisioner.readyCopies.drain()
         XCTAssertEqual(core.provisioner.readyCopies.stats.copies, 3)
         XCTAssertEqual(core.provisioner.readyCopies.stats.handouts, 2)
-        XCTAssertEqual(FileSystem.entries(core.registry.readyDirectory).count, 3)
+        XCTAssertEqual(FileSystem.entries(core.registry.layout.ready).count, 3)
     }
 
     func testATemplateChangeIsNeverServedFromStaleCopies() throws {
@@ -87,7 +87,7 @@ final class ReadyCopiesTests: XCTestCase {
         registry.discard(taken)  // as a refused hand-out does
         copies.drain()
         registry.drainTrash()
-        XCTAssertEqual(FileSystem.entries(registry.readyDirectory).count, copies.stats.copies)
+        XCTAssertEqual(FileSystem.entries(registry.layout.ready).count, copies.stats.copies)
         XCTAssertEqual(FileSystem.entries(registry.root + "/trash"), [])
     }
 
@@ -100,7 +100,7 @@ final class ReadyCopiesTests: XCTestCase {
         XCTAssertEqual(core.registry.count, 1)
         core.provisioner.readyCopies.drain()
         core.registry.drainTrash()
-        XCTAssertEqual(FileSystem.entries(core.registry.readyDirectory).count, 2, "refilled; the refused copy is gone")
+        XCTAssertEqual(FileSystem.entries(core.registry.layout.ready).count, 2, "refilled; the refused copy is gone")
     }
 
     func testARestartThrowsReadyCopiesAndTheTrashAway() throws {

@@ -87,9 +87,9 @@ final class ResetAndForkTests: XCTestCase {
         let core = try CoreServices(scratch)
         let store = try core.store("gallery")
         let base = store.directory + "/base.sqlite"
-        let entries = FileSystem.entries(core.registry.cacheDirectory).filter { $0.hasSuffix(".sqlite") }
+        let entries = FileSystem.entries(core.registry.layout.cache).filter { $0.hasSuffix(".sqlite") }
         XCTAssertEqual(entries.count, 1)
-        XCTAssertEqual(try inode(base), try inode(core.registry.cacheDirectory + "/" + entries[0]), "no bytes copied")
+        XCTAssertEqual(try inode(base), try inode(core.registry.layout.cache + "/" + entries[0]), "no bytes copied")
         let mode = (try FileManager.default.attributesOfItem(atPath: base)[.posixPermissions] as? NSNumber)?.intValue
         XCTAssertEqual(mode, 0o444, "read-only")
         // A reset leaves nothing beside the base (it is read as immutable: no -wal, no -shm).
@@ -189,7 +189,7 @@ final class ResetAndForkTests: XCTestCase {
         let gallery = try core.store("gallery")
         XCTAssertThrowsError(try core.provisioner.createFork(of: gallery.id, fixtures: ["no-such-fixture"], label: nil, ttlSeconds: nil))
         XCTAssertEqual(core.registry.count, 2, "a failed fork leaves nothing behind")
-        XCTAssertEqual(FileSystem.entries(core.registry.buildingDirectory), [])
+        XCTAssertEqual(FileSystem.entries(core.registry.layout.building), [])
     }
 
     func testAForkedStoresTriggersRunSandboxedWhenItsFixturesLoad() throws {

@@ -30,7 +30,7 @@ final class StoreAccessTests: XCTestCase {
         XCTAssertEqual(FileSystem.permissions(store.databasePath), 0o660)
         XCTAssertEqual(FileSystem.permissions(store.directory), 0o770)
         // Passed through to a store one was given, never listed.
-        XCTAssertEqual(FileSystem.permissions(registry.storesDirectory), 0o710)
+        XCTAssertEqual(FileSystem.permissions(registry.layout.stores), 0o710)
         XCTAssertEqual(FileSystem.permissions(registry.root), 0o710)
         // SQLite gives its -wal and -shm the database file's bits.
         try registry.operate(store, exclusive: "fixtures", timeoutMs: 1000) { try $0.execute("INSERT INTO artists(name) VALUES ('x')") }
@@ -50,7 +50,7 @@ final class StoreAccessTests: XCTestCase {
         let (store, _) = try provisioner.createEmpty(label: nil, ttlSeconds: nil)
         XCTAssertEqual(FileSystem.permissions(store.databasePath), 0o660)
         XCTAssertEqual(FileSystem.permissions(store.directory), 0o2770)
-        XCTAssertEqual(FileSystem.permissions(registry.storesDirectory), 0o710)
+        XCTAssertEqual(FileSystem.permissions(registry.layout.stores), 0o710)
 
         let wide = Scratch()
         let (_, open) = try self.registry(wide) { $0.storeMode = 0o666 }

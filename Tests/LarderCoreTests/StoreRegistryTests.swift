@@ -114,8 +114,8 @@ final class StoreRegistryTests: XCTestCase {
         let scratch = Scratch()
         let registry = try StoreRegistry(configuration: configuration(scratch.path + "/root"))
         XCTAssertThrowsError(try registry.create(label: nil, ttlSeconds: nil) { _ in throw LarderError.badRequest("nope") })
-        XCTAssertEqual(FileSystem.entries(registry.buildingDirectory), [])
-        XCTAssertEqual(FileSystem.entries(registry.storesDirectory), [])
+        XCTAssertEqual(FileSystem.entries(registry.layout.building), [])
+        XCTAssertEqual(FileSystem.entries(registry.layout.stores), [])
     }
 
     func testStoreLimitIsAQuotaError() throws {

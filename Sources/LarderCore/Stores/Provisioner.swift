@@ -132,7 +132,7 @@ public final class Provisioner: Sendable {
         let migrator = Migrator(set: plan.template.migrations)
         let fallback = plan.snapshot?.expectedVersion
         // The team's own files: trusted, but not given forever.
-        return try db.limited(milliseconds: registry.operationTimeoutMs, "building template '\(plan.template.name)'") {
+        return try db.limited(milliseconds: registry.limits.operationTimeoutMs, "building template '\(plan.template.name)'") {
             let migrated = try plan.version.map { try migrator.migrate(db, to: $0, fallbackVersion: fallback).to }
             if !plan.fixtures.isEmpty {
                 try FixtureLoader.load(db, plan.fixtures.map { .file($0) })
@@ -177,7 +177,7 @@ public final class Provisioner: Sendable {
             // the fixtures): hardened and time-limited like a client's SQL.
             let db = try Connection(path: path, mode: .readWrite)
             try db.harden()
-            return try db.limited(milliseconds: registry.operationTimeoutMs, "forking store '\(sourceID)'") {
+            return try db.limited(milliseconds: registry.limits.operationTimeoutMs, "forking store '\(sourceID)'") {
                 try db.execute("PRAGMA journal_mode=WAL")
                 if !fixtures.isEmpty { try FixtureLoader.load(db, fixtures.map { .file($0) }) }
                 return Provenance(template: origin.template, version: origin.version, snapshot: origin.snapshot,
@@ -226,7 +226,7 @@ public final class Provisioner: Sendable {
             // is the client's: hardened and time-limited like its SQL.
             let db = try Connection(path: path, mode: .readWrite)
             try db.harden()
-            return try db.limited(milliseconds: registry.operationTimeoutMs, "migrating the upload") {
+            return try db.limited(milliseconds: registry.limits.operationTimeoutMs, "migrating the upload") {
                 try db.execute("PRAGMA journal_mode=WAL")
                 guard let template else { return Provenance(source: "upload") }
                 let migrator = Migrator(set: template.migrations)

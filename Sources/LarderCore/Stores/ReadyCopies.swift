@@ -66,7 +66,7 @@ public final class ReadyCopies: Sendable {
     /// Whether a copy of `size` bytes may be made ahead now.
     private func hasRoom(for size: Int64) -> Bool {
         guard registry.hasRoom(for: size) else { return false }
-        guard let free = FileSystem.availableBytes(registry.readyDirectory) else { return true }
+        guard let free = FileSystem.availableBytes(registry.layout.ready) else { return true }
         return free - size >= max(ReadyCopies.spareBytes, size)
     }
 

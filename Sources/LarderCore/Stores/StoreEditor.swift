@@ -26,7 +26,7 @@ public struct StoreEditor: Sendable {
         let version = try template.migrations.resolve(target)
         let migrator = Migrator(set: template.migrations)
         do {
-            return try registry.operate(store, exclusive: "migrate", timeoutMs: registry.operationTimeoutMs) { db in
+            return try registry.operate(store, exclusive: "migrate", timeoutMs: registry.limits.operationTimeoutMs) { db in
                 let outcome = try migrator.migrate(db, to: version)
                 try registry.setVersion(store, outcome.to)
                 return outcome
@@ -77,7 +77,7 @@ public struct StoreEditor: Sendable {
             try registry.save(store)
         }
         do {
-            return try registry.operate(store, exclusive: "reset", timeoutMs: registry.operationTimeoutMs) { db in
+            return try registry.operate(store, exclusive: "reset", timeoutMs: registry.limits.operationTimeoutMs) { db in
                 try db.restore(from: try Connection.immutable(path: store.basePath))
                 try restored()
                 store.remember(counts: try Inspector.counts(db))
@@ -114,7 +114,7 @@ public struct StoreEditor: Sendable {
             items = [.rows(rows)]
             names = ["(inline rows)"]
         }
-        return try registry.operate(store, exclusive: "fixtures", timeoutMs: registry.operationTimeoutMs) { db in
+        return try registry.operate(store, exclusive: "fixtures", timeoutMs: registry.limits.operationTimeoutMs) { db in
             try FixtureLoader.load(db, items)
             if case .names(let list) = request {
                 _ = store.update { $0.fixtures += list }

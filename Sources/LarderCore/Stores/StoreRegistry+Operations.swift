@@ -16,7 +16,7 @@ extension StoreRegistry {
     public func operate<T>(_ store: Store, exclusive: String?, timeoutMs: Int, _ body: (Connection) throws -> T) throws -> T {
         if store.isDeleted { throw store.notFound }
         let db: Connection
-        do { db = try store.connect(busyTimeoutMs: Int32(min(timeoutMs, busyTimeoutMs))) } catch { throw store.isDeleted ? store.notFound : error }
+        do { db = try store.connect(busyTimeoutMs: Int32(min(timeoutMs, limits.busyTimeoutMs))) } catch { throw store.isDeleted ? store.notFound : error }
         try store.begin(exclusive, on: db)
         defer { store.end(exclusive, on: db) }
         let sizeBefore = store.sizeBytes
@@ -38,7 +38,7 @@ extension StoreRegistry {
     /// that is not a database (the test replaced it) leaves the store as it
     /// was and says so.
     func remake(_ store: Store) throws {
-        let copy = temporaryDirectory + "/remake-" + StoreRegistry.randomHex()
+        let copy = layout.temporary + "/remake-" + RandomName.hex()
         try FileSystem.copyFile(from: store.basePath, to: copy, followingLinks: false)
         defer { FileSystem.removeDatabase(copy) } // nothing once it is in place
         let check: Connection
@@ -63,10 +63,10 @@ extension StoreRegistry {
     /// Sets `max_page_count` so the store can take at most what is left of
     /// the disk quota; answers the limit, or nil without a quota.
     private func limitGrowth(_ db: Connection) throws -> Int64? {
-        guard maxDiskBytes > 0 else { return nil }
+        guard limits.maxDiskBytes > 0 else { return nil }
         let pageSize = try db.scalar("PRAGMA page_size")?.int64 ?? 4096
         let pages = try db.scalar("PRAGMA page_count")?.int64 ?? 0
-        let left = max(0, maxDiskBytes - diskBytes)
+        let left = max(0, limits.maxDiskBytes - diskBytes)
         let limit = pages + left / max(pageSize, 512)
         try db.execute("PRAGMA max_page_count = \(limit)")
         return limit
@@ -77,8 +77,8 @@ extension StoreRegistry {
         let sqlite = (error as? SQLiteError) ?? (error as? LarderError)?.underlying
         // SQLite says "full" for both; the quota it is unless the file system is nearly out of room.
         if let sqlite, sqlite.isFull, pageLimit != nil, (FileSystem.availableBytes(store.directory) ?? 0) > 1 << 20 {
-            return LarderError(.quotaExceeded, "the disk quota (\(maxDiskBytes) bytes) is reached: the store cannot grow past it",
-                               details: [("limit_bytes", .int(maxDiskBytes)), ("used_bytes", .int(diskBytes))])
+            return LarderError(.quotaExceeded, "the disk quota (\(limits.maxDiskBytes) bytes) is reached: the store cannot grow past it",
+                               details: [("limit_bytes", .int(limits.maxDiskBytes)), ("used_bytes", .int(diskBytes))])
         }
         return LarderError.classify(error) ?? error
     }

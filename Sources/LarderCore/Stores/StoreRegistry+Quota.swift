@@ -40,13 +40,13 @@ extension StoreRegistry {
 
     /// Whether `bytes` more fit in the quota (always, without one).
     func hasRoom(for bytes: Int64) -> Bool {
-        maxDiskBytes <= 0 || usedBytes + bytes <= maxDiskBytes
+        limits.maxDiskBytes <= 0 || usedBytes + bytes <= limits.maxDiskBytes
     }
 
     private func quotaExceeded(_ used: Int64, wanted: Int64) -> LarderError {
-        LarderError(.quotaExceeded, "the disk quota (\(maxDiskBytes) bytes) is reached: \(used) bytes are in use and this store needs about \(wanted) more; "
+        LarderError(.quotaExceeded, "the disk quota (\(limits.maxDiskBytes) bytes) is reached: \(used) bytes are in use and this store needs about \(wanted) more; "
                         + "delete stores or raise --max-disk-bytes",
-                    details: [("limit_bytes", .int(maxDiskBytes)), ("used_bytes", .int(used)), ("wanted_bytes", .int(wanted))])
+                    details: [("limit_bytes", .int(limits.maxDiskBytes)), ("used_bytes", .int(used)), ("wanted_bytes", .int(wanted))])
     }
 
     /// Counts a store about to be made, and the `bytes` its copy will take,
@@ -55,14 +55,14 @@ extension StoreRegistry {
     func reserveSlot(bytes: Int64) throws -> Reservation {
         for attempt in 0..<2 {
             // Without a quota nothing is counted (a store's hand-out stays a rename).
-            let others = maxDiskBytes > 0 ? usageOutsideTheLedger : 0
+            let others = limits.maxDiskBytes > 0 ? usageOutsideTheLedger : 0
             let outcome = try live.withLock { l -> Int64? in
-                guard l.stores.count + l.reserved < maxStores else {
-                    throw LarderError(.quotaExceeded, "the store limit (\(maxStores)) is reached; delete stores or raise --max-stores",
-                                      details: [("limit", .int(Int64(maxStores)))])
+                guard l.stores.count + l.reserved < limits.maxStores else {
+                    throw LarderError(.quotaExceeded, "the store limit (\(limits.maxStores)) is reached; delete stores or raise --max-stores",
+                                      details: [("limit", .int(Int64(limits.maxStores)))])
                 }
                 let used = l.diskBytes + l.readyBytes + l.reservedBytes + others
-                if maxDiskBytes > 0 && (used + bytes > maxDiskBytes || used >= maxDiskBytes) { return used }
+                if limits.maxDiskBytes > 0 && (used + bytes > limits.maxDiskBytes || used >= limits.maxDiskBytes) { return used }
                 l.reserved += 1
                 l.reservedBytes += bytes
                 return nil
@@ -84,9 +84,9 @@ extension StoreRegistry {
     /// Checks what a store made aside took (`bytes`) against the quota,
     /// in place of what was reserved for it.
     func admit(_ bytes: Int64, in reservation: Reservation) throws {
-        guard maxDiskBytes > 0 else { return }
+        guard limits.maxDiskBytes > 0 else { return }
         let used = usedBytes - reservation.bytes
-        if used + bytes > maxDiskBytes { throw quotaExceeded(used, wanted: bytes) }
+        if used + bytes > limits.maxDiskBytes { throw quotaExceeded(used, wanted: bytes) }
     }
 
     /// `error`, after asking ready copies for their room when it says the

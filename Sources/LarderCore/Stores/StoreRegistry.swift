@@ -33,21 +33,10 @@ public struct Provenance: Sendable {
 /// then renamed into `stores/`, so it appears only once complete; after a
 /// crash, complete stores are found again and half-built ones removed.
 public final class StoreRegistry: Sendable {
-    public let root: String
-    public let storesDirectory: String
-    public let buildingDirectory: String
-    public let temporaryDirectory: String
-    public let cacheDirectory: String
-    /// Ready copies (`ReadyCopies`): private until handed out, thrown away at start.
-    let readyDirectory: String
-    let defaultTTL: Int
-    let maxStores: Int
-    let maxDiskBytes: Int64
-    /// Time limit of an operation on a store (fixtures, migrations, uploads).
-    public let operationTimeoutMs: Int
-    let readTimeoutMs: Int
-    /// How long the server's writes wait for a lock a test holds.
-    let busyTimeoutMs: Int
+    public let layout: RootLayout
+    public let limits: StoreLimits
+    /// The root, as a real path (`layout.root`).
+    public var root: String { layout.root }
     /// Who may open the stores: `--store-mode`, `--store-group`.
     public let access: StoreAccess
     /// The root as tests see it (`--client-root`).
@@ -73,43 +62,33 @@ public final class StoreRegistry: Sendable {
     /// file system does not have: ready copies give theirs back.
     let pressureHandlers = Mutex<[@Sendable () -> Void]>([])
 
-    static let marker = ".larder-root"
     /// Held for the registry's life: two servers (or a server and `larder
     /// warm`) on one root would remove each other's half-built files.
     private let rootLock: FileLock
 
     public init(configuration: Configuration) throws {
-        let root = try StoreRegistry.prepareRoot(configuration.root)
-        switch try FileLock.acquire(root + "/.larder-lock") {
+        let layout = RootLayout(root: try StoreRegistry.prepareRoot(configuration.root))
+        let root = layout.root
+        switch try FileLock.acquire(layout.lock) {
         case .acquired(let lock): rootLock = lock
         case .heldBy(let pid):
             throw LarderError(.conflict, "the root '\(root)' is in use by another Larder" + (pid.map { " (pid \($0))" } ?? "")
                                 + "; stop it first, or give this one another --root", details: [("root", .string(root))])
         }
-        self.root = root
-        storesDirectory = root + "/stores"
-        buildingDirectory = root + "/building"
-        temporaryDirectory = root + "/tmp"
-        cacheDirectory = root + "/cache"
-        readyDirectory = root + "/ready"
-        defaultTTL = configuration.ttlSeconds
-        maxStores = configuration.maxStores
-        maxDiskBytes = configuration.maxDiskBytes
-        operationTimeoutMs = configuration.operationTimeoutMs
-        readTimeoutMs = configuration.queryTimeoutMs
-        busyTimeoutMs = configuration.busyTimeoutMs
+        self.layout = layout
+        limits = StoreLimits(configuration)
         access = try StoreAccess(mode: configuration.storeMode, group: configuration.storeGroup)
         clientRoot = configuration.clientRoot ?? root
-        for directory in [storesDirectory, buildingDirectory, temporaryDirectory, cacheDirectory] {
+        for directory in [layout.stores, layout.building, layout.temporary, layout.cache] {
             try FileSystem.makeDirectory(directory)
         }
-        trash = try Trash(directory: root + "/trash", root: root)
+        trash = try Trash(directory: layout.trash, root: root)
         // Ready copies are only a cache: those of the last run go.
-        try FileSystem.makeDirectory(readyDirectory)
-        try FileSystem.setAccess(readyDirectory, mode: 0o700, group: nil)
-        for name in FileSystem.entries(readyDirectory) { try trash.discard(readyDirectory + "/" + name, name: name) }
+        try FileSystem.makeDirectory(layout.ready)
+        try FileSystem.setAccess(layout.ready, mode: 0o700, group: nil)
+        for name in FileSystem.entries(layout.ready) { try trash.discard(layout.ready + "/" + name, name: name) }
         try access.open(root)
-        try access.open(storesDirectory)
+        try access.open(layout.stores)
         try recover()
     }
 
@@ -129,23 +108,24 @@ public final class StoreRegistry: Sendable {
         guard FileSystem.isDirectory(root) else {
             throw LarderError(.internalError, "the root '\(path)' is not a directory")
         }
-        if !FileSystem.exists(root + "/" + marker) {
+        let layout = RootLayout(root: root)
+        if !FileSystem.exists(layout.marker) {
             guard FileSystem.entries(root).isEmpty else {
-                throw LarderError(.internalError, "refusing to use root '\(root)': it is not empty and was not created by Larder (no \(marker) file)")
+                throw LarderError(.internalError, "refusing to use root '\(root)': it is not empty and was not created by Larder (no \((layout.marker as NSString).lastPathComponent) file)")
             }
-            try FileSystem.writeAtomically(Array("Larder owns this directory and removes files below it.\n".utf8), to: root + "/" + marker)
+            try FileSystem.writeAtomically(Array("Larder owns this directory and removes files below it.\n".utf8), to: layout.marker)
         }
         return root
     }
 
     /// Removes half-built stores and temporary files; lists complete stores again.
     private func recover() throws {
-        for name in FileSystem.entries(buildingDirectory) { try FileSystem.removeTree(buildingDirectory + "/" + name, within: root) }
-        for name in FileSystem.entries(temporaryDirectory) { try FileSystem.removeTree(temporaryDirectory + "/" + name, within: root) }
+        for name in FileSystem.entries(layout.building) { try FileSystem.removeTree(layout.building + "/" + name, within: root) }
+        for name in FileSystem.entries(layout.temporary) { try FileSystem.removeTree(layout.temporary + "/" + name, within: root) }
         var found: [String: Store] = [:]
         var maxSequence: Int64 = 0
-        for name in FileSystem.entries(storesDirectory) {
-            let directory = storesDirectory + "/" + name
+        for name in FileSystem.entries(layout.stores) {
+            let directory = layout.stores + "/" + name
             guard let bytes = try? FileSystem.readFile(directory + "/store.json"),
                   let json = try? JSONValue.parse(bytes), let record = StoreRecord(json: json), record.id == name else {
                 // (Under stores/ a directory is complete: a missing store.sqlite
@@ -153,7 +133,7 @@ public final class StoreRegistry: Sendable {
                 try FileSystem.removeTree(directory, within: root)
                 continue
             }
-            found[name] = Store(record: record, directory: directory, readTimeoutMs: readTimeoutMs, busyTimeoutMs: busyTimeoutMs)
+            found[name] = Store(record: record, directory: directory, readTimeoutMs: limits.readTimeoutMs, busyTimeoutMs: limits.busyTimeoutMs)
             maxSequence = max(maxSequence, record.sequence)
         }
         live.withLock { l in
@@ -166,16 +146,10 @@ public final class StoreRegistry: Sendable {
     /// A new id: `st_` and 128 random bits in hex, never one in use.
     func newID() -> String {
         while true {
-            let id = "st_" + StoreRegistry.randomHex()
+            let id = "st_" + RandomName.hex()
             // (A clash in building/ is caught by mkdir's EEXIST.)
-            if !FileSystem.exists(storesDirectory + "/" + id) { return id }
+            if !FileSystem.exists(layout.stores + "/" + id) { return id }
         }
-    }
-
-    /// 128 random bits in hex (32 digits).
-    static func randomHex() -> String {
-        var generator = SystemRandomNumberGenerator()
-        return String(generator.next() as UInt64, radix: 16).leftPadded(16) + String(generator.next() as UInt64, radix: 16).leftPadded(16)
     }
 
     public var count: Int { live.withLock { $0.stores.count } }
@@ -192,7 +166,7 @@ public final class StoreRegistry: Sendable {
         let reservation = try reserveSlot(bytes: 2 * expectedBytes)
         defer { releaseSlot(reservation) }
         let id = newID()
-        let staging = buildingDirectory + "/" + id
+        let staging = layout.building + "/" + id
         try FileSystem.makeDirectory(staging)
         do {
             let provenance = try build(staging + "/store.sqlite")
@@ -244,7 +218,7 @@ public final class StoreRegistry: Sendable {
     /// record, made aside in `ready/`.
     func makeReady(from source: String) throws -> ReadyCopy {
         let id = newID()
-        let directory = readyDirectory + "/" + id
+        let directory = layout.ready + "/" + id
         try FileSystem.makeDirectory(directory)
         do {
             try FileSystem.copyFile(from: source, to: directory + "/store.sqlite")
@@ -282,13 +256,13 @@ public final class StoreRegistry: Sendable {
         }
         let record = StoreRecord(id: id, sequence: sequence, template: provenance.template, version: provenance.version,
                                  snapshot: provenance.snapshot, fixtures: provenance.fixtures, build: provenance.build, label: label,
-                                 createdAt: now, expiresAt: now.adding(seconds: ttlSeconds ?? defaultTTL),
+                                 createdAt: now, expiresAt: now.adding(seconds: ttlSeconds ?? limits.ttlSeconds),
                                  creation: .init(version: provenance.version, fixtures: provenance.fixtures, source: provenance.source))
         // The staging directory is invisible until renamed: a plain write is atomic enough.
         try FileSystem.writeFile(record.json.serialized(), to: staging + "/store.json")
-        let directory = storesDirectory + "/" + id
+        let directory = layout.stores + "/" + id
         try FileSystem.rename(staging, to: directory)
-        let store = Store(record: record, directory: directory, readTimeoutMs: readTimeoutMs, busyTimeoutMs: busyTimeoutMs)
+        let store = Store(record: record, directory: directory, readTimeoutMs: limits.readTimeoutMs, busyTimeoutMs: limits.busyTimeoutMs)
         if let counts = provenance.counts { store.remember(counts: counts) }
         let size = bytes ?? store.diskCost
         live.withLock { l in

@@ -84,7 +84,7 @@ public final class Builds: Sendable {
         self.registry = registry
         self.cache = cache
         self.lease = lease
-        directory = registry.root + "/builds"
+        directory = registry.layout.builds
         try FileSystem.makeDirectory(directory)
         for name in FileSystem.entries(directory) { try registry.trash.discard(directory + "/" + name, name: name) }
         try registry.access.open(directory)
@@ -127,16 +127,16 @@ public final class Builds: Sendable {
             if let b = s.building[key] { return .answer(.building(info(b, path: false))) }
             if let entry = cache.peek(entryKey(key)) { return .answer(.ready(info(entry))) }
             // Each build under way is a database file a client may fill: as many at most as stores.
-            guard s.building.count < registry.maxStores else {
-                throw LarderError(.quotaExceeded, "\(s.building.count) builds are under way, the most --max-stores (\(registry.maxStores)) allows; finish or discard one",
-                                  details: [("limit", .int(Int64(registry.maxStores)))])
+            guard s.building.count < registry.limits.maxStores else {
+                throw LarderError(.quotaExceeded, "\(s.building.count) builds are under way, the most --max-stores (\(registry.limits.maxStores)) allows; finish or discard one",
+                                  details: [("limit", .int(Int64(registry.limits.maxStores)))])
             }
             guard roomLeft else {
-                throw LarderError(.quotaExceeded, "the disk quota (\(registry.maxDiskBytes) bytes) is reached; delete stores or raise --max-disk-bytes",
-                                  details: [("limit_bytes", .int(registry.maxDiskBytes))])
+                throw LarderError(.quotaExceeded, "the disk quota (\(registry.limits.maxDiskBytes) bytes) is reached; delete stores or raise --max-disk-bytes",
+                                  details: [("limit_bytes", .int(registry.limits.maxDiskBytes))])
             }
             let now = Timestamp.now
-            let b = Building(key: key, label: label, directory: directory + "/" + StoreRegistry.randomHex(),
+            let b = Building(key: key, label: label, directory: directory + "/" + RandomName.hex(),
                              startedAt: now, expiresAt: Timestamp(seconds: now.seconds + lease.seconds), deadline: .now + lease)
             s.building[key] = b
             return .start(b)
@@ -217,13 +217,13 @@ public final class Builds: Sendable {
                               details: [("key", .string(b.key))])
         }
         let started = ContinuousClock.now
-        let copy = registry.temporaryDirectory + "/build-" + StoreRegistry.randomHex() + ".sqlite"
+        let copy = registry.layout.temporary + "/build-" + RandomName.hex() + ".sqlite"
         defer { FileSystem.removeDatabase(copy) }
         do {
             // What the builder put in (triggers, views) is the client's: hardened and time-limited.
-            let source = try Connection(path: b.path, mode: .readWriteNoFollow, busyTimeoutMs: Int32(registry.busyTimeoutMs))
+            let source = try Connection(path: b.path, mode: .readWriteNoFollow, busyTimeoutMs: Int32(registry.limits.busyTimeoutMs))
             try source.harden()
-            try source.limited(milliseconds: registry.operationTimeoutMs, "finishing build '\(b.key)'") {
+            try source.limited(milliseconds: registry.limits.operationTimeoutMs, "finishing build '\(b.key)'") {
                 do {
                     try source.execute("BEGIN IMMEDIATE")
                     try source.execute("ROLLBACK")
@@ -244,7 +244,7 @@ public final class Builds: Sendable {
                 // The copy holds the same client's tables: hardened, and within what is left of the same limit.
                 let db = try Connection(path: copy, mode: .readWrite)
                 try db.harden()
-                let left = registry.operationTimeoutMs - Int((ContinuousClock.now - started).milliseconds)
+                let left = registry.limits.operationTimeoutMs - Int((ContinuousClock.now - started).milliseconds)
                 (version, counts) = try db.limited(milliseconds: max(left, 1), "finishing build '\(b.key)'") {
                     try db.execute("PRAGMA journal_mode=WAL")
                     let counts = try Inspector.counts(db)

@@ -31,10 +31,10 @@ enum ArtifactRoutes {
             let start = BlockOperation {
                 let stream: BodyStream, writer: ArtifactWriter
                 do {
-                    stream = try BodyStream(spoolDirectory: s.registry.temporaryDirectory)
+                    stream = try BodyStream(spoolDirectory: s.layout.temporary)
                     // The rows' values are held and compressed beside the
                     // database: bounded tighter than GET /diff (counts stay whole).
-                    writer = try ArtifactWriter(of: store, temporaryDirectory: s.registry.temporaryDirectory, method: method,
+                    writer = try ArtifactWriter(of: store, temporaryDirectory: s.layout.temporary, method: method,
                                                 diffMaxBytes: min(s.configuration.queryMaxBytes, ArtifactRoutes.diffMaxBytes)) { try stream.write($0) }
                 } catch {
                     respond(.failure(error))
@@ -71,7 +71,7 @@ enum ArtifactRoutes {
         let s = c.services
         let store = try s.registry.get(c["id"])
         return .later {
-            let snapshot = try DatabaseSnapshot(store: store, temporaryDirectory: s.registry.temporaryDirectory)
+            let snapshot = try DatabaseSnapshot(store: store, temporaryDirectory: s.layout.temporary)
             let sums = try snapshot.checksums()
             return Response(status: 200, headers: [
                 ("Content-Type", "application/vnd.sqlite3"),

@@ -18,7 +18,7 @@ enum CheckRoutes {
         guard format == "json" || format == "junit" else { throw LarderError.badRequest("format must be 'json' or 'junit', not '\(format)'") }
         if let template { _ = try s.catalog.template(template) }
         return .later {
-            let check = MigrationCheck(catalog: s.catalog, temporaryDirectory: s.registry.temporaryDirectory)
+            let check = MigrationCheck(catalog: s.catalog, temporaryDirectory: s.layout.temporary)
             let results = try check.run(template: template, roundTrips: roundTrips, dataCheck: dataCheck)
             s.lastCheck.withLock { $0 = (Timestamp.now, results) }
             let status = results.allSatisfy(\.passed) ? 200 : 422

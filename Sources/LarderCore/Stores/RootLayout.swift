@@ -1,0 +1,53 @@
+/// What lives where under the root, named in one place. The registry, the
+/// template cache, app builds and the server's spooled bodies are each given
+/// the folder that is theirs.
+public struct RootLayout: Sendable {
+    /// The root, as a real path.
+    public let root: String
+
+    public init(root: String) { self.root = root }
+
+    /// Live stores, one folder each (`st_…/store.sqlite`, its base, its record).
+    public var stores: String { root + "/stores" }
+    /// Stores being made: renamed into `stores/` once complete; emptied at start.
+    public var building: String { root + "/building" }
+    /// Scratch files (spooled bodies, copies under way); emptied at start.
+    public var temporary: String { root + "/tmp" }
+    /// The template cache: one immutable database per template entry.
+    public var cache: String { root + "/cache" }
+    /// Ready copies: private until handed out, thrown away at start.
+    public var ready: String { root + "/ready" }
+    /// App-built templates under way (`/builds`).
+    public var builds: String { root + "/builds" }
+    /// Deleted stores on their way out.
+    public var trash: String { root + "/trash" }
+    /// Held for a core's life: one Larder per root.
+    public var lock: String { root + "/.larder-lock" }
+    /// Says Larder owns the directory (it removes files below it).
+    public var marker: String { root + "/.larder-root" }
+}
+
+/// The limits of work on stores, from the settings.
+public struct StoreLimits: Sendable {
+    /// A new store's lifetime unless it says otherwise (`--ttl-seconds`).
+    public var ttlSeconds: Int
+    /// Live stores and builds under way at most (`--max-stores`).
+    public var maxStores: Int
+    /// What stores may take on disk, 0 for no limit (`--max-disk-bytes`).
+    public var maxDiskBytes: Int64
+    /// Time limit of an operation on a store: fixtures, migrations, uploads, builds (`--operation-timeout-ms`).
+    public var operationTimeoutMs: Int
+    /// Time limit of a read: counts, schema, diff (`--query-timeout-ms`).
+    public var readTimeoutMs: Int
+    /// How long the server's writes wait for a lock a test holds (`--busy-timeout-ms`).
+    public var busyTimeoutMs: Int
+
+    public init(_ configuration: Configuration) {
+        ttlSeconds = configuration.ttlSeconds
+        maxStores = configuration.maxStores
+        maxDiskBytes = configuration.maxDiskBytes
+        operationTimeoutMs = configuration.operationTimeoutMs
+        readTimeoutMs = configuration.queryTimeoutMs
+        busyTimeoutMs = configuration.busyTimeoutMs
+    }
+}
