@@ -11,7 +11,7 @@ public final class Core: Sendable {
     public let cache: TemplateCache
     public let provisioner: Provisioner
     /// App-built templates (`/builds`).
-    public let builds: Builds
+    public let builds: BuildRegistry
     public let editor: StoreEditor
 
     /// `readyCopies`: ready copies per template entry, when not `--pool-size`.
@@ -24,7 +24,7 @@ public final class Core: Sendable {
         cache = TemplateCache(directory: layout.cache, temporaryDirectory: layout.temporary,
                               maxBytes: configuration.cacheMaxBytes)
         provisioner = Provisioner(registry: registry, catalog: catalog, cache: cache, readyCopies: readyCopies ?? configuration.poolSize)
-        builds = try Builds(registry: registry, cache: cache, lease: .seconds(configuration.buildLeaseSeconds))
+        builds = try BuildRegistry(registry: registry, cache: cache, lease: .seconds(configuration.buildLeaseSeconds))
         editor = StoreEditor(registry: registry, catalog: catalog)
     }
 

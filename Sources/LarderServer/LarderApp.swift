@@ -7,20 +7,20 @@ import MicroHTTP
 /// configuration in, a running HTTP server out.
 public final class LarderApp: Sendable {
     public let configuration: Configuration
-    let services: Services
+    let context: ServerContext
     let server: Server
     private let reaper: Reaper
 
-    public var registry: StoreRegistry { services.registry }
+    public var registry: StoreRegistry { context.registry }
     /// Where the server logs (for the command line's own lines).
-    public var logger: Logger { services.logger }
+    public var logger: Logger { context.logger }
 
     /// `logger`: where the server logs; by default standard error in the
     /// configured format and level.
     public init(configuration: Configuration, logger: Logger? = nil) throws {
         try configuration.validate()
         self.configuration = configuration
-        services = try Services(configuration: configuration, logger: logger)
+        context = try ServerContext(configuration: configuration, logger: logger)
         var settings = Server.Settings()
         settings.host = configuration.host
         settings.port = UInt16(configuration.port)
@@ -28,14 +28,14 @@ public final class LarderApp: Sendable {
         settings.connectionLimit = configuration.connectionLimit
         settings.connectionTimeoutSeconds = configuration.connectionTimeoutSeconds
         settings.maxBodyBytes = configuration.maxBodyBytes
-        settings.spoolDirectory = services.layout.temporary
+        settings.spoolDirectory = context.layout.temporary
         settings.headerTimeoutSeconds = configuration.headerTimeoutSeconds
         // On loopback every client has the same address.
         settings.connectionsPerAddress = configuration.listensOnLoopbackOnly ? 0 : configuration.connectionsPerAddress
-        let router = Router(services: services)
+        let router = Router(server: context)
         server = Server(settings: settings, handler: { request in router.route(request) }, refuse: { errorResponse(LarderError(refusal: $0)) })
-        let logger = services.logger
-        reaper = Reaper(registry: services.registry, intervalSeconds: configuration.reapIntervalSeconds) { removed in
+        let logger = context.logger
+        reaper = Reaper(registry: context.registry, intervalSeconds: configuration.reapIntervalSeconds) { removed in
             logger.info("reaped expired stores", metadata: ["stores": "\(removed.count)"])
         }
     }
@@ -44,21 +44,21 @@ public final class LarderApp: Sendable {
     public func start() throws {
         try server.start()
         let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
-        services.baseURL.withLock { $0 = configuration.publicURL ?? "http://\(host):\(server.port)" }
-        services.session?.bind(base: services.base)
+        context.baseURL.withLock { $0 = configuration.publicURL ?? "http://\(host):\(server.port)" }
+        context.session?.bind(base: context.base)
         reaper.start()
     }
 
     public func stop() {
         reaper.stop()
-        services.waiter.cancelAll()
-        services.builds.cancelWaits()
+        context.waiter.cancelAll()
+        context.builds.cancelWaits()
         server.stop()
-        services.registry.close()
+        context.registry.close()
     }
 
     public var port: UInt16 { server.port }
-    public var baseURL: String { services.baseURL.withLock { $0 } }
+    public var baseURL: String { context.baseURL.withLock { $0 } }
     /// The address actually listened on, for the "listening" line.
     public var listenURL: String {
         let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host

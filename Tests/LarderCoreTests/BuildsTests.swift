@@ -6,11 +6,11 @@ import Synchronization
 import TestSupport
 import XCTest
 
-/// App-built templates (`Builds`): claimed by one builder, finished,
+/// App-built templates (`BuildRegistry`): claimed by one builder, finished,
 /// waited for, discarded, leased, kept across a restart, copied into stores.
 final class BuildsTests: XCTestCase {
-    func builds(_ core: CoreServices, lease: Duration = .seconds(300)) throws -> Builds {
-        try Builds(registry: core.registry, cache: core.provisioner.cache, lease: lease)
+    func builds(_ core: CoreServices, lease: Duration = .seconds(300)) throws -> BuildRegistry {
+        try BuildRegistry(registry: core.registry, cache: core.provisioner.cache, lease: lease)
     }
 
     /// What a migrator like Django's leaves: its bookkeeping table and the app's tables.
@@ -25,12 +25,12 @@ final class BuildsTests: XCTestCase {
         for i in 0..<polls { try db.run("INSERT INTO polls_question (question_text) VALUES (?)", [.text("question \(i)")]) }
     }
 
-    func path(_ claim: Builds.Claim) -> String? {
+    func path(_ claim: BuildRegistry.Claim) -> String? {
         if case .build(let info) = claim { return info.path }
         return nil
     }
 
-    func state(_ claim: Builds.Claim) -> String {
+    func state(_ claim: BuildRegistry.Claim) -> String {
         switch claim {
         case .build: return "build"
         case .building: return "building"
@@ -42,7 +42,7 @@ final class BuildsTests: XCTestCase {
         let scratch = Scratch()
         let core = try CoreServices(scratch)
         let builds = try builds(core)
-        let claims = Mutex<[Builds.Claim]>([])
+        let claims = Mutex<[BuildRegistry.Claim]>([])
         DispatchQueue.concurrentPerform(iterations: 2) { _ in
             let claim = try! builds.claim(key: "django-abc", label: "worker")
             claims.withLock { $0.append(claim) }

@@ -127,7 +127,7 @@ final class DiskQuotaTests: XCTestCase {
     func testBuildsUnderWayCount() throws {
         let scratch = Scratch()
         let core = try CoreServices(scratch) { $0.maxDiskBytes = 6 << 20 }
-        let builds = try Builds(registry: core.registry, cache: core.provisioner.cache)
+        let builds = try BuildRegistry(registry: core.registry, cache: core.provisioner.cache)
         guard case .build(let info) = try builds.claim(key: "a", label: nil), let path = info.path else { return XCTFail("not started") }
         try Connection(path: path, mode: .readWrite).execute("CREATE TABLE t (b BLOB); " + DiskQuotaTests.fill("t", rows: 112))
         XCTAssertGreaterThan(core.registry.usedBytes, 7 << 20 - 1 << 20)
@@ -146,7 +146,7 @@ extension DiskQuotaTests {
         let cache = TemplateCache(directory: core.registry.layout.cache + "/small", temporaryDirectory: core.registry.layout.temporary,
                                   maxBytes: 1 << 20)
         try FileSystem.makeDirectory(core.registry.layout.cache + "/small")
-        let builds = try Builds(registry: core.registry, cache: cache)
+        let builds = try BuildRegistry(registry: core.registry, cache: cache)
         guard case .build(let info) = try builds.claim(key: "big", label: nil), let path = info.path else { return XCTFail("not started") }
         try Connection(path: path, mode: .readWrite).execute("CREATE TABLE t (b BLOB); " + DiskQuotaTests.fill("t", rows: 32))
         XCTAssertLarderError(.quotaExceeded, try builds.finish("big"))

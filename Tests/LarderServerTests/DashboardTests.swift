@@ -9,7 +9,7 @@ import XCTest
 /// test, Tests/blackbox/test_dashboard.py, drives them over real HTTP).
 final class DashboardTests: XCTestCase {
     var root: String!
-    var services: Services!
+    var context: ServerContext!
     var router: Router!
 
     override func setUpWithError() throws {
@@ -25,10 +25,10 @@ final class DashboardTests: XCTestCase {
         c.fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path + "/fixtures"
         c.logLevel = "critical"
         configure(&c)
-        services?.registry.close() // the root is one server's at a time
-        services = try Services(configuration: c)
-        services.session?.bind(base: c.publicURL ?? "http://127.0.0.1:8123") // as a started server does
-        return Router(services: services)
+        context?.registry.close() // the root is one server's at a time
+        context = try ServerContext(configuration: c)
+        context.session?.bind(base: c.publicURL ?? "http://127.0.0.1:8123") // as a started server does
+        return Router(server: context)
     }
 
     struct Answer {
@@ -167,19 +167,19 @@ final class DashboardTests: XCTestCase {
     func testPagesOfStoresCountAndLinkToOlderOnes() throws {
         var ids: [String] = []
         for n in 1...5 {
-            let (store, _) = try services.provisioner.createEmpty(label: "page-\(n)", ttlSeconds: nil)
+            let (store, _) = try context.provisioner.createEmpty(label: "page-\(n)", ttlSeconds: nil)
             ids.append(store.id)
         }
-        let first = try Dashboard.page(services, pageSize: 2)
+        let first = try Dashboard.page(context, pageSize: 2)
         XCTAssertTrue(first.contains("stores 1–2 of 5"), first)
         XCTAssertTrue(first.contains(ids[4]) && first.contains(ids[3]) && !first.contains(ids[2]), "newest first")
-        let cursor = try XCTUnwrap(services.registry.list(limit: 2).nextCursor)
+        let cursor = try XCTUnwrap(context.registry.list(limit: 2).nextCursor)
         XCTAssertTrue(first.contains(#"<a rel="next" href="/?cursor=\#(cursor)">"#), first)
 
-        let second = try Dashboard.page(services, cursor: cursor, pageSize: 2)
+        let second = try Dashboard.page(context, cursor: cursor, pageSize: 2)
         XCTAssertTrue(second.contains("stores 3–4 of 5"), second)
         XCTAssertTrue(second.contains(ids[2]) && second.contains(ids[1]))
-        let last = try Dashboard.page(services, cursor: try XCTUnwrap(services.registry.list(limit: 2, cursor: cursor).nextCursor), pageSize: 2)
+        let last = try Dashboard.page(context, cursor: try XCTUnwrap(context.registry.list(limit: 2, cursor: cursor).nextCursor), pageSize: 2)
         XCTAssertTrue(last.contains("stores 5–5 of 5"), last)
         XCTAssertFalse(last.contains(#"rel="next""#))
         XCTAssertTrue(last.contains(#"<a href="/">newest</a>"#))
@@ -193,7 +193,7 @@ final class DashboardTests: XCTestCase {
 
     func testStoresShowSizesRowCountsAndADeleteButtonWithEverythingEscaped() throws {
         let label = #"<script>alert("x")</script>&'"#
-        let (made, _) = try services.provisioner.createEmpty(label: label, ttlSeconds: nil)
+        let (made, _) = try context.provisioner.createEmpty(label: label, ttlSeconds: nil)
         let answer = call("GET", "/", headers: bearer)
         XCTAssertEqual(answer.status, 200)
         XCTAssertFalse(answer.text.contains(label))
@@ -203,12 +203,12 @@ final class DashboardTests: XCTestCase {
         XCTAssertTrue(answer.text.contains(#"action="/sign-out""#))
 
         // Row counts as last read, per table in the title; never read: a dash.
-        let store = try services.registry.get(made.id)
+        let store = try context.registry.get(made.id)
         store.remember(counts: [("artists", 4), ("<b>", 12)])
         let row = Dashboard.row(store)
         XCTAssertTrue(row.contains("<td class=\"num\" title=\"artists: 4\n&lt;b&gt;: 12\">16</td>"), row)
         XCTAssertTrue(row.contains(Dashboard.byteCount(store.sizeBytes)))
-        let (unread, _) = try services.provisioner.createEmpty(label: nil, ttlSeconds: nil)
+        let (unread, _) = try context.provisioner.createEmpty(label: nil, ttlSeconds: nil)
         if unread.lastCounts == nil { XCTAssertTrue(Dashboard.row(unread).contains(">—</td>")) }
     }
 
@@ -238,14 +238,14 @@ final class DashboardTests: XCTestCase {
         var request = Provisioner.Request()
         request.template = "gallery"
         request.fixtures = ["artists"]
-        let (store, _) = try services.provisioner.create(services.provisioner.plan(request), label: "<b>label</b>", ttlSeconds: nil)
+        let (store, _) = try context.provisioner.create(context.provisioner.plan(request), label: "<b>label</b>", ttlSeconds: nil)
         let db = try Connection(path: store.databasePath, mode: .readWrite)
         try db.execute("""
             CREATE TABLE "<i>t</i>" (body TEXT, data BLOB);
             INSERT INTO "<i>t</i>" VALUES ('<img src=x onerror=alert(1)>', x'00ff'), (printf('%.*c', 100000, 'x'), NULL);
             UPDATE artists SET name = '<u>changed</u>' WHERE id = 1;
             """)
-        let page = try Dashboard.storePage(services, store, table: nil, offset: 0)
+        let page = try Dashboard.storePage(context, store, table: nil, offset: 0)
         XCTAssertFalse(page.contains("<img"), "a value is text, never markup")
         XCTAssertFalse(page.contains("<i>t</i>"))
         XCTAssertFalse(page.contains("<b>label"))
@@ -254,10 +254,10 @@ final class DashboardTests: XCTestCase {
         XCTAssertTrue(page.contains("BLOB (2 bytes)"))
         XCTAssertTrue(page.contains("… (100000 bytes)"), "long text is cut")
         XCTAssertLessThan(page.utf8.count, 60_000, "and so is the page")
-        XCTAssertThrowsError(try Dashboard.storePage(services, store, table: "nope", offset: 0))
+        XCTAssertThrowsError(try Dashboard.storePage(context, store, table: "nope", offset: 0))
         // Later rows of one table.
         try db.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 45) INSERT INTO artists (name) SELECT 'a' || i FROM n")
-        let later = try Dashboard.storePage(services, store, table: "artists", offset: 40)
+        let later = try Dashboard.storePage(context, store, table: "artists", offset: 40)
         XCTAssertTrue(later.contains("rows 41–49 of 49"), later)
     }
 }

@@ -17,7 +17,7 @@ final class RouterTests: XCTestCase {
         c.fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path + "/fixtures"
         c.token = "sesame"
         c.logLevel = "critical"
-        router = Router(services: try Services(configuration: c))
+        router = Router(server: try ServerContext(configuration: c))
     }
 
     override func tearDownWithError() throws { try? FileManager.default.removeItem(atPath: root) }

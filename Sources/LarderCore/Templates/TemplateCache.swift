@@ -14,7 +14,7 @@ public final class TemplateCache: Sendable {
         public var version: String?
         public var counts: [(String, Int64)]
         public var size: Int64
-        /// What an app-built template's sidecar says of it (`Builds`); nil for a template's own entry.
+        /// What an app-built template's sidecar says of it (`BuildRegistry`); nil for a template's own entry.
         public var build: JSONValue?
         var lastUsed: ContinuousClock.Instant
     }

@@ -17,7 +17,7 @@ enum BuildAnswer {
 
     /// A build under way says where to build (to its claimer) and until when;
     /// a ready one what it holds.
-    static func json(_ s: Services, _ info: Builds.Info) -> JSONValue {
+    static func json(_ s: ServerContext, _ info: BuildRegistry.Info) -> JSONValue {
         var members: [(String, JSONValue)] = [("key", .string(info.key)), ("state", .string(info.state.rawValue)), ("label", JSONValue(info.label))]
         if let path = info.path { members.append(("path", .string(s.registry.clientPath(path)))) }
         if let started = info.startedAt { members.append(("started_at", .string(started.rfc3339))) }

@@ -7,7 +7,7 @@ enum HealthAnswer {
         ("stores", OpenAPI.nonNegative), ("started_at", OpenAPI.time),
     ]))
 
-    static func json(_ s: Services) -> JSONValue {
+    static func json(_ s: ServerContext) -> JSONValue {
         [
             "status": "ok", "version": .string(LarderVersion.current), "sqlite_version": .string(LarderVersion.sqlite),
             "stores": JSONValue(s.registry.count), "started_at": .string(s.startedAt.rfc3339),

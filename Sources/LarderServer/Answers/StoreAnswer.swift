@@ -31,7 +31,7 @@ enum StoreAnswer {
     /// Counts are read live unless the caller already knows them; a store
     /// whose test broke its file is still shown (and can be kept, to look
     /// at), with the counts Larder last read.
-    static func json(_ s: Services, _ store: Store, counts known: [(String, Int64)]?) throws -> JSONValue {
+    static func json(_ s: ServerContext, _ store: Store, counts known: [(String, Int64)]?) throws -> JSONValue {
         let record = store.record
         let counts: [(String, Int64)]
         do {

@@ -32,7 +32,7 @@ enum Dashboard {
 
     /// `GET /` (the token check has passed): `?cursor=` pages to older stores.
     static func show(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.services
+        let s = c.server
         let cursor = request.queryValue("cursor")
         return .later { html(200, try page(s, cursor: cursor)) }
     }
@@ -48,7 +48,7 @@ enum Dashboard {
 
     // MARK: - The page
 
-    static func page(_ s: Services, cursor: String? = nil, pageSize: Int = Dashboard.pageSize) throws -> String {
+    static func page(_ s: ServerContext, cursor: String? = nil, pageSize: Int = Dashboard.pageSize) throws -> String {
         let page = try s.registry.list(limit: pageSize, cursor: cursor)
         let total = s.registry.count
         // Where this page starts: the stores from the cursor on, counted
@@ -152,7 +152,7 @@ enum Dashboard {
 
     /// The answer to a browser without the token: a form that posts it to
     /// `/sign-in` (never in a URL). `message` says why it is shown again.
-    static func signInPage(_ s: Services, request: Request, message: String? = nil) -> Response {
+    static func signInPage(_ s: ServerContext, request: Request, message: String? = nil) -> Response {
         let stale = (s.session?.values(in: request) ?? []).isEmpty ? nil : "This browser's sign-in is no longer valid (the server restarted?). Sign in again."
         var html = head + "<header><h1>Larder</h1></header><main id=\"sign-in\"><p>This server needs its token.</p>"
         if let text = message ?? stale { html += "<p class=\"fail\" role=\"alert\">\(escape(text))</p>" }

@@ -14,7 +14,7 @@ extension Dashboard {
     static let cellCharacters = 200
 
     static func storePage(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.services, id = c["id"]
+        let s = c.server, id = c["id"]
         let store = try s.registry.get(id)
         let chosen = request.queryValue("table")
         let offset = try request.queryInt("offset", in: 0...Int(Int32.max)) ?? 0
@@ -22,7 +22,7 @@ extension Dashboard {
         return .later { html(200, try storePage(s, store, table: chosen, offset: offset)) }
     }
 
-    static func storePage(_ s: Services, _ store: Store, table chosen: String?, offset: Int) throws -> String {
+    static func storePage(_ s: ServerContext, _ store: Store, table chosen: String?, offset: Int) throws -> String {
         var options = StoreDiff.Options()
         options.maxBytes = 4 << 20
         let diff = Result { try store.diff(options) }

@@ -16,10 +16,10 @@ enum Outcome {
     case whenReady(@Sendable (@escaping @Sendable (Result<Response, Error>) -> Void) -> @Sendable () -> Void)
 }
 
-/// What a handler knows besides the request itself: the services, the
+/// What a handler knows besides the request itself: the server, the
 /// path's named parameters, the request id, and a logger that carries it.
 struct RouteContext: Sendable {
-    let services: Services
+    let server: ServerContext
     let parameters: [String: String]
     let requestID: String
     let logger: Logger
@@ -41,14 +41,14 @@ final class Router: Sendable {
         var methods: [String: Operation]
     }
 
-    let services: Services
+    let server: ServerContext
     private let routes: [Route]
     private let requestCounter = Atomic<Int>(0)
 
-    init(services: Services) {
-        self.services = services
+    init(server: ServerContext) {
+        self.server = server
         var routes: [Route] = []
-        for op in Routes.table(services.configuration) {
+        for op in Routes.table(server.configuration) {
             if let i = routes.firstIndex(where: { $0.name == op.path }) {
                 routes[i].methods[op.method] = op
             } else {
@@ -66,11 +66,11 @@ final class Router: Sendable {
         let segments = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         let requestID = Router.requestID(given: request.header("x-request-id")) { "r\(requestCounter.wrappingAdd(1, ordering: .relaxed).newValue)" }
         var name = "unmatched"
-        let logger = services.logger.with(requestID: requestID)
-        let finish: @Sendable (String, Response) -> Response = { [services, logger] name, response in
+        let logger = server.logger.with(requestID: requestID)
+        let finish: @Sendable (String, Response) -> Response = { [server, logger] name, response in
             let elapsed = (ContinuousClock.now - started).components
             let seconds = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
-            services.metrics.record(route: name, status: response.status, seconds: seconds)
+            server.metrics.record(route: name, status: response.status, seconds: seconds)
             logger.info("request", metadata: ["method": .string(request.method), "path": .string(request.path),
                                               "status": .stringConvertible(response.status), "ms": .stringConvertible((seconds * 1e6).rounded() / 1e3)])
             var answered = response
@@ -82,7 +82,7 @@ final class Router: Sendable {
         do {
             // Who may ask comes before what exists: no probing of routes
             // without the token, or from a foreign web page.
-            try services.origins.check(request)
+            try server.origins.check(request)
             guard let (route, parameters) = match(segments) else {
                 try authorize(request, route: nil)
                 throw LarderError(.notFound, "no route for \(request.method) \(request.path)", details: [("path", .string(request.path))])
@@ -92,7 +92,7 @@ final class Router: Sendable {
                 try authorize(request, route: route)
             } catch let error as LarderError where error.code == .unauthorized && Dashboard.pages.contains(route.name) && (request.method == "GET" || request.method == "HEAD") {
                 // A browser at the dashboard gets a way in, not a JSON error.
-                return .now(finish(name, Dashboard.signInPage(services, request: request)))
+                return .now(finish(name, Dashboard.signInPage(server, request: request)))
             }
             guard let endpoint = Router.operation(route, request.method) else {
                 var response = errorResponse(LarderError(.methodNotAllowed, "\(request.method) is not allowed on \(route.name)",
@@ -101,7 +101,7 @@ final class Router: Sendable {
                 return .now(finish(name, response))
             }
             try request.checkQuery(allowed: endpoint.queryNames)
-            let context = RouteContext(services: services,
+            let context = RouteContext(server: server,
                                        parameters: Dictionary(zip(route.parameterNames, parameters), uniquingKeysWith: { a, _ in a }),
                                        requestID: requestID, logger: logger)
             switch try endpoint.handler(request, context) {
@@ -111,7 +111,7 @@ final class Router: Sendable {
                 let routeName = name
                 // One store's work waits in its own line (see WorkPool).
                 let lane = context.parameters["id"].map { "store " + $0 } ?? context.parameters["key"].map { "build " + $0 }
-                let pool = services.pool
+                let pool = server.pool
                 return .later { responder in
                     pool.submit(lane: lane) {
                         let response: Response
@@ -179,9 +179,9 @@ final class Router: Sendable {
 
     /// The token as a Bearer header, or the sign-in cookie a browser got for it.
     private func authorize(_ request: Request, route: Route?) throws {
-        guard let token = services.configuration.token, route.flatMap({ Router.operation($0, request.method) })?.open != true else { return }
+        guard let token = server.configuration.token, route.flatMap({ Router.operation($0, request.method) })?.open != true else { return }
         if constantTimeEqual(request.header("authorization") ?? "", "Bearer " + token) { return }
-        if services.session?.admits(request) == true { return }
+        if server.session?.admits(request) == true { return }
         throw LarderError(.unauthorized, "this server needs 'Authorization: Bearer <token>' (a browser signs in at /)")
     }
 }

@@ -15,7 +15,7 @@ enum ArtifactRoutes {
     }
 
     static func artifact(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.services, id = c["id"]
+        let s = c.server, id = c["id"]
         let method: ZipWriter.Method
         switch request.queryValue("compression") ?? "deflate" {
         case "deflate": method = .deflate
@@ -68,7 +68,7 @@ enum ArtifactRoutes {
     }
 
     static func database(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.services
+        let s = c.server
         let store = try s.registry.get(c["id"])
         return .later {
             let snapshot = try DatabaseSnapshot(store: store, temporaryDirectory: s.layout.temporary)

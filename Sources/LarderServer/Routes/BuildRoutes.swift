@@ -6,7 +6,7 @@ enum BuildRoutes {
     /// `POST /builds`: 201 to the caller who builds, 202 while another
     /// does, 200 once ready.
     static func claim(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.services
+        let s = c.server
         let body = try JSONBody(request, allowed: ["key", "label"])
         guard let key = try body.string("key") else { throw LarderError.badRequest("a build needs a 'key' (your fingerprint of its migrations)") }
         let label = try body.string("label")
@@ -20,19 +20,19 @@ enum BuildRoutes {
 
     /// `POST /builds/{key}/finish`: checks and copies the whole database, off the pool.
     static func finish(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.services, key = c["key"]
+        let s = c.server, key = c["key"]
         _ = try JSONBody(request, allowed: [])
-        try Builds.check(key: key)
+        try BuildRegistry.check(key: key)
         return .later { json(200, BuildAnswer.json(s, try s.builds.finish(key))) }
     }
 
     static func discard(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        try c.services.builds.discard(c["key"])
+        try c.server.builds.discard(c["key"])
         return .now(Response(status: 204))
     }
 
     static func list(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.services
+        let s = c.server
         return .now(json(200, BuildAnswer.list(s.builds.list().map { BuildAnswer.json(s, $0) })))
     }
 
@@ -40,7 +40,7 @@ enum BuildRoutes {
     /// answers once the build is no longer building: ready (200), discarded
     /// (404), or still building after N ms (408).
     static func show(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.services, key = c["key"]
+        let s = c.server, key = c["key"]
         let info = try s.builds.info(key)
         guard let wait = request.queryValue("wait") else {
             if request.queryValue("timeout_ms") != nil { throw LarderError.badRequest("'timeout_ms' goes with 'wait'", reason: .timeoutWithoutWait) }
@@ -56,7 +56,7 @@ enum BuildRoutes {
                         _ = try result.get()
                         return json(200, BuildAnswer.json(s, try s.builds.info(key)))
                     } catch {
-                        throw LarderError.classify(error) ?? Builds.unknown(key)
+                        throw LarderError.classify(error) ?? BuildRegistry.unknown(key)
                     }
                 })
             }
@@ -67,8 +67,8 @@ enum BuildRoutes {
     /// build at once; while it builds, the request waits suspended (no pool
     /// thread held) up to `timeout_ms`, then copies.
     static func createStore(_ c: RouteContext, key: String, timeoutMs: Int?, label: String?, ttlSeconds: Int?) throws -> Outcome {
-        let s = c.services
-        try Builds.check(key: key)
+        let s = c.server
+        try BuildRegistry.check(key: key)
         let make: @Sendable (TemplateCache.Entry) throws -> Response = { entry in
             let (store, provenance) = try s.provisioner.create(build: key, entry: entry, label: label, ttlSeconds: ttlSeconds)
             return json(201, try StoreAnswer.json(s, store, counts: provenance.counts))

@@ -4,7 +4,7 @@ import MicroHTTP
 /// `GET /checks/migrations`: JSON, or JUnit XML with `?format=junit`.
 enum CheckRoutes {
     static func migrations(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.services
+        let s = c.server
         let template = request.queryValue("template")
         func flag(_ name: String) throws -> Bool {
             switch request.queryValue(name) ?? "true" {

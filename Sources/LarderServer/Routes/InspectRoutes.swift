@@ -4,7 +4,7 @@ import MicroHTTP
 /// `/counts` (and count waits), `/schema`, `/query`.
 enum InspectRoutes {
     static func counts(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.services
+        let s = c.server
         let store = try s.registry.get(c["id"])
         let tables = request.queryValue("tables").map(names)
         guard let waitText = request.queryValue("wait") else {
@@ -38,13 +38,13 @@ enum InspectRoutes {
     }
 
     static func schema(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let store = try c.services.registry.get(c["id"])
+        let store = try c.server.registry.get(c["id"])
         return .later { json(200, try store.withReader { try Inspector.schema($0) }) }
     }
 
     /// What the test changed since the store was created.
     static func diff(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.services
+        let s = c.server
         var options = StoreDiff.Options()
         options.limit = try request.queryInt("limit", in: 0...10_000) ?? 100
         options.maxBytes = s.configuration.queryMaxBytes
@@ -68,7 +68,7 @@ enum InspectRoutes {
     }
 
     static func query(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.services
+        let s = c.server
         let body = try JSONBody(request, allowed: ["sql", "params", "max_rows", "timeout_ms"])
         guard let sql = try body.string("sql") else { throw LarderError.badRequest("field 'sql' is required") }
         let limit = try body.int("max_rows", in: 1...s.configuration.queryRowLimit) ?? s.configuration.queryRowLimit

@@ -4,15 +4,15 @@ import MicroHTTP
 /// `/openapi.json`, `/health`, `/metrics`.
 enum ServiceRoutes {
     static func openAPI(_ request: Request, _ c: RouteContext) -> Outcome {
-        .now(Response(status: 200, contentType: jsonType, bytes: c.services.openAPI))
+        .now(Response(status: 200, contentType: jsonType, bytes: c.server.openAPI))
     }
 
     static func health(_ request: Request, _ c: RouteContext) -> Outcome {
-        .now(json(200, HealthAnswer.json(c.services)))
+        .now(json(200, HealthAnswer.json(c.server)))
     }
 
     static func metrics(_ request: Request, _ c: RouteContext) -> Outcome {
-        let s = c.services
+        let s = c.server
         let ready = s.provisioner.readyCopies.stats
         let text = s.metrics.render(gauges: [
             ("larder_live_stores", "Stores on disk now.", "gauge", String(s.registry.count)),

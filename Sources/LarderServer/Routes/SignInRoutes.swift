@@ -11,7 +11,7 @@ enum SignInRoutes {
     /// to `/`; a wrong one shows the form again (401). Without a token
     /// configured there is nothing to sign in to: straight to `/`.
     static func signIn(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.services
+        let s = c.server
         let form = try FormBody(request, allowed: ["token"])
         guard let given = form.value("token") else {
             throw LarderError(.badRequest, "the form needs the field 'token'", details: [("field", "token")])
@@ -31,7 +31,7 @@ enum SignInRoutes {
 
     /// Clears the session cookie and goes to `/`.
     static func signOut(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.services
+        let s = c.server
         guard !request.hasBody else { throw LarderError.badRequest("POST /sign-out takes no body") }
         var response = seeOther()
         if let session = s.session { response.addHeader("Set-Cookie", session.clearing) }

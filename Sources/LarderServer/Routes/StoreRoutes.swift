@@ -5,7 +5,7 @@ import MicroHTTP
 enum StoreRoutes {
     /// `POST /stores`: a store made one of five ways (see `StoreCreation`).
     static func create(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.services
+        let s = c.server
         let (creation, label, ttl) = try StoreCreation.read(request, s.configuration)
         let made: @Sendable ((Store, Provenance)) throws -> Response = { json(201, try StoreAnswer.json(s, $0.0, counts: $0.1.counts)) }
         switch creation {
@@ -33,7 +33,7 @@ enum StoreRoutes {
     }
 
     static func list(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.services
+        let s = c.server
         let limit = try request.queryInt("limit", in: 1...10_000) ?? 100
         let page = try s.registry.list(label: request.queryValue("label"), labelPrefix: request.queryValue("label_prefix"),
                                        template: request.queryValue("template"),
@@ -51,7 +51,7 @@ enum StoreRoutes {
 
     /// `DELETE /stores?label=L` or `?label_prefix=P` (both: either matches): a whole suite's stores at once.
     static func deleteAll(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.services
+        let s = c.server
         let label = request.queryValue("label"), prefix = request.queryValue("label_prefix")
         guard label != nil || prefix != nil, label?.isEmpty != true, prefix?.isEmpty != true else {
             throw LarderError.badRequest("say which stores to delete: 'label' or 'label_prefix' (both: stores matching either), not empty",
@@ -61,13 +61,13 @@ enum StoreRoutes {
     }
 
     static func show(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.services, id = c["id"]
+        let s = c.server, id = c["id"]
         // Counts read the store, which its test may hold locked: off the pool threads.
         return .later { json(200, try StoreAnswer.json(s, try s.registry.get(id), counts: nil)) }
     }
 
     static func patch(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.services, id = c["id"]
+        let s = c.server, id = c["id"]
         let body = try JSONBody(request, allowed: ["keep", "ttl_seconds", "label"])
         var patch = StoreRegistry.Patch()
         patch.keep = try body.bool("keep")
@@ -79,7 +79,7 @@ enum StoreRoutes {
 
     /// `POST /stores/{id}/reset`: back to the creation state, in place.
     static func reset(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.services, id = c["id"]
+        let s = c.server, id = c["id"]
         _ = try JSONBody(request, allowed: [])
         return .later {
             let store = try s.editor.reset(id)
@@ -88,7 +88,7 @@ enum StoreRoutes {
     }
 
     static func delete(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        try c.services.registry.delete(c["id"])
+        try c.server.registry.delete(c["id"])
         return .now(Response(status: 204))
     }
 }

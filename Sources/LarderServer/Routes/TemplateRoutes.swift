@@ -4,7 +4,7 @@ import MicroHTTP
 /// `/templates` and `/templates/{name}`.
 enum TemplateRoutes {
     static func list(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.services
+        let s = c.server
         var items: [JSONValue] = []
         for name in s.catalog.names() {
             do {
@@ -17,6 +17,6 @@ enum TemplateRoutes {
     }
 
     static func show(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        .now(json(200, TemplateAnswer.json(try c.services.catalog.template(c["name"]))))
+        .now(json(200, TemplateAnswer.json(try c.server.catalog.template(c["name"]))))
     }
 }

@@ -4,7 +4,7 @@ import Logging
 import Synchronization
 
 /// What the routes work with: the core objects and the server's own counters.
-final class Services: Sendable {
+final class ServerContext: Sendable {
     let configuration: Configuration
     let layout: RootLayout
     let registry: StoreRegistry
@@ -12,7 +12,7 @@ final class Services: Sendable {
     let cache: TemplateCache
     let provisioner: Provisioner
     /// App-built templates (`/builds`).
-    let builds: Builds
+    let builds: BuildRegistry
     let editor: StoreEditor
     let waiter = CountWaiter()
     let origins: Origins

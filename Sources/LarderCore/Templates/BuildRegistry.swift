@@ -13,7 +13,7 @@ import Synchronization
 /// copies), so it survives a restart; an unfinished one does not, and one
 /// not finished within its lease is discarded, so a crashed CI job never
 /// blocks the others.
-public final class Builds: Sendable {
+public final class BuildRegistry: Sendable {
     public enum State: String, Sendable { case building, ready }
 
     /// A build as the API shows it.
@@ -55,7 +55,7 @@ public final class Builds: Sendable {
         var expiresAt: Timestamp
         var deadline: ContinuousClock.Instant
         var finishing = false
-        var path: String { directory + "/" + Builds.fileName }
+        var path: String { directory + "/" + BuildRegistry.fileName }
     }
     private struct Waiter {
         var key: String
@@ -111,14 +111,14 @@ public final class Builds: Sendable {
         LarderError(.unknownBuild, why ?? "no build with key '\(key)'; POST /builds starts one", details: [("key", .string(key))])
     }
 
-    private func entryKey(_ key: String) -> String { Builds.entryPrefix + key }
+    private func entryKey(_ key: String) -> String { BuildRegistry.entryPrefix + key }
 
     // MARK: Claiming, finishing, discarding
 
     /// `POST /builds`: the first caller of a key gets a fresh database (WAL,
     /// empty) to build in; later callers hear that it is building or ready.
     public func claim(key: String, label: String?) throws -> Claim {
-        try Builds.check(key: key)
+        try BuildRegistry.check(key: key)
         try StoreRecord.check(label: label)
         discardLapsed()
         let roomLeft = registry.hasRoom(for: 1) // asked outside the lock below (the quota asks it too)
@@ -152,11 +152,11 @@ public final class Builds: Sendable {
                 let db = try Connection(path: b.path, mode: .readWriteCreate)
                 try db.execute("PRAGMA journal_mode=WAL")
             }
-            try registry.access.grant(store: b.directory, database: Builds.fileName)
+            try registry.access.grant(store: b.directory, database: BuildRegistry.fileName)
         } catch {
             let waiters = shared.withLock { s -> [Waiter] in
                 s.building[key] = nil
-                return Builds.takeWaiters(&s, key)
+                return BuildRegistry.takeWaiters(&s, key)
             }
             try? FileSystem.removeTree(b.directory, within: registry.root)
             let failure = LarderError.classify(error) ?? LarderError(.internalError, "cannot start build '\(key)': \(error)")
@@ -174,11 +174,11 @@ public final class Builds: Sendable {
     /// fails leaves the build building, to be fixed and finished again or
     /// discarded. Finishing a ready build answers it as it is.
     public func finish(_ key: String) throws -> Info {
-        try Builds.check(key: key)
+        try BuildRegistry.check(key: key)
         discardLapsed()
         let taken = try shared.withLock { s -> Building? in
             guard var b = s.building[key] else {
-                guard cache.peek(entryKey(key)) != nil else { throw Builds.unknown(key) }
+                guard cache.peek(entryKey(key)) != nil else { throw BuildRegistry.unknown(key) }
                 return nil
             }
             guard !b.finishing else {
@@ -203,7 +203,7 @@ public final class Builds: Sendable {
         }
         let waiters = shared.withLock { s -> [Waiter] in
             s.building[key] = nil
-            return Builds.takeWaiters(&s, key)
+            return BuildRegistry.takeWaiters(&s, key)
         }
         try? registry.trash.discard(b.directory, name: (b.directory as NSString).lastPathComponent)
         for w in waiters { w.completion(.success(entry)) }
@@ -273,20 +273,20 @@ public final class Builds: Sendable {
     /// thrown away and its waiters hear `unknown_build`; a ready one leaves
     /// the cache. Either way the next `POST /builds` builds the key again.
     public func discard(_ key: String) throws {
-        try Builds.check(key: key)
+        try BuildRegistry.check(key: key)
         let (removed, waiters) = try shared.withLock { s -> (Building?, [Waiter]) in
             guard let b = s.building[key] else { return (nil, []) }
             guard !b.finishing else {
                 throw LarderError(.conflict, "build '\(key)' is being finished; discard it once that is done", details: [("key", .string(key))])
             }
             s.building[key] = nil
-            return (b, Builds.takeWaiters(&s, key))
+            return (b, BuildRegistry.takeWaiters(&s, key))
         }
         if let removed {
             throwAway(removed, waiters, why: "build '\(key)' was discarded before it was finished (its builder gave up)")
             return
         }
-        guard cache.remove(entryKey(key)) else { throw Builds.unknown(key) }
+        guard cache.remove(entryKey(key)) else { throw BuildRegistry.unknown(key) }
     }
 
     /// Discards every build whose lease ran out.
@@ -294,7 +294,7 @@ public final class Builds: Sendable {
         let now = ContinuousClock.now
         let lapsed = shared.withLock { s -> [(Building, [Waiter])] in
             let keys = s.building.values.filter { !$0.finishing && $0.deadline <= now }.map(\.key)
-            return keys.map { key in (s.building.removeValue(forKey: key)!, Builds.takeWaiters(&s, key)) }
+            return keys.map { key in (s.building.removeValue(forKey: key)!, BuildRegistry.takeWaiters(&s, key)) }
         }
         for (b, waiters) in lapsed {
             throwAway(b, waiters, why: "build '\(b.key)' was discarded: it was not finished within its lease of \(Int(lease.seconds)) s")
@@ -303,7 +303,7 @@ public final class Builds: Sendable {
 
     private func throwAway(_ b: Building, _ waiters: [Waiter], why: String) {
         try? registry.trash.discard(b.directory, name: (b.directory as NSString).lastPathComponent)
-        for w in waiters { w.completion(.failure(Builds.unknown(b.key, why))) }
+        for w in waiters { w.completion(.failure(BuildRegistry.unknown(b.key, why))) }
     }
 
     private static func takeWaiters(_ s: inout Shared, _ key: String) -> [Waiter] {
@@ -320,7 +320,7 @@ public final class Builds: Sendable {
     /// wait. `completion` runs on whichever thread ends the wait: it must
     /// hand slow work elsewhere.
     public func whenReady(_ key: String, timeoutMs: Int, _ completion: @escaping Completion) -> @Sendable () -> Void {
-        do { try Builds.check(key: key) } catch {
+        do { try BuildRegistry.check(key: key) } catch {
             completion(.failure(error as? LarderError ?? LarderError.badRequest("\(error)")))
             return {}
         }
@@ -332,7 +332,7 @@ public final class Builds: Sendable {
             return s.nextWaiter
         }
         guard let id else {
-            if let entry = cache.lookup(entryKey(key)) { completion(.success(entry)) } else { completion(.failure(Builds.unknown(key))) }
+            if let entry = cache.lookup(entryKey(key)) { completion(.success(entry)) } else { completion(.failure(BuildRegistry.unknown(key))) }
             return {}
         }
         timers.asyncAfter(deadline: .now() + .milliseconds(timeoutMs)) { [self] in
@@ -357,8 +357,8 @@ public final class Builds: Sendable {
 
     /// The cache entry of the ready build `key` (a cache hit), or `unknown_build`.
     public func entry(_ key: String) throws -> TemplateCache.Entry {
-        try Builds.check(key: key)
-        guard let entry = cache.lookup(entryKey(key)) else { throw Builds.unknown(key) }
+        try BuildRegistry.check(key: key)
+        guard let entry = cache.lookup(entryKey(key)) else { throw BuildRegistry.unknown(key) }
         return entry
     }
 
@@ -369,10 +369,10 @@ public final class Builds: Sendable {
     }
 
     public func info(_ key: String) throws -> Info {
-        try Builds.check(key: key)
+        try BuildRegistry.check(key: key)
         discardLapsed()
         if let b = shared.withLock({ $0.building[key] }) { return info(b, path: false) }
-        guard let entry = cache.peek(entryKey(key)) else { throw Builds.unknown(key) }
+        guard let entry = cache.peek(entryKey(key)) else { throw BuildRegistry.unknown(key) }
         return info(entry)
     }
 
@@ -380,7 +380,7 @@ public final class Builds: Sendable {
     public func list() -> [Info] {
         discardLapsed()
         let under = shared.withLock { s in s.building.values.map { info($0, path: false) } }
-        let ready = cache.entries(prefix: Builds.entryPrefix).map(info)
+        let ready = cache.entries(prefix: BuildRegistry.entryPrefix).map(info)
         return (under + ready).sorted { $0.key < $1.key }
     }
 
@@ -391,7 +391,7 @@ public final class Builds: Sendable {
     private func info(_ entry: TemplateCache.Entry) -> Info {
         let about = entry.build
         func time(_ name: String) -> Timestamp? { about?[name]?.doubleValue.map(Timestamp.init(seconds:)) }
-        return Info(key: about?["key"]?.stringValue ?? String(entry.key.dropFirst(Builds.entryPrefix.count)), state: .ready,
+        return Info(key: about?["key"]?.stringValue ?? String(entry.key.dropFirst(BuildRegistry.entryPrefix.count)), state: .ready,
                     label: about?["label"]?.stringValue, startedAt: time("started_at"), finishedAt: time("finished_at"),
                     version: entry.version, counts: entry.counts, sizeBytes: entry.size)
     }
