@@ -107,6 +107,24 @@ public enum StoreDiff {
         /// How to name the rowid in SQL (nil when columns take all of
         /// `rowid`, `_rowid_` and `oid`, or for `WITHOUT ROWID`).
         var rowid: String?
+
+        /// The key as the answer names it, and as SQL reads it on the side `alias`.
+        func key(_ alias: String) -> (names: [String], sql: [String]) {
+            switch key {
+            case .rowid(let shown): return ([shown], ["\(alias).\(rowid!)"])
+            case .columns(let names): return (names, names.map { "\(alias).\(quoteIdentifier($0))" })
+            }
+        }
+
+        /// SQL true when the side `alias` of an outer join has a row: its
+        /// rowid, or a `WITHOUT ROWID` key column (never NULL), is there.
+        func present(_ alias: String) -> String {
+            rowid.map { "\(alias).\($0) IS NOT NULL" } ?? "\(alias).\(quoteIdentifier(key(alias).names[0])) IS NOT NULL"
+        }
+
+        /// How a scan names a row for its `Lookup`: the rowid, or (without
+        /// one) nothing more, since the key columns are read anyway.
+        func handle(_ alias: String) -> [String] { rowid.map { ["\(alias).\($0)"] } ?? [] }
     }
 
     enum Key: Equatable {
@@ -146,117 +164,134 @@ public enum StoreDiff {
         return out
     }
 
-    /// The changes of one table, present in the store (`now`), the base
-    /// (`was`) or both.
-    static func compare(_ db: Connection, _ now: Shape?, _ was: Shape?, limit: Int, budget: inout Int) throws -> TableChanges {
+    /// How the store's rows (`n`) meet the base's (`o`): by the store's key
+    /// when the base has the same, else by rowid when both have one; nil
+    /// when nothing can match.
+    static func join(_ now: Shape, _ was: Shape) -> String? {
+        switch (now.key, was.key) {
+        case (.rowid, .rowid): return "n.\(now.rowid!) = o.\(was.rowid!)"
+        case let (.columns(a), .columns(b)) where a == b:
+            return a.map { "n.\(quoteIdentifier($0)) IS o.\(quoteIdentifier($0))" }.joined(separator: " AND ")
+        default:
+            guard let r = now.rowid, let s = was.rowid else { return nil }
+            return "n.\(r) = o.\(s)"
+        }
+    }
+
+    /// One table's two sides and how they are read: the scans select keys
+    /// and rowids only; the listed rows' values come from each side's
+    /// `Lookup`, prepared once for both passes.
+    struct Sides {
+        let now: Shape?, was: Shape?
+        let newTable: String, oldTable: String
+        let join: String?
+        let lookNew: Lookup?, lookOld: Lookup?
+
+        init(_ db: Connection, _ now: Shape?, _ was: Shape?, name: String) throws {
+            self.now = now
+            self.was = was
+            let newTable = "main." + quoteIdentifier(name), oldTable = "base." + quoteIdentifier(name)
+            self.newTable = newTable
+            self.oldTable = oldTable
+            join = now.flatMap { n in was.flatMap { StoreDiff.join(n, $0) } }
+            lookNew = try now.map { try Lookup(db, newTable, $0) }
+            lookOld = try was.map { try Lookup(db, oldTable, $0) }
+        }
+
+        /// Inserted and updated rows: the store's rows with no match in the
+        /// base, or whose common columns differ. Selects whether the row
+        /// matched, the key, the store's handle, then the base's. Without a
+        /// match every row is new: they are counted apart, and only the rows
+        /// listed are read.
+        func changedRows(_ now: Shape, limit: Int) -> String {
+            let selected = now.key("n").sql + now.handle("n")
+            guard let was, let join else {
+                return "SELECT " + (["0"] + selected).joined(separator: ", ") + " FROM \(newTable) AS n LIMIT \(limit)"
+            }
+            let differs = now.columns.filter(was.columns.contains).map { "n.\(quoteIdentifier($0)) IS NOT o.\(quoteIdentifier($0))" }
+            var sql = "SELECT " + ([was.present("o")] + selected + was.handle("o")).joined(separator: ", ")
+                + " FROM \(newTable) AS n LEFT JOIN \(oldTable) AS o ON \(join) WHERE NOT \(was.present("o"))"
+            if !differs.isEmpty { sql += " OR " + balanced(differs, "OR") }
+            return sql
+        }
+
+        /// Deleted rows: the base's rows with no match in the store. Selects
+        /// the key, then the base's handle.
+        func deletedRows(_ was: Shape, limit: Int) -> String {
+            let sql = "SELECT " + (was.key("o").sql + was.handle("o")).joined(separator: ", ") + " FROM \(oldTable) AS o"
+            guard let now, let join else { return sql + " LIMIT \(limit)" }
+            return sql + " LEFT JOIN \(newTable) AS n ON \(join) WHERE NOT \(now.present("n"))"
+        }
+    }
+
+    /// What one table's diff lists: rows until `limit`, or until one does
+    /// not fit what is left of the byte budget (its column names and
+    /// escapes counted), which ends the listing.
+    struct Listing {
         var changes = TableChanges()
-        guard let table = now?.name ?? was?.name else { return changes }
-        let newTable = "main." + quoteIdentifier(table), oldTable = "base." + quoteIdentifier(table)
-        // How rows are matched: by the store's key when the base has the
-        // same, else by rowid when both have one; else nothing matches.
-        var join: String?
-        if let now, let was {
-            switch (now.key, was.key) {
-            case (.rowid, .rowid): join = "n.\(now.rowid!) = o.\(was.rowid!)"
-            case let (.columns(a), .columns(b)) where a == b:
-                join = a.map { "n.\(quoteIdentifier($0)) IS o.\(quoteIdentifier($0))" }.joined(separator: " AND ")
-            default:
-                if let r = now.rowid, let s = was.rowid { join = "n.\(r) = o.\(s)" }
-            }
-        }
-        func keyColumns(_ shape: Shape, _ alias: String) -> (names: [String], sql: [String]) {
-            switch shape.key {
-            case .rowid(let shown): return ([shown], ["\(alias).\(shape.rowid!)"])
-            case .columns(let names): return (names, names.map { "\(alias).\(quoteIdentifier($0))" })
-            }
-        }
-        /// A row present on a side: a rowid, or a `WITHOUT ROWID` key column (never NULL).
-        func present(_ shape: Shape, _ alias: String) -> String {
-            shape.rowid.map { "\(alias).\($0) IS NOT NULL" } ?? "\(alias).\(quoteIdentifier(keyColumns(shape, alias).names[0])) IS NOT NULL"
-        }
-        /// How the scan names a side's row for its `Lookup`: the rowid, or
-        /// (without one) the key columns, which the scan reads anyway.
-        func handle(_ shape: Shape, _ alias: String) -> [String] { shape.rowid.map { ["\(alias).\($0)"] } ?? [] }
-        /// Lists `row` when it fits what is left of the budget, its column
-        /// names and escapes counted; a row that does not ends the listing.
-        func list(_ row: JSONValue) {
+        var budget: Int
+        let limit: Int
+
+        var isOpen: Bool { changes.rows.count < limit && budget > 0 }
+
+        mutating func close() { budget = 0 }
+
+        mutating func list(_ row: JSONValue) {
             let size = QueryRunner.encodedSize(row)
-            guard size <= budget else { budget = 0; return }
+            guard size <= budget else { return close() }
             budget -= size
             changes.rows.append(row)
         }
-        // Each side's rows are read by one set of statements, for both passes.
-        let lookNew = try now.map { try Lookup(db, newTable, $0) }
-        let lookOld = try was.map { try Lookup(db, oldTable, $0) }
 
-        // Inserted and updated rows: the store's rows with no match in the
-        // base, or whose common columns differ. The scan reads only keys and
-        // rowids; the listed rows' values come from lookups, a batch of
-        // columns at a time (see `Lookup`).
-        if let now, let lookNew {
-            let key = keyColumns(now, "n")
-            var selected = key.sql + handle(now, "n")
-            var sql: String
-            if let was, let join {
-                let common = now.columns.filter(was.columns.contains)
-                let differs = common.map { "n.\(quoteIdentifier($0)) IS NOT o.\(quoteIdentifier($0))" }
-                selected = [present(was, "o")] + selected + handle(was, "o")
-                sql = "SELECT " + selected.joined(separator: ", ") + " FROM \(newTable) AS n LEFT JOIN \(oldTable) AS o ON \(join) WHERE NOT \(present(was, "o"))"
-                if !differs.isEmpty { sql += " OR " + balanced(differs, "OR") }
-            } else {
-                // Every row is new: count them apart, read only the rows listed.
-                sql = "SELECT " + (["0"] + selected).joined(separator: ", ") + " FROM \(newTable) AS n LIMIT \(limit)"
-            }
-            let statement = try db.prepare(sql)
-            let keyStart = 1, handleStart = keyStart + key.names.count
+        mutating func list(_ op: String, key names: [String], _ keys: [SQLiteValue], old: JSONValue, new: JSONValue) {
+            list(.object([("op", .string(op)), ("key", .object(zip(names, keys).map { ($0, QueryRunner.json($1)) })), ("old", old), ("new", new)]))
+        }
+    }
+
+    /// The changes of one table, present in the store (`now`), the base
+    /// (`was`) or both.
+    static func compare(_ db: Connection, _ now: Shape?, _ was: Shape?, limit: Int, budget: inout Int) throws -> TableChanges {
+        guard let name = now?.name ?? was?.name else { return TableChanges() }
+        let sides = try Sides(db, now, was, name: name)
+        var listing = Listing(budget: budget, limit: limit)
+        defer { budget = listing.budget }
+        if let now, let lookNew = sides.lookNew {
+            let statement = try db.prepare(sides.changedRows(now, limit: limit))
+            let key = now.key("n").names
+            let keyStart = 1, handleStart = keyStart + key.count
             while try statement.step() {
                 let matched = statement.int64(0) != 0
-                if matched { changes.updated += 1 } else { changes.inserted += 1 }
-                guard changes.rows.count < limit, budget > 0 else {
-                    // Counted apart when nothing matches: no need to read on.
-                    if join == nil { break } else { continue }
-                }
+                if matched { listing.changes.updated += 1 } else { listing.changes.inserted += 1 }
+                // Counted apart when nothing matches: no need to read on.
+                guard listing.isOpen else { if sides.join == nil { break } else { continue } }
                 let keys = (keyStart..<handleStart).map { statement.column($0) }
                 let newHandle = now.rowid == nil ? keys : [statement.column(handleStart)]
                 let oldHandle = was?.rowid == nil ? keys : [statement.column(now.rowid == nil ? handleStart : handleStart + 1)]
-                // A row that does not fit ends the listing, as below.
-                guard let new = try lookNew.object(newHandle, budget: budget) else { budget = 0; continue }
+                guard let new = try lookNew.object(newHandle, budget: listing.budget) else { listing.close(); continue }
                 var old: JSONValue = .null
-                if matched, let lookOld {
-                    guard let found = try lookOld.object(oldHandle, budget: budget - new.size) else { budget = 0; continue }
+                if matched, let lookOld = sides.lookOld {
+                    guard let found = try lookOld.object(oldHandle, budget: listing.budget - new.size) else { listing.close(); continue }
                     old = found.object
                 }
-                list(.object([
-                    ("op", .string(matched ? "update" : "insert")),
-                    ("key", .object(zip(key.names, keys).map { ($0, QueryRunner.json($1)) })),
-                    ("old", old), ("new", new.object),
-                ]))
+                listing.list(matched ? "update" : "insert", key: key, keys, old: old, new: new.object)
             }
-            if was == nil || join == nil { changes.inserted = try count(db, newTable) }
+            if sides.join == nil { listing.changes.inserted = try count(db, sides.newTable) }
         }
-        // Deleted rows: the base's rows with no match in the store.
-        if let was, let lookOld {
-            let key = keyColumns(was, "o")
-            var sql = "SELECT " + (key.sql + handle(was, "o")).joined(separator: ", ") + " FROM \(oldTable) AS o"
-            if let now, let join {
-                sql += " LEFT JOIN \(newTable) AS n ON \(join) WHERE NOT \(present(now, "n"))"
-            } else {
-                sql += " LIMIT \(limit)"
-            }
-            let statement = try db.prepare(sql)
+        if let was, let lookOld = sides.lookOld {
+            let statement = try db.prepare(sides.deletedRows(was, limit: limit))
+            let key = was.key("o").names
             while try statement.step() {
-                changes.deleted += 1
-                guard changes.rows.count < limit, budget > 0 else { if join == nil { break } else { continue } }
-                let keys = (0..<key.names.count).map { statement.column($0) }
-                guard let old = try lookOld.object(was.rowid == nil ? keys : [statement.column(key.names.count)], budget: budget) else { budget = 0; continue }
-                list(.object([
-                    ("op", .string("delete")), ("key", .object(zip(key.names, keys).map { ($0, QueryRunner.json($1)) })),
-                    ("old", old.object), ("new", .null),
-                ]))
+                listing.changes.deleted += 1
+                guard listing.isOpen else { if sides.join == nil { break } else { continue } }
+                let keys = (0..<key.count).map { statement.column($0) }
+                guard let old = try lookOld.object(was.rowid == nil ? keys : [statement.column(key.count)], budget: listing.budget) else {
+                    listing.close(); continue
+                }
+                listing.list("delete", key: key, keys, old: old.object, new: .null)
             }
-            if now == nil || join == nil { changes.deleted = try count(db, oldTable) }
+            if sides.join == nil { listing.changes.deleted = try count(db, sides.oldTable) }
         }
-        return changes
+        return listing.changes
     }
 
     /// `terms` joined by `op` as a balanced tree: SQLite limits an
