@@ -40,22 +40,9 @@ enum ArtifactRoutes {
                     respond(.failure(error))
                     return
                 }
-                // Made a few MiB ahead of what the client has read, one round at
-                // a time on the artifact pool: a client that stops reading stops
-                // the work and holds no thread.
-                let round: @Sendable () -> Void = {
-                    s.artifacts.addOperation {
-                        do {
-                            repeat {
-                                if try writer.step() { stream.finish(); return }
-                            } while stream.wantsMore()
-                        } catch {
-                            if !(error is BodyStream.Cancelled) { c.logger.error("artifact failed", metadata: ["store": .string(id), "error": .string("\(error)")]) }
-                            stream.fail()
-                        }
-                    }
+                let round = pace(writer, into: stream, on: s.artifacts) { error in
+                    c.logger.error("artifact failed", metadata: ["store": .string(id), "error": .string("\(error)")])
                 }
-                stream.pace(readAhead: 2 * ZipWriter.batchSize, round)
                 respond(.success(Response(status: 200, headers: [
                     ("Content-Type", "application/zip"),
                     ("Content-Disposition", "attachment; filename=\"\(fileName(store.record, "zip"))\""),
@@ -65,6 +52,27 @@ enum ArtifactRoutes {
             s.artifacts.addOperation(start)
             return { start.cancel() }
         }
+    }
+
+    /// Makes the zip a few MiB ahead of what the client has read, one round
+    /// at a time on `queue`: a client that stops reading stops the work and
+    /// holds no thread. Answers the first round, to start once the answer is sent.
+    static func pace(_ writer: ArtifactWriter, into stream: BodyStream, on queue: OperationQueue,
+                     failed: @escaping @Sendable (Error) -> Void) -> @Sendable () -> Void {
+        let round: @Sendable () -> Void = {
+            queue.addOperation {
+                do {
+                    repeat {
+                        if try writer.step() { stream.finish(); return }
+                    } while stream.wantsMore()
+                } catch {
+                    if !(error is BodyStream.Cancelled) { failed(error) }
+                    stream.fail()
+                }
+            }
+        }
+        stream.pace(readAhead: 2 * ZipWriter.batchSize, round)
+        return round
     }
 
     static func database(_ request: Request, _ c: RouteContext) throws -> Outcome {
