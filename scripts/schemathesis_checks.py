@@ -26,6 +26,7 @@ STATE_DEPENDENT_REASONS = {
     "no_selector",           # DELETE /stores: `label` or `label_prefix` (OpenAPI cannot require one of two)
     "not_one_statement",     # /query: blanks or comments only, or two statements
     "params_mismatch",       # /query: `params` does not fit the statement's parameters
+    "not_an_upload",         # /check: an app's check judges an uploaded store only
 }
 
 

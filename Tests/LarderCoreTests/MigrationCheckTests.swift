@@ -103,6 +103,14 @@ final class MigrationCheckTests: XCTestCase {
         XCTAssertTrue(try dataChecks(["silent": nil], dataCheck: false)["silent"]!.passed, "--no-data-check")
     }
 
+    /// `before` holds on the snapshot as saved, before any migration (the
+    /// precondition of a migration test), and only reads.
+    func testBeforeAssertionsRunOnTheSnapshotAsSaved() throws {
+        let r = try dataChecks(["pre": #"{"before": ["SELECT count(*) = 3 FROM campaigns", "SELECT count(*) = 5 FROM users", "DELETE FROM users RETURNING 1"]}"#],
+                               dataCheck: false)
+        XCTAssertEqual(r["pre"]?.failures, ["before is false (got 0): SELECT count(*) = 5 FROM users", "before must only read: DELETE FROM users RETURNING 1"])
+    }
+
     func testDeclaredDropsMovesAndDeletesPassAndAMoveIsChecked() throws {
         let declared = #"{"drops": ["campaigns.url", "legacy", "campaigns.notes"], "deletes": {"sessions": "*"}, "moves": {"users.fullname": "profiles.name"}}"#
         let r = try dataChecks(["declared": declared, "counted": #"{"drops": ["campaigns.url", "campaigns.notes", "legacy"], "deletes": {"sessions": 0}}"#])
@@ -126,7 +134,7 @@ final class MigrationCheckTests: XCTestCase {
                           under: "fixtures/\(name)")
         }
         let check = MigrationCheck(catalog: Catalog(directory: scratch.path + "/fixtures"), temporaryDirectory: scratch.path)
-        return Dictionary(try check.run(roundTrips: roundTrips).filter { $0.kind == .roundTrip }.map { ($0.template, $0) }, uniquingKeysWith: { a, _ in a })
+        return Dictionary(try check.run(roundTrips: roundTrips).filter { $0.kind == .roundTrip }.map { ($0.template ?? "", $0) }, uniquingKeysWith: { a, _ in a })
     }
 
     static let tableA = ["1_a.up.sql": "CREATE TABLE a (id INTEGER PRIMARY KEY, n TEXT);", "1_a.down.sql": "DROP TABLE a;"]

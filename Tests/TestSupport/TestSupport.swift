@@ -79,11 +79,13 @@ extension LarderError {
     public func detail(_ key: String) -> JSONValue? { details.first { $0.0 == key }?.1 }
 }
 
-/// A registry on a new root under `scratch`, with its provisioner and editor.
+/// A core on a new root under `scratch`: its registry, provisioner, editor, catalog and builds.
 public struct CoreServices {
     public let registry: StoreRegistry
     public let provisioner: Provisioner
     public let editor: StoreEditor
+    public let catalog: Catalog
+    public let builds: BuildRegistry
 
     public init(_ scratch: Scratch, fixtures: String = sampleFixtures, readyCopies: Int = 0,
                 configure: (inout Configuration) -> Void = { _ in }) throws {
@@ -95,6 +97,8 @@ public struct CoreServices {
         registry = core.registry
         provisioner = core.provisioner
         editor = core.editor
+        catalog = core.catalog
+        builds = core.builds
     }
 
     /// A store of `template` at `version` with `fixtures`.

@@ -8,9 +8,11 @@ import Synchronization
 /// Snapshots are only ever copied, never opened for writing.
 public struct MigrationCheck: Sendable {
     public struct Report: Sendable {
-        /// A snapshot's check, or a round trip of a template's down migrations.
-        public enum Kind: String, Sendable { case snapshot, roundTrip = "round_trip" }
-        public var template: String
+        /// A snapshot's check, a round trip of a template's down migrations,
+        /// or a store the application's own migrator migrated (`AppMigrationCheck`).
+        public enum Kind: String, Sendable { case snapshot, roundTrip = "round_trip", app }
+        /// The template checked; nil for an app's store.
+        public var template: String?
         public var kind: Kind = .snapshot
         /// The snapshot checked (nil for a round trip).
         public var snapshot: String?
@@ -33,7 +35,7 @@ public struct MigrationCheck: Sendable {
         }
 
         public var json: JSONValue {
-            ["template": .string(template), "kind": .string(kind.rawValue), "snapshot": JSONValue(snapshot), "from_version": JSONValue(fromVersion),
+            ["template": JSONValue(template), "kind": .string(kind.rawValue), "snapshot": JSONValue(snapshot), "from_version": JSONValue(fromVersion),
              "to_version": JSONValue(toVersion), "passed": .bool(passed), "ms": .double((milliseconds * 100).rounded() / 100),
              "failures": JSONValue(failures), "notes": JSONValue(notes)]
         }
@@ -99,13 +101,14 @@ public struct MigrationCheck: Sendable {
         FileSystem.removeDatabase(path)
     }
 
-    func freshSchema(_ t: Template) throws -> JSONValue {
+    /// The schema of a fresh build of `t` at `version` (nil: latest).
+    func freshSchema(_ t: Template, at version: String? = nil, includeBookkeeping: Bool = false) throws -> JSONValue {
         let path = temporaryPath("fresh-\(t.name)")
         defer { removeDatabase(path) }
         let db = try Connection(path: path, mode: .readWriteCreate)
         try db.execute("PRAGMA journal_mode=MEMORY; PRAGMA synchronous=OFF;")
-        try Migrator(set: t.migrations).migrate(db, to: nil)
-        return try Inspector.schema(db)
+        try Migrator(set: t.migrations).migrate(db, to: version)
+        return try Inspector.schema(db, includeBookkeeping: includeBookkeeping)
     }
 
     public func check(_ t: Template, _ snapshot: Template.Snapshot, freshSchema: JSONValue, dataCheck: Bool = true) -> Report {
@@ -171,7 +174,7 @@ public struct MigrationCheck: Sendable {
             for difference in SchemaComparison.differences(expected: freshSchema, found: try Inspector.schema(db)) {
                 fail("schema differs from a fresh build: \(difference)")
             }
-            try checkExpectations(db, snapshot.expect, fail: fail)
+            try MigrationCheck.checkExpectations(db, snapshot.expect, fail: fail)
             if dataCheck {
                 // The snapshot as saved, beside its migrated copy.
                 try db.attachImmutable(path: snapshot.path, as: "base")
@@ -186,7 +189,7 @@ public struct MigrationCheck: Sendable {
         return result
     }
 
-    func checkExpectations(_ db: Connection, _ expect: JSONValue?, fail: (String) -> Void) throws {
+    static func checkExpectations(_ db: Connection, _ expect: JSONValue?, fail: (String) -> Void) throws {
         guard let expect else { return }
         let counts = Dictionary(try Inspector.counts(db), uniquingKeysWith: { a, _ in a })
         for (table, value) in expect["counts"]?.objectMembers ?? [] {
@@ -203,17 +206,23 @@ public struct MigrationCheck: Sendable {
         try MigrationCheck.checkAsserts(db, expect["assert"], "assert", fail: fail)
     }
 
-    /// Each SQL of `list` (`assert` after migrating, `before` on the snapshot as saved) must answer true.
+    /// The `version` of an expectation: text, or a whole number.
+    static func version(_ value: JSONValue) -> String? { value.stringValue ?? value.intValue.map(String.init) }
+
+    /// Each SQL of `list` (`assert` after migrating, `before` on the snapshot
+    /// as saved) must answer true. It only reads, and runs sandboxed: the
+    /// expectations of an app's check come from its request.
     static func checkAsserts(_ db: Connection, _ list: JSONValue?, _ key: String, fail: (String) -> Void) throws {
         for item in list?.arrayValue ?? [] {
             guard let sql = item.stringValue else { fail("an item of \(key) in expect.json is not a string"); continue }
             do {
-                let statement = try db.prepareSingle(sql)
+                let statement = try db.untrusted { try db.prepareSingle(sql) }
+                guard statement.isReadOnly else { fail("\(key) must only read: \(sql)"); continue }
                 guard try statement.step() else { fail("\(key) returned no row: \(sql)"); continue }
                 let value = statement.column(0)
                 if !value.isTrue { fail("\(key) is false (got \(QueryRunner.json(value).jsonText)): \(sql)") }
             } catch let error as SQLiteError {
-                fail("\(key) failed to run (\(error.message)): \(sql)")
+                fail("\(key) failed to run (\(db.sandboxRefusal.map { "refused: \($0)" } ?? error.message)): \(sql)")
             }
         }
     }
@@ -230,7 +239,7 @@ public struct MigrationCheck: Sendable {
         out += "<testsuites name=\"larder\" tests=\"\(results.count)\" failures=\"\(failed)\" time=\"\(String(format: "%.3f", total))\">\n"
         out += "  <testsuite name=\"larder.migrations\" tests=\"\(results.count)\" failures=\"\(failed)\" errors=\"0\" time=\"\(String(format: "%.3f", total))\">\n"
         for r in results {
-            out += "    <testcase classname=\"larder.migrations.\(esc(r.template))\" name=\"\(esc(r.title))\" time=\"\(String(format: "%.3f", r.milliseconds / 1000))\""
+            out += "    <testcase classname=\"larder.migrations.\(esc(r.template ?? "app"))\" name=\"\(esc(r.title))\" time=\"\(String(format: "%.3f", r.milliseconds / 1000))\""
             if r.passed && r.notes.isEmpty {
                 out += "/>\n"
                 continue

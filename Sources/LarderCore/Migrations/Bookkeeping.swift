@@ -87,7 +87,7 @@ enum Bookkeeping {
     }
 
     /// The read-only readers of tools Larder does not run.
-    static let foreign: [any ForeignBookkeeping.Type] = [Alembic.self, GRDB.self, Django.self, Rails.self]
+    static let foreign: [any ForeignBookkeeping.Type] = [Alembic.self, GRDB.self, Django.self, Rails.self, EFCore.self, CoreData.self, Room.self]
 
     /// The state a database is in, read from the table of `set`'s tool
     /// (by the team's name for it) when it has one, else from any tool

@@ -203,6 +203,12 @@ public final class Store: Sendable {
     /// against its base, in one consistent read of the live file, within
     /// `readTimeoutMs`.
     public func diff(_ options: StoreDiff.Options = StoreDiff.Options()) throws -> StoreDiff.Changes {
+        try withBase(milliseconds: readTimeoutMs, "comparing the store with its base") { try StoreDiff.compare($0, options: options) }
+    }
+
+    /// Runs `body` on a new hardened connection to the live file with the
+    /// store's base attached, read-only, as `base`, within `milliseconds`.
+    func withBase<T>(milliseconds: Int, _ what: String, _ body: (Connection) throws -> T) throws -> T {
         _ = try creationState()
         let db: Connection
         do {
@@ -212,7 +218,7 @@ public final class Store: Sendable {
         try begin(nil, on: db)
         defer { end(nil, on: db) }
         do {
-            return try db.limited(milliseconds: readTimeoutMs, "comparing the store with its base") { try StoreDiff.compare(db, options: options) }
+            return try db.limited(milliseconds: milliseconds, what) { try body(db) }
         } catch {
             throw isDeleted ? notFound : error
         }

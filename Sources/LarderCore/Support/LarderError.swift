@@ -87,6 +87,8 @@ public struct LarderError: Error, CustomStringConvertible, Sendable {
         case timeoutWithoutWait = "timeout_without_wait"
         /// `DELETE /stores` saying neither `label` nor `label_prefix`.
         case noSelector = "no_selector"
+        /// An app's check of a store that was not uploaded (its base is not an old database).
+        case notAnUpload = "not_an_upload"
         /// SQL that is not exactly one statement.
         case notOneStatement = "not_one_statement"
         /// `params` that do not fit the statement's parameters.

@@ -8,7 +8,7 @@ public struct Template: Sendable {
         public var sha256: String
         /// The parsed `NAME.expect.json`, if there is one.
         public var expect: JSONValue?
-        public var expectedVersion: String? { expect?["version"]?.stringValue ?? expect?["version"]?.intValue.map(String.init) }
+        public var expectedVersion: String? { expect?["version"].flatMap(MigrationCheck.version) }
     }
 
     public var name: String

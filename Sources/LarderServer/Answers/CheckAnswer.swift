@@ -1,11 +1,11 @@
 import LarderCore
 
-/// `GET /checks/migrations`' report: its encoding and its schema (each
-/// result's members are `MigrationCheck.Report.json`, which `larder check`
-/// prints too).
+/// `GET /checks/migrations`' report and `POST /stores/{id}/check`'s one
+/// result: encoding and schemas (a result's members are
+/// `MigrationCheck.Report.json`, which `larder check` prints too).
 enum CheckAnswer {
     static let result = ContractObject("CheckResult", OpenAPI.answer([
-        ("template", OpenAPI.string), ("kind", ["type": "string", "enum": ["snapshot", "round_trip"]]), ("snapshot", OpenAPI.nullableString),
+        ("template", OpenAPI.nullableString), ("kind", ["type": "string", "enum": ["snapshot", "round_trip", "app"]]), ("snapshot", OpenAPI.nullableString),
         ("from_version", OpenAPI.nullableString), ("to_version", OpenAPI.nullableString), ("passed", OpenAPI.boolean),
         ("ms", ["type": "number", "minimum": 0]), ("failures", OpenAPI.strings), ("notes", OpenAPI.strings),
     ]))

@@ -68,4 +68,17 @@ enum RequestBody {
     static let createBuild = ContractObject("CreateBuild", OpenAPI.object(
         [("key", OpenAPI.buildKey), ("label", OpenAPI.label)], required: ["key"],
         extra: [("examples", [["key": "django-3f2a9c", "label": "ci-4711"]])]))
+
+    static let checkStore = ContractObject("CheckStore", OpenAPI.object([
+        ("against", ["oneOf": [
+            OpenAPI.object([("build", OpenAPI.buildKey)], required: ["build"]),
+            OpenAPI.object([("template", OpenAPI.templateName), ("version", ["type": ["string", "null"], "minLength": 1])], required: ["template"]),
+            OpenAPI.object([("store", ["type": "string", "minLength": 1])], required: ["store"]),
+        ], "description": "The reference the migrated store must match: an app build, a template at a version (default \"latest\"), or a live store."]),
+        ("snapshot", ["type": ["string", "null"], "description": "The snapshot's name, as the result and its JUnit test case name it."]),
+        ("expect", ["type": ["object", "null"], "description": "The .expect.json shape: version, counts, min_counts, assert, before (on the upload as it arrived), drops, moves, deletes.",
+                    "propertyNames": ["enum": .array(["version", "counts", "min_counts", "assert", "before", "drops", "moves", "deletes"].map { .string($0) })]]),
+        ("data", ["type": ["boolean", "null"], "description": "false skips the check that every table and column that held data still holds it."]),
+    ], required: ["against"], extra: [("examples", [["against": ["build": "django-3f2a9c"], "snapshot": "v1.sqlite",
+                                                       "expect": ["before": ["SELECT count(*) = 3 FROM artists"]]]])]))
 }

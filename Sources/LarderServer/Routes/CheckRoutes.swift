@@ -1,7 +1,8 @@
 import LarderCore
 import MicroHTTP
 
-/// `GET /checks/migrations`: JSON, or JUnit XML with `?format=junit`.
+/// `GET /checks/migrations` and `POST /stores/{id}/check`: JSON, or JUnit
+/// XML with `?format=junit`.
 enum CheckRoutes {
     static func migrations(_ request: Request, _ c: RouteContext) throws -> Outcome {
         let s = c.server
@@ -14,19 +15,68 @@ enum CheckRoutes {
             }
         }
         let roundTrips = try flag("round_trip"), dataCheck = try flag("data")
-        let format = request.queryValue("format") ?? "json"
-        guard format == "json" || format == "junit" else { throw LarderError.badRequest("format must be 'json' or 'junit', not '\(format)'") }
+        let junitAsked = try junitAsked(request)
         if let template { _ = try s.catalog.template(template) }
         return .later {
             let check = MigrationCheck(catalog: s.catalog, temporaryDirectory: s.layout.temporary)
             let results = try check.run(template: template, roundTrips: roundTrips, dataCheck: dataCheck)
             s.lastCheck.withLock { $0 = (Timestamp.now, results) }
             let status = results.allSatisfy(\.passed) ? 200 : 422
-            if format == "junit" {
-                return Response(status: status, contentType: "application/xml; charset=utf-8", bytes: Array(MigrationCheck.junit(results).utf8))
-            }
-            return json(status, CheckAnswer.json(results))
+            return junitAsked ? junit(status, results) : json(status, CheckAnswer.json(results))
         }
     }
 
+    /// `POST /stores/{id}/check`: judges a store the app's own migrator migrated.
+    static func judge(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.server, id = c["id"]
+        let junitAsked = try junitAsked(request)
+        let body = try JSONBody(request, allowed: ["against", "snapshot", "expect", "data"])
+        let reference = try CheckRoutes.reference(body.value("against"))
+        let snapshot = try body.string("snapshot")
+        let dataCheck = try body.bool("data") ?? true
+        let expect = body.value("expect").flatMap { $0.isNull ? nil : $0 }
+        if let expect {
+            guard let members = expect.objectMembers else { throw LarderError.badRequest("field 'expect' must be an object (the .expect.json shape)") }
+            if let unknown = members.first(where: { !expectKeys.contains($0.0) }) {
+                throw LarderError(.badRequest, "unknown field 'expect.\(unknown.0)'; known: \(expectKeys.sorted().joined(separator: ", "))",
+                                  details: [("field", .string("expect." + unknown.0))])
+            }
+        }
+        let check = AppMigrationCheck(registry: s.registry, catalog: s.catalog, builds: s.builds)
+        return .later {
+            let report = try check.judge(id, against: reference, snapshot: snapshot, expect: expect, dataCheck: dataCheck)
+            let status = report.passed ? 200 : 422
+            return junitAsked ? junit(status, [report]) : json(status, report.json)
+        }
+    }
+
+    /// What an `.expect.json` may say.
+    static let expectKeys: Set<String> = ["version", "counts", "min_counts", "assert", "before", "drops", "moves", "deletes"]
+
+    /// `against`: exactly one of `{"build": KEY}`, `{"template": NAME, "version": V}` (V "latest" when absent), `{"store": ID}`.
+    static func reference(_ value: JSONValue?) throws -> AppMigrationCheck.Reference {
+        let usage = "field 'against' must be {\"build\": KEY}, {\"template\": NAME, \"version\": V} or {\"store\": ID}"
+        guard let members = value?.objectMembers else { throw LarderError(.badRequest, usage, details: [("field", "against")]) }
+        func text(_ key: String) throws -> String? {
+            guard let value = members.first(where: { $0.0 == key })?.1, !value.isNull else { return nil }
+            guard let s = value.stringValue, !s.isEmpty else { throw LarderError(.badRequest, "field 'against.\(key)' must be a non-empty string", details: [("field", .string("against." + key))]) }
+            return s
+        }
+        let keys = Set(members.map(\.0))
+        if let key = try text("build"), keys == ["build"] { return .build(key) }
+        if let id = try text("store"), keys == ["store"] { return .store(id) }
+        if let name = try text("template"), keys.isSubset(of: ["template", "version"]) { return .template(name, version: try text("version") ?? "latest") }
+        throw LarderError(.badRequest, usage, details: [("field", "against")])
+    }
+
+    /// Whether `?format=junit` asks for JUnit XML (`json`, the default, for JSON).
+    static func junitAsked(_ request: Request) throws -> Bool {
+        let format = request.queryValue("format") ?? "json"
+        guard format == "json" || format == "junit" else { throw LarderError.badRequest("format must be 'json' or 'junit', not '\(format)'") }
+        return format == "junit"
+    }
+
+    static func junit(_ status: Int, _ results: [MigrationCheck.Report]) -> Response {
+        Response(status: status, contentType: "application/xml; charset=utf-8", bytes: Array(MigrationCheck.junit(results).utf8))
+    }
 }

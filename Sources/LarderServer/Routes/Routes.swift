@@ -141,6 +141,16 @@ enum Routes {
                       description: "`integrity_check`, no connection writing it (409 with Retry-After while one does), then a copy in WAL mode, "
                           + "checkpointed and read-only, into the template cache (429 when it is larger than the cache's whole budget). "
                           + "A failure leaves the build building. A ready build answers as it is. Takes no body, or an empty JSON object."),
+            Operation(method: "POST", path: "/stores/{id}/check", handler: CheckRoutes.judge,
+                      summary: "Judge a store the application's own migrator migrated", errors: [400, 404, 408, 409, 413, 415, 422],
+                      failuresAnswer: [422], body: RequestBody.checkStore, bodyRequired: true,
+                      query: [Parameter(name: "format", schema: ["type": "string", "enum": ["json", "junit"], "default": "json"],
+                                        description: "`junit` answers one JUnit test case (application/xml).")],
+                      alternateType: "application/xml", answer: CheckAnswer.result,
+                      description: "The store must be an upload (400 `not_an_upload` otherwise): its base, the old database as it arrived, is "
+                          + "what `before` and the data-kept rule read. Checks `integrity_check`, no new foreign-key violations, the schema equal "
+                          + "to the reference's (bookkeeping tables by structure), the data kept, and `expect`. 200 when it passes, 422 (with the "
+                          + "same result) when it fails; an unknown reference is a 404, a build still building a 409."),
             Operation(method: "GET", path: "/checks/migrations", handler: CheckRoutes.migrations, summary: "Migration fixture health checks",
                       errors: [400, 404, 422], failuresAnswer: [422],
                       query: [
