@@ -44,7 +44,7 @@ extension LarderClient {
     /// - Parameter timeout: how long to wait in all for another builder;
     ///   past it, the server's 408 `timeout`.
     @discardableResult
-    public func build(key: String, label: String? = nil, timeout: Duration = .seconds(300),
+    public func build(key: String, label: String? = nil, timeout: Duration = Defaults.buildTimeout,
                       migrate: (String) async throws -> Void) async throws -> String {
         let deadline = ContinuousClock.now + timeout
         var body: [String: LarderValue] = ["key": .string(key)]
@@ -68,7 +68,7 @@ extension LarderClient {
             do {
                 while true {
                     let left = deadline - ContinuousClock.now
-                    let poll = min(max(left, .zero), .seconds(30))
+                    let poll = min(max(left, .zero), Defaults.buildPoll)
                     let info: BuildInfo = try await send("GET", "/builds/" + LarderClient.escapePath(key),
                                                          query: [("wait", "ready"), ("timeout_ms", String(poll.wholeMilliseconds))],
                                                          timeout: poll + requestTimeout)
@@ -85,12 +85,13 @@ extension LarderClient {
     /// `POST /builds/{key}/finish`, waiting out a write transaction still
     /// open on the file (409 with `Retry-After`) a few times.
     func finishBuild(key: String) async throws {
-        for attempt in 1...5 {
+        for attempt in 1...Defaults.finishAttempts {
             do {
                 let _: BuildInfo = try await send("POST", "/builds/" + LarderClient.escapePath(key) + "/finish")
                 return
-            } catch let error as LarderError where error.code == "conflict" && attempt < 5 {
-                try await Task.sleep(for: .seconds(error.retryAfter ?? 1))
+            } catch let error as LarderError where error.code == "conflict" && attempt < Defaults.finishAttempts {
+                let asked = error.retryAfter.map { Duration.seconds($0) } ?? Defaults.retryAfterDefault
+                try await Task.sleep(for: max(.zero, min(asked, Defaults.retryAfterMax)))
             }
         }
     }

@@ -32,7 +32,7 @@ public final class LarderClient: Sendable {
     ///   - url: the server; nil reads `LARDER_URL`, else `http://127.0.0.1:7464`.
     ///   - token: the bearer token; nil reads `LARDER_TOKEN` (empty means none).
     ///   - requestTimeout: the longest silence from the server on an ordinary call.
-    public init(url: URL? = nil, token: String? = nil, requestTimeout: Duration = .seconds(120)) {
+    public init(url: URL? = nil, token: String? = nil, requestTimeout: Duration = Defaults.requestTimeout) {
         let environment = ProcessInfo.processInfo.environment
         var base = url ?? environment["LARDER_URL"].flatMap { $0.isEmpty ? nil : URL(string: $0) } ?? LarderClient.defaultURL
         // Paths are appended as text: no trailing slash.
@@ -82,7 +82,7 @@ public final class LarderClient: Sendable {
         if let ttlSeconds { body["ttl_seconds"] = .int(Int64(ttlSeconds)) }
         if let buildTimeout { body["timeout_ms"] = .int(buildTimeout.wholeMilliseconds) }
         // A build still building is waited for on the server.
-        let wait = build == nil ? nil : (buildTimeout ?? .seconds(30)) + requestTimeout
+        let wait = build == nil ? nil : (buildTimeout ?? Defaults.waitTimeout) + requestTimeout
         let info: LarderStore.Info = try await send("POST", "/stores", body: .object(body), timeout: wait)
         return LarderStore(client: self, info: info)
     }
@@ -152,7 +152,7 @@ public final class LarderClient: Sendable {
 
     /// A download into `destination` (replaced if it exists).
     func download(_ path: String, query: [(String, String)] = [], to destination: URL) async throws {
-        let request = makeRequest("GET", path, query: query, timeout: nil)
+        let request = makeRequest("GET", path, query: query, timeout: max(requestTimeout, Defaults.downloadTimeout))
         let (temporary, response) = try await session.download(for: request)
         defer { try? FileManager.default.removeItem(at: temporary) }
         let http = try LarderClient.httpResponse(response)

@@ -103,7 +103,7 @@ public struct LarderStore: Sendable, Identifiable {
     ///   hold within `timeout`; ``LarderError`` for anything else (an unknown
     ///   table, a bad condition).
     @discardableResult
-    public func wait(_ condition: String, timeout: Duration = .seconds(10), tables: [String]? = nil) async throws -> [String: Int64] {
+    public func wait(_ condition: String, timeout: Duration = LarderClient.Defaults.waitTimeout, tables: [String]? = nil) async throws -> [String: Int64] {
         struct Counts: Decodable { var counts: [String: Int64] }
         var query = [("wait", condition), ("timeout_ms", String(timeout.wholeMilliseconds))]
         if let tables { query.append(("tables", tables.joined(separator: ","))) }

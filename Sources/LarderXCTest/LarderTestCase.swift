@@ -32,9 +32,15 @@ open class LarderTestCase: XCTestCase {
     open class var build: String? { nil }
     /// The client: ``LarderClient/shared`` (`LARDER_URL`, `LARDER_TOKEN`) unless overridden.
     open class var client: LarderClient { LarderClient.shared }
+    /// Where artifacts go when `LARDER_ARTIFACTS` says nothing (relative to
+    /// the working directory), and the longest test name in an artifact's
+    /// file name: shared by every client (`clients/defaults.json`).
+    public static let defaultArtifactsDirectory = "larder-artifacts"
+    public static let artifactNameMax = 120
+
     /// Where a failed test's artifact goes: `LARDER_ARTIFACTS`, else `larder-artifacts/` in the working directory.
     open class var artifactsDirectory: URL {
-        let given = ProcessInfo.processInfo.environment["LARDER_ARTIFACTS"].flatMap { $0.isEmpty ? nil : $0 } ?? "larder-artifacts"
+        let given = ProcessInfo.processInfo.environment["LARDER_ARTIFACTS"].flatMap { $0.isEmpty ? nil : $0 } ?? defaultArtifactsDirectory
         return URL(fileURLWithPath: given, isDirectory: true,
                    relativeTo: URL(fileURLWithPath: FileManager.default.currentDirectoryPath, isDirectory: true)).standardizedFileURL
     }
@@ -108,6 +114,6 @@ open class LarderTestCase: XCTestCase {
             }
         }
         let trimmed = out.trimmingCharacters(in: CharacterSet(charactersIn: "_.-"))
-        return trimmed.isEmpty ? "test" : String(trimmed.prefix(150))
+        return trimmed.isEmpty ? "test" : String(trimmed.prefix(LarderTestCase.artifactNameMax))
     }
 }

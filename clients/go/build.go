@@ -22,8 +22,14 @@ const buildPoll = 30 * time.Second
 
 // finishAttempts is how many times Build asks to finish a build that the
 // server answers 409 "conflict" to (a connection of the migrator still
-// holding a write transaction), waiting as Retry-After says in between.
+// holding a write transaction), waiting as Retry-After says in between:
+// retryAfterDefault when it says nothing, at most retryAfterMax.
 const finishAttempts = 5
+
+const (
+	retryAfterDefault = time.Second
+	retryAfterMax     = 10 * time.Second
+)
 
 // discardTimeout bounds the DELETE with which Build discards the build of a
 // failed migrate, made even when ctx has ended.
@@ -216,9 +222,12 @@ func (c *Client) finishBuild(ctx context.Context, key string) (*BuildInfo, error
 			}
 			return &info, nil
 		}
-		pause := time.Second
-		if s, ok := e.Details["retry_after_seconds"].(float64); ok && s > 0 && s <= 60 {
+		pause := retryAfterDefault
+		if s, ok := e.Details["retry_after_seconds"].(float64); ok && s >= 0 {
 			pause = time.Duration(s * float64(time.Second))
+		}
+		if pause > retryAfterMax {
+			pause = retryAfterMax
 		}
 		timer := time.NewTimer(pause)
 		select {

@@ -11,10 +11,10 @@
 // with its artifact saved, after a failure.
 //
 // Every method takes a context: cancel it or give it a deadline to bound a
-// call (the client itself sets no overall time limit, since a wait may
-// legitimately take as long as its timeout; a Client.HTTPClient with a
-// Timeout gets that Timeout on top of the wait for a request the server
-// holds).
+// call. Without a Client.HTTPClient of your own, a request may take
+// DefaultRequestTimeout (one the server holds for a wait gets the wait on
+// top) and a download DefaultDownloadTimeout; with an HTTPClient that has a
+// Timeout, a request the server holds gets the wait on top of that Timeout.
 package larder
 
 import (
@@ -36,6 +36,23 @@ import (
 // LARDER_URL gives one.
 const DefaultURL = "http://127.0.0.1:7464"
 
+// DefaultRequestTimeout bounds one request when Client.HTTPClient is nil:
+// twice the server's default operation limit (fixture loads, migrations,
+// finishing a build), 60 s. A request the server holds for a wait gets the
+// wait on top.
+const DefaultRequestTimeout = 120 * time.Second
+
+// DefaultDownloadTimeout bounds a download (Store.Artifact) when
+// Client.HTTPClient is nil.
+const DefaultDownloadTimeout = 5 * time.Minute
+
+// The HTTP clients used when Client.HTTPClient is nil (both on
+// http.DefaultTransport).
+var (
+	defaultHTTPClient     = &http.Client{Timeout: DefaultRequestTimeout}
+	downloadDefaultClient = &http.Client{Timeout: DefaultDownloadTimeout}
+)
+
 // Client talks to one Larder server. Its fields may be changed before first
 // use; a Client is safe for concurrent use afterwards.
 type Client struct {
@@ -43,7 +60,8 @@ type Client struct {
 	URL string
 	// Token, when not empty, is sent as "Authorization: Bearer <Token>".
 	Token string
-	// HTTPClient sends the requests; http.DefaultClient when nil.
+	// HTTPClient sends the requests. When nil, a client whose Timeout is
+	// DefaultRequestTimeout (DefaultDownloadTimeout for a download) does.
 	HTTPClient *http.Client
 }
 
@@ -129,6 +147,17 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 // sendWaiting is send for a request that the server may hold for up to wait
 // before answering (a long poll): see httpClient.
 func (c *Client) sendWaiting(ctx context.Context, method, path string, query url.Values, body any, wait time.Duration) (*http.Response, error) {
+	return c.sendWith(ctx, c.httpClient(wait), method, path, query, body)
+}
+
+// download is send for a GET whose answer is a file to stream: see
+// downloadClient.
+func (c *Client) download(ctx context.Context, path string) (*http.Response, error) {
+	return c.sendWith(ctx, c.downloadClient(), http.MethodGet, path, nil, nil)
+}
+
+// sendWith is send through the HTTP client hc.
+func (c *Client) sendWith(ctx context.Context, hc *http.Client, method, path string, query url.Values, body any) (*http.Response, error) {
 	var reader io.Reader
 	if body != nil {
 		data, err := json.Marshal(body)
@@ -148,7 +177,7 @@ func (c *Client) sendWaiting(ctx context.Context, method, path string, query url
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	resp, err := c.httpClient(wait).Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("larder: %s %s: %w", method, path, err)
 	}
@@ -160,13 +189,14 @@ func (c *Client) sendWaiting(ctx context.Context, method, path string, query url
 }
 
 // httpClient is the HTTP client for a request that the server may hold for
-// up to wait: HTTPClient (http.DefaultClient when nil), or, when that has a
-// Timeout, a copy of it (same transport) whose Timeout is longer by wait, so
-// that a long poll is not cut off before the server answers it.
+// up to wait: HTTPClient (one whose Timeout is DefaultRequestTimeout when
+// nil), or, when that has a Timeout, a copy of it (same transport) whose
+// Timeout is longer by wait, so that a long poll is not cut off before the
+// server answers it.
 func (c *Client) httpClient(wait time.Duration) *http.Client {
 	hc := c.HTTPClient
 	if hc == nil {
-		return http.DefaultClient
+		hc = defaultHTTPClient
 	}
 	if wait <= 0 || hc.Timeout <= 0 {
 		return hc
@@ -174,6 +204,15 @@ func (c *Client) httpClient(wait time.Duration) *http.Client {
 	longer := *hc
 	longer.Timeout += wait
 	return &longer
+}
+
+// downloadClient is the HTTP client of a download: HTTPClient as it is, or,
+// when nil, one whose Timeout is DefaultDownloadTimeout.
+func (c *Client) downloadClient() *http.Client {
+	if c.HTTPClient != nil {
+		return c.HTTPClient
+	}
+	return downloadDefaultClient
 }
 
 // call makes one JSON request and decodes the JSON answer into out (unless
@@ -265,7 +304,7 @@ func (o StoreOptions) body() map[string]any {
 }
 
 // serverWaitDefault is how long the server holds a wait that names no
-// timeout_ms.
+// timeout_ms (a count wait, a store of a build still building).
 const serverWaitDefault = 30 * time.Second
 
 // milliseconds is d in whole milliseconds, at least 1, as timeout_ms takes it.

@@ -410,7 +410,7 @@ func (s *Store) Diff(ctx context.Context, opts ...DiffOptions) (*Diff, error) {
 // directory. The zip is streamed to a temporary file beside path and renamed
 // into place once complete, so path never holds half a zip.
 func (s *Store) Artifact(ctx context.Context, path string) (err error) {
-	resp, err := s.client.send(ctx, http.MethodGet, s.path("/artifact"), nil, nil)
+	resp, err := s.client.download(ctx, s.path("/artifact"))
 	if err != nil {
 		return err
 	}

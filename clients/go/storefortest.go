@@ -13,6 +13,13 @@ import (
 // keeping, saving or deleting it afterwards).
 const testTimeout = 2 * time.Minute
 
+// defaultArtifactsDir is where StoreForTest saves artifacts when
+// LARDER_ARTIFACTS is not set; artifactNameMax is the longest FileSafeName.
+const (
+	defaultArtifactsDir = "larder-artifacts"
+	artifactNameMax     = 120
+)
+
 // StoreForTest gives the test t a fresh store made with opts by a client
 // from the environment (LARDER_URL, LARDER_TOKEN). The store's label is
 // t.Name() unless opts.Label is set. When the store cannot be made the test
@@ -55,7 +62,7 @@ func finishTestStore(t testing.TB, store *Store) {
 	}
 	dir := os.Getenv("LARDER_ARTIFACTS")
 	if dir == "" {
-		dir = "larder-artifacts"
+		dir = defaultArtifactsDir
 	}
 	path := filepath.Join(dir, FileSafeName(t.Name())+"-"+store.ID+".zip")
 	if err := store.Artifact(ctx, path); err != nil {
@@ -82,8 +89,8 @@ func FileSafeName(name string) string {
 		}
 	}
 	s := strings.Trim(b.String(), ".")
-	if len(s) > 120 {
-		s = s[:120]
+	if len(s) > artifactNameMax {
+		s = s[:artifactNameMax]
 	}
 	if s == "" {
 		s = "test"

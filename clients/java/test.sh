@@ -44,6 +44,7 @@ export LARDER_FIXTURES="$REPO/fixtures"
 unset LARDER_URL LARDER_TOKEN LARDER_ARTIFACTS
 
 java -Dlarder.test.console="$CONSOLE" \
+     -Dlarder.test.defaults="$HERE/../defaults.json" \
      -Dlarder.test.sample.classpath="$OUT/larder-client.jar:$OUT/sample" \
      -jar "$CONSOLE" --disable-banner --details=tree --disable-ansi-colors \
      --class-path "$OUT/test:$OUT/larder-client.jar:$SQLITE" \

@@ -1,6 +1,15 @@
 // Types of the Larder client (hand-written; the code is index.js).
 
 export declare const DEFAULT_URL: string;
+/** The defaults every Larder client shares (clients/defaults.json), in ms where they are times. */
+export declare const DEFAULT_REQUEST_TIMEOUT_MS: number;
+export declare const DEFAULT_DOWNLOAD_TIMEOUT_MS: number;
+export declare const SERVER_WAIT_DEFAULT_MS: number;
+export declare const BUILD_TIMEOUT_DEFAULT_MS: number;
+export declare const BUILD_POLL_MS: number;
+export declare const BUILD_FINISH_ATTEMPTS: number;
+export declare const RETRY_AFTER_DEFAULT_MS: number;
+export declare const RETRY_AFTER_MAX_MS: number;
 
 export type Counts = Record<string, number>;
 
@@ -29,7 +38,7 @@ export interface LarderOptions {
   url?: string;
   /** Sent as `Authorization: Bearer <token>`. Default: LARDER_TOKEN. */
   token?: string | null;
-  /** How long an ordinary request may take, in ms (default 60000). */
+  /** How long an ordinary request may take, in ms (default 120000); a wait's own timeout goes on top. */
   timeoutMs?: number;
 }
 

@@ -8,20 +8,29 @@ import { dirname, resolve } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 
+// The defaults every Larder client shares (clients/defaults.json;
+// test/defaults.test.js checks that these agree with it).
 export const DEFAULT_URL = 'http://127.0.0.1:7464';
 
-// How long the client waits for an answer to an ordinary request, and how
-// much longer than the server-side wait timeout it waits for a long poll.
-const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
-const WAIT_MARGIN_MS = 15_000;
-const SERVER_WAIT_DEFAULT_MS = 30_000;
+// How long the client waits for an answer to an ordinary request (twice the
+// server's default operation limit, 60 s); a request the server holds for a
+// wait gets that wait on top. A download (the artifact) may take at least
+// DEFAULT_DOWNLOAD_TIMEOUT_MS.
+export const DEFAULT_REQUEST_TIMEOUT_MS = 120_000;
+export const DEFAULT_DOWNLOAD_TIMEOUT_MS = 300_000;
+// How long the server holds a wait that names no timeout_ms.
+export const SERVER_WAIT_DEFAULT_MS = 30_000;
 // build(): how long it waits, in all, for a build another client runs, and
 // how long each long poll of that wait may take (well below the 300 s after
 // which fetch gives up on an answer's headers).
-const BUILD_TIMEOUT_DEFAULT_MS = 300_000;
-const BUILD_POLL_MS = 60_000;
-// Finishing a build checks and copies the whole database.
-const BUILD_FINISH_TIMEOUT_MS = 300_000;
+export const BUILD_TIMEOUT_DEFAULT_MS = 300_000;
+export const BUILD_POLL_MS = 30_000;
+// build(): how many times it asks to finish a build while the server answers
+// 409 conflict (a connection still writing the file), pausing as Retry-After
+// says (this when it says nothing, at most the maximum).
+export const BUILD_FINISH_ATTEMPTS = 5;
+export const RETRY_AFTER_DEFAULT_MS = 1_000;
+export const RETRY_AFTER_MAX_MS = 10_000;
 
 /** An error answer of the server (or a failure to reach it: status 0). */
 export class LarderError extends Error {
@@ -211,7 +220,7 @@ export class Larder {
     const waits = body.build !== undefined;
     const info = await this.request('POST', '/stores', {
       body,
-      timeoutMs: waits ? Math.max(this.timeoutMs, (body.timeout_ms ?? SERVER_WAIT_DEFAULT_MS) + WAIT_MARGIN_MS) : undefined,
+      timeoutMs: waits ? this.timeoutMs + (body.timeout_ms ?? SERVER_WAIT_DEFAULT_MS) : undefined,
       timeoutClass: waits,
     });
     return new Store(this, info);
@@ -239,7 +248,8 @@ export class Larder {
    *
    * When `migrate` throws, the build is discarded and the error rethrown;
    * when it cannot be finished (409 a connection still holds a write
-   * transaction, 422 the file fails integrity_check), the build is discarded
+   * transaction, after BUILD_FINISH_ATTEMPTS tries Retry-After apart; 422 the
+   * file fails integrity_check), the build is discarded
    * and that LarderError rejects. Waiting for another client's build longer
    * than `timeoutMs` (default 300000) rejects with LarderTimeout.
    *
@@ -297,13 +307,26 @@ async function runBuild(client, key, path, migrate) {
     throw err;
   }
   try {
-    await client.request('POST', `${base}/finish`, { timeoutMs: Math.max(client.timeoutMs, BUILD_FINISH_TIMEOUT_MS) });
+    await finishBuild(client, `${base}/finish`);
   } catch (err) {
     // Nobody will finish it: discard it rather than keep the others
     // waiting until its lease runs out. (No answer at all: it may have
     // been finished; the lease settles it.)
     if (err?.status >= 400 && err.code !== 'unknown_build') await client.request('DELETE', base).catch(() => {});
     throw err;
+  }
+}
+
+/** POST /builds/{key}/finish, asked again while it answers 409 conflict. */
+async function finishBuild(client, path) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await client.request('POST', path);
+    } catch (err) {
+      if (err?.status !== 409 || attempt >= BUILD_FINISH_ATTEMPTS) throw err;
+      const pause = err.retryAfter === null ? RETRY_AFTER_DEFAULT_MS : err.retryAfter * 1000;
+      await new Promise((resolveTimer) => setTimeout(resolveTimer, Math.min(Math.max(pause, 0), RETRY_AFTER_MAX_MS)));
+    }
   }
 }
 
@@ -327,7 +350,7 @@ async function awaitBuild(client, key, deadline, timeoutMs) {
     try {
       await client.request('GET', buildPath(key), {
         query: { wait: 'ready', timeout_ms: wait },
-        timeoutMs: wait + WAIT_MARGIN_MS,
+        timeoutMs: wait + client.timeoutMs,
         timeoutClass: true,
       });
       return true;
@@ -378,7 +401,7 @@ export class Store {
   async wait(condition, { timeoutMs, tables } = {}) {
     const answer = await this.client.request('GET', `${this.base}/counts`, {
       query: { wait: condition, timeout_ms: timeoutMs, tables: tableList(tables) },
-      timeoutMs: (timeoutMs ?? SERVER_WAIT_DEFAULT_MS) + WAIT_MARGIN_MS,
+      timeoutMs: (timeoutMs ?? SERVER_WAIT_DEFAULT_MS) + this.client.timeoutMs,
       timeoutClass: true,
     });
     return answer.counts;
@@ -433,7 +456,7 @@ export class Store {
     await mkdir(dirname(target), { recursive: true });
     const res = await this.client.fetch('GET', `${this.base}/artifact`, {
       query: { compression },
-      timeoutMs: Math.max(this.client.timeoutMs, 300_000),
+      timeoutMs: Math.max(this.client.timeoutMs, DEFAULT_DOWNLOAD_TIMEOUT_MS),
     });
     try {
       await pipeline(Readable.fromWeb(res.body), createWriteStream(target));

@@ -20,6 +20,11 @@ export declare function withStore(t: TestContext, options?: WithStoreOptions): P
 /** Whether the test of context `t` has failed so far, as withStore judges it. */
 export declare function testFailed(t: TestContext): boolean;
 
+/** Where a failed test's artifact goes when neither `artifacts` nor LARDER_ARTIFACTS says: "larder-artifacts". */
+export declare const DEFAULT_ARTIFACTS_DIR: string;
+/** The longest file-safe test name in an artifact's file name: 120. */
+export declare const ARTIFACT_NAME_MAX: number;
+
 /** A test name as artifact file names use it: [A-Za-z0-9._-], at most 120 characters. */
 export declare function fileSafeName(name: string): string;
 

@@ -23,6 +23,12 @@ import * as nodeTest from 'node:test';
 import { join, resolve } from 'node:path';
 import { Larder } from './index.js';
 
+// Shared with the other clients (clients/defaults.json): where artifacts go
+// when neither `artifacts` nor LARDER_ARTIFACTS says, and the longest test
+// name in an artifact's file name.
+export const DEFAULT_ARTIFACTS_DIR = 'larder-artifacts';
+export const ARTIFACT_NAME_MAX = 120;
+
 const states = new WeakMap();
 
 function stateOf(t) {
@@ -51,7 +57,7 @@ export function testFailed(t) {
 /** A file-name-safe form of a test name: [A-Za-z0-9._-], at most 120 characters. */
 export function fileSafeName(name) {
   let safe = String(name ?? '').replace(/[^A-Za-z0-9._-]/g, '_').replace(/^\.+|\.+$/g, '');
-  if (safe.length > 120) safe = safe.slice(0, 120);
+  if (safe.length > ARTIFACT_NAME_MAX) safe = safe.slice(0, ARTIFACT_NAME_MAX);
   return safe || 'test';
 }
 
@@ -180,7 +186,7 @@ export async function withStore(t, options = {}) {
     try {
       if (testFailed(t)) {
         await store.keep();
-        const dir = resolve(artifacts ?? (process.env.LARDER_ARTIFACTS || 'larder-artifacts'));
+        const dir = resolve(artifacts ?? (process.env.LARDER_ARTIFACTS || DEFAULT_ARTIFACTS_DIR));
         const file = await store.artifact(join(dir, `${fileSafeName(t.name)}-${store.id}.zip`));
         t.diagnostic(`larder: store ${store.id} of the failed test is kept (${store.info.links?.self ?? store.path}); artifact saved to ${file}`);
       } else {

@@ -5,8 +5,7 @@ $LARDER_FIXTURES (default: fixtures/ of the repository). A module may set
 SERVER_ARGS, a list of extra `larder serve` flags.
 """
 import os
-import signal
-import subprocess
+import sys
 
 import pytest
 
@@ -17,37 +16,21 @@ collect_ignore = ["sample"]
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
+sys.path.insert(0, os.path.join(REPO, "Tests", "support"))
+import processes  # noqa: E402  (the one harness of the repository's Python scripts)
 
-class Server:
+
+class Server(processes.Server):
     """`larder serve --port 0` on a fresh root; `url` from its first line."""
 
-    def __init__(self, binary, root, log_path, fixtures, extra=()):
-        self.log_path = log_path
-        self.log = open(log_path, "wb")
-        self.process = subprocess.Popen(
-            [binary, "serve", "--port", "0", "--root", root, "--fixtures", fixtures, *extra],
-            stdout=subprocess.PIPE, stderr=self.log, stdin=subprocess.DEVNULL)
-        line = self.process.stdout.readline().decode("utf-8", "replace").strip()
-        prefix = "larder listening on "
-        if not line.startswith(prefix):
-            self.stop()
-            raise RuntimeError("larder did not start: %r\n%s" % (line, self.log_text()))
-        self.url = line[len(prefix):]
-
-    def log_text(self):
-        with open(self.log_path, "rb") as f:
-            return f.read().decode("utf-8", "replace")
+    @property
+    def url(self):
+        return self.base
 
     def stop(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.process.stdout.close()
-        self.log.close()
+        code = super().stop()
+        self.process.stdout.close()  # drained to its end: the server has exited
+        return code
 
 
 def _binary():
@@ -63,7 +46,7 @@ def server(request, tmp_path_factory):
     fixtures = os.environ.get("LARDER_FIXTURES") or os.path.join(REPO, "fixtures")
     extra = getattr(request.module, "SERVER_ARGS", ())
     # --root must not exist yet: the server makes it.
-    running = Server(_binary(), str(base / "root"), str(base / "server.log"), fixtures, extra)
+    running = Server(_binary(), str(base / "root"), fixtures, *extra)
     yield running
     running.stop()
 

@@ -22,18 +22,30 @@ __all__ = ["Client", "Store", "LarderError", "Timeout", "DEFAULT_URL"]
 
 DEFAULT_URL = "http://127.0.0.1:7464"
 
-# Socket time limit of a request (fixture loads and migrations may run for
-# the server's operation limit, 60 s by default); a wait gets its own
-# timeout_ms plus this margin.
-DEFAULT_TIMEOUT = 120.0
-WAIT_MARGIN = 30.0
+# The defaults every client shares (clients/defaults.json; tests/test_defaults.py
+# checks that these agree with it).
 
-# How long POST /stores {"build": ...} waits server-side for a build under way
-# when the body says nothing (the server's default), how long `build` waits
-# in all for another caller's build, and the longest single long poll of it.
-STORE_BUILD_WAIT_MS = 30000
+# Socket time limit of a request (fixture loads and migrations may run for
+# the server's operation limit, 60 s by default); a request the server holds
+# for a wait gets its own timeout_ms on top. A download (artifact, database)
+# gets DOWNLOAD_TIMEOUT, or the client's timeout when that is longer.
+DEFAULT_TIMEOUT = 120.0
+DOWNLOAD_TIMEOUT = 300.0
+
+# The server's default wait: a count wait's, and how long POST /stores
+# {"build": ...} waits server-side for a build under way when the body says
+# nothing. How long `build` waits in all for another caller's build, and the
+# longest single long poll of it.
+WAIT_TIMEOUT_MS = 30000
 BUILD_TIMEOUT_MS = 300000
 BUILD_POLL_MS = 30000
+
+# How many times `build` asks to finish a build while the server answers 409
+# `conflict` (a connection of the migrator still writing), pausing as
+# Retry-After says (seconds; this when it says nothing, at most the maximum).
+FINISH_ATTEMPTS = 5
+RETRY_AFTER_DEFAULT = 1.0
+RETRY_AFTER_MAX = 10.0
 
 _USER_AGENT = "larder-python/0.1.0"
 
@@ -177,7 +189,7 @@ class Client:
         limit = None
         if build is not None:
             # The server may wait for the build before it copies it.
-            wait = int(timeout_ms) if timeout_ms is not None else STORE_BUILD_WAIT_MS
+            wait = int(timeout_ms) if timeout_ms is not None else WAIT_TIMEOUT_MS
             limit = wait / 1000.0 + self.timeout
         return Store(self, self._call("POST", "/stores", body=body, timeout=limit))
 
@@ -206,9 +218,10 @@ class Client:
         SQLite file, runs the application's own migrator (and fixtures) on
         it, commits and closes its connections; then POST
         /builds/{key}/finish makes it ready. When `migrate` raises, or the
-        server refuses to finish (409 a write transaction still open, 422 a
-        file that fails integrity_check), the build is discarded (DELETE
-        /builds/{key}) and the error propagates. Another caller builds it
+        server refuses to finish (409 a write transaction still open, asked
+        `FINISH_ATTEMPTS` times Retry-After apart; 422 a file that fails
+        integrity_check), the build is discarded (DELETE /builds/{key}) and
+        the error propagates. Another caller builds it
         (202): this one long polls GET /builds/{key}?wait=ready until it is
         ready; if that builder fails meanwhile (or its lease runs out), this
         one claims the key again and may build it itself.
@@ -253,13 +266,26 @@ class Client:
             self._discard_quietly(key)
             raise
         try:
-            self._call("POST", _build_url(key) + "/finish")
+            self._finish(key)
         except LarderError as error:
             # Refused (409, 422): no one else should wait for it until its
             # lease runs out. Gone (404) or no answer (0): nothing to do.
             if error.status not in (0, 404):
                 self._discard_quietly(key)
             raise
+
+    def _finish(self, key: str) -> None:
+        """POST /builds/{key}/finish, asked again while it answers 409
+        `conflict` (a connection still writing the file)."""
+        for attempt in range(1, FINISH_ATTEMPTS + 1):
+            try:
+                self._call("POST", _build_url(key) + "/finish")
+                return
+            except LarderError as error:
+                if error.status != 409 or attempt == FINISH_ATTEMPTS:
+                    raise
+                pause = RETRY_AFTER_DEFAULT if error.retry_after is None else error.retry_after
+                time.sleep(min(max(pause, 0.0), RETRY_AFTER_MAX))
 
     def _discard_quietly(self, key: str) -> None:
         try:
@@ -278,7 +304,7 @@ class Client:
             poll = min(left, BUILD_POLL_MS)
             try:
                 info = self._call("GET", _build_url(key), query={"wait": "ready", "timeout_ms": poll},
-                                  timeout=poll / 1000.0 + WAIT_MARGIN)
+                                  timeout=poll / 1000.0 + self.timeout)
             except LarderError as error:
                 if error.status == 408:
                     continue  # still building
@@ -404,14 +430,15 @@ class Client:
         """Streams a 200 answer's body into the file `destination` (written
         under a temporary name beside it, renamed when complete)."""
         destination = os.fspath(destination)
-        connection, response = self._open("GET", path, query, None, None)
+        limit = max(self.timeout, DOWNLOAD_TIMEOUT)
+        connection, response = self._open("GET", path, query, None, limit)
 
         def read(size: int = -1) -> bytes:
             try:
                 return response.read(size) if size >= 0 else response.read()
             except BaseException as error:
                 self._drop(connection)
-                wrapped = _transport_error(error, "GET " + path, self.url, self.timeout)
+                wrapped = _transport_error(error, "GET " + path, self.url, limit)
                 if wrapped is None:
                     raise
                 raise wrapped from error
@@ -514,7 +541,7 @@ class Store:
         query = {"tables": ",".join(_names(tables))} if tables is not None else None
         return self.client._call("GET", self._url("/counts"), query=query)["counts"]
 
-    def wait(self, condition: Union[str, Sequence[str]], timeout_ms: int = 30000,
+    def wait(self, condition: Union[str, Sequence[str]], timeout_ms: int = WAIT_TIMEOUT_MS,
              tables: Union[str, Sequence[str], None] = None) -> Dict[str, int]:
         """Long poll until `condition` holds (``"artworks>=13"``; several, as
         a list or comma-separated, must all hold); returns the counts then.
@@ -525,7 +552,7 @@ class Store:
         if tables is not None:
             query["tables"] = ",".join(_names(tables))
         return self.client._call("GET", self._url("/counts"), query=query,
-                                 timeout=int(timeout_ms) / 1000.0 + WAIT_MARGIN)["counts"]
+                                 timeout=int(timeout_ms) / 1000.0 + self.client.timeout)["counts"]
 
     def query(self, sql: str, params: Union[Sequence[Any], Dict[str, Any], None] = None, *,
               max_rows: Optional[int] = None, timeout_ms: Optional[int] = None) -> Dict[str, Any]:

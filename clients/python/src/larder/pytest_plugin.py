@@ -40,6 +40,12 @@ from ._client import Client, LarderError, Store
 
 MARKER_FIELDS = ("template", "fixtures", "version", "snapshot", "build", "ttl_seconds")
 
+# Shared with the other clients (clients/defaults.json): where artifacts go
+# when neither --larder-artifacts nor $LARDER_ARTIFACTS says, and the longest
+# test name in an artifact's file name.
+ARTIFACTS_DIR = "larder-artifacts"
+ARTIFACT_NAME_MAX = 120
+
 _reports_key = pytest.StashKey[Dict[str, Any]]()
 _kept_key = pytest.StashKey[Tuple[str, str]]()
 # The session's build: (key or None, None), or (None, what to raise for every test).
@@ -95,11 +101,11 @@ def _setting(config: pytest.Config, option: str, variable: str) -> Optional[str]
 
 def artifacts_dir(config: pytest.Config) -> str:
     """The directory artifacts go to, absolute (relative to where pytest was started)."""
-    directory = _setting(config, "larder_artifacts", "LARDER_ARTIFACTS") or "larder-artifacts"
+    directory = _setting(config, "larder_artifacts", "LARDER_ARTIFACTS") or ARTIFACTS_DIR
     return os.path.join(str(config.invocation_params.dir), os.path.expanduser(directory))
 
 
-def file_safe(name: str, limit: int = 150) -> str:
+def file_safe(name: str, limit: int = ARTIFACT_NAME_MAX) -> str:
     """A node id as a file name: runs of anything but letters, digits, `.`,
     `_` and `-` become one `_`; at most `limit` characters."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")

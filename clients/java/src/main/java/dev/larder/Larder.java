@@ -36,16 +36,26 @@ public final class Larder {
     /** Where the server listens unless {@code LARDER_URL} says otherwise. */
     public static final String DEFAULT_URL = "http://127.0.0.1:7464";
 
+    // The defaults every Larder client shares (clients/defaults.json; DefaultsTest checks that these agree with it).
+
     /** How long {@link #build(String, BuildStep)} waits for another caller's build unless told otherwise. */
     public static final Duration DEFAULT_BUILD_TIMEOUT = Duration.ofMinutes(5);
 
+    /** The time limit of one request unless told otherwise: twice the server's default operation limit (60 s). */
     static final Duration DEFAULT_REQUEST_TIMEOUT = Duration.ofSeconds(120);
 
+    /** The least time limit of a download (an artifact): the server snapshots the database first. */
+    static final Duration DEFAULT_DOWNLOAD_TIMEOUT = Duration.ofMinutes(5);
+
     /** The longest single long poll of a build (the server's default wait; its limit is higher). */
-    private static final long BUILD_POLL_MS = 30_000;
+    static final long BUILD_POLL_MS = 30_000;
 
     /** How many times a finish that answers 409 {@code conflict} is tried, Retry-After apart. */
-    private static final int FINISH_ATTEMPTS = 3;
+    static final int FINISH_ATTEMPTS = 5;
+
+    /** The pause after a 409 without a Retry-After, and the longest one a Retry-After may ask for. */
+    static final Duration RETRY_AFTER_DEFAULT = Duration.ofSeconds(1);
+    static final Duration RETRY_AFTER_MAX = Duration.ofSeconds(10);
 
     private final String url;
     private final String token;
@@ -241,7 +251,7 @@ public final class Larder {
             try {
                 response = sendJson("POST", path, null, Duration.ZERO);
                 if (response.statusCode() == 409 && attempt < FINISH_ATTEMPTS) {
-                    sleepSeconds(response.headers().firstValue("Retry-After").orElse("1"), "POST " + path);
+                    pause(response.headers().firstValue("Retry-After").orElse(""), "POST " + path);
                     continue;
                 }
                 parse(response, "POST", path);
@@ -287,15 +297,16 @@ public final class Larder {
         }
     }
 
-    private static void sleepSeconds(String retryAfter, String what) {
-        long seconds;
+    /** Sleeps as a 409's Retry-After (seconds) says: {@link #RETRY_AFTER_DEFAULT} without one, at most {@link #RETRY_AFTER_MAX}. */
+    private static void pause(String retryAfter, String what) {
+        long ms;
         try {
-            seconds = Math.max(0, Math.min(10, Long.parseLong(retryAfter.trim())));
+            ms = TimeUnit.SECONDS.toMillis(Long.parseLong(retryAfter.trim()));
         } catch (NumberFormatException e) {
-            seconds = 1;
+            ms = RETRY_AFTER_DEFAULT.toMillis();
         }
         try {
-            Thread.sleep(TimeUnit.SECONDS.toMillis(seconds));
+            Thread.sleep(Math.max(0, Math.min(RETRY_AFTER_MAX.toMillis(), ms)));
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new LarderException(0, "interrupted", what + " was interrupted", Map.of(), e);
@@ -356,7 +367,8 @@ public final class Larder {
 
     /** Streams a 2xx body into {@code file} (through a temporary file next to it), or throws the server's error. */
     Path download(String path, Path file) {
-        HttpResponse<InputStream> response = send(request("GET", path, null, Duration.ZERO).header("Accept", "*/*"),
+        Duration limit = requestTimeout.compareTo(DEFAULT_DOWNLOAD_TIMEOUT) > 0 ? requestTimeout : DEFAULT_DOWNLOAD_TIMEOUT;
+        HttpResponse<InputStream> response = send(request("GET", path, null, Duration.ZERO).timeout(limit).header("Accept", "*/*"),
                 HttpResponse.BodyHandlers.ofInputStream(), "GET", path);
         try (InputStream in = response.body()) {
             if (response.statusCode() / 100 != 2) {

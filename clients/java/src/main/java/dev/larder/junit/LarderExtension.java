@@ -39,6 +39,12 @@ import org.junit.platform.commons.support.AnnotationSupport;
  * {@code larder.artifact} and printed to standard error.
  */
 public final class LarderExtension implements ParameterResolver, AfterEachCallback {
+    /** Where artifacts go when {@code LARDER_ARTIFACTS} is not set (shared with the other clients: clients/defaults.json). */
+    public static final String DEFAULT_ARTIFACTS_DIR = "larder-artifacts";
+
+    /** The longest file-safe test name in an artifact's file name (shared with the other clients). */
+    public static final int ARTIFACT_NAME_MAX = 120;
+
     private static final ExtensionContext.Namespace NAMESPACE = ExtensionContext.Namespace.create(LarderExtension.class);
     private static final String CLIENT = "client";
     private static final String STORES = "stores";
@@ -119,7 +125,7 @@ public final class LarderExtension implements ParameterResolver, AfterEachCallba
     /** {@code LARDER_ARTIFACTS}, default {@code larder-artifacts} in the working directory. */
     static Path artifactsDirectory() {
         String dir = System.getenv("LARDER_ARTIFACTS");
-        return Path.of(dir == null || dir.isBlank() ? "larder-artifacts" : dir).toAbsolutePath();
+        return Path.of(dir == null || dir.isBlank() ? DEFAULT_ARTIFACTS_DIR : dir).toAbsolutePath();
     }
 
     private static Larder client(ExtensionContext context) {
@@ -165,7 +171,7 @@ public final class LarderExtension implements ParameterResolver, AfterEachCallba
     /** Letters, digits, {@code . _ -}; other runs become one {@code _}; at most 120 characters. */
     static String fileSafe(String name) {
         String s = name.replaceAll("[^A-Za-z0-9._-]+", "_").replaceAll("^[_.]+|_+$", "");
-        if (s.length() > 120) s = s.substring(0, 120);
+        if (s.length() > ARTIFACT_NAME_MAX) s = s.substring(0, ARTIFACT_NAME_MAX);
         return s.isEmpty() ? "test" : s;
     }
 }
