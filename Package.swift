@@ -19,6 +19,9 @@ let package = Package(
         // Logging: the ecosystem's API (levels, metadata, pluggable handlers), so
         // an embedding app or a test can route Larder's logs where it wants.
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // Tests only: an app's own migrator (GRDB's DatabaseMigrator) for the
+        // snapshot checks' tests, a stand-in for Core Data that runs on Linux.
+        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
     ],
     targets: [
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3",
@@ -51,7 +54,8 @@ let package = Package(
         .testTarget(name: "ZipTests", dependencies: ["Zip", "TestSupport"]),
         .testTarget(name: "FileSystemTests", dependencies: ["FileSystem"]),
         .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "MicroHTTP", "LarderCore", "SQLite", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderXCTest", "SQLite", "TestSupport"]),
+        .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderXCTest", "SQLite", "TestSupport",
+                                                             .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "EndToEndTests", dependencies: ["LarderServer", "LarderCore", "SQLite", "Digest", "FileSystem", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]

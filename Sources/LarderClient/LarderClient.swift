@@ -124,18 +124,24 @@ public final class LarderClient: Sendable {
 
     struct Empty: Decodable {}
 
-    /// One call: JSON out (when `body` is given), JSON in, errors as ``LarderError``.
+    /// One call: JSON out (when `body` is given) or `raw` bytes of
+    /// `contentType`, JSON in, errors as ``LarderError``. `accepting`: error
+    /// statuses whose body is the answer (a failed check's 422).
     func send<Answer: Decodable>(_ method: String, _ path: String, query: [(String, String)] = [], body: LarderValue? = nil,
+                                 raw: Data? = nil, contentType: String? = nil, accepting: Set<Int> = [],
                                  timeout: Duration? = nil, onError: ((LarderError) -> any Error)? = nil) async throws -> Answer {
         var request = makeRequest(method, path, query: query, timeout: timeout)
         if let body {
             request.httpBody = try JSONEncoder().encode(body)
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        } else if let raw {
+            request.httpBody = raw
+            request.setValue(contentType ?? "application/octet-stream", forHTTPHeaderField: "Content-Type")
         }
         request.setValue("application/json", forHTTPHeaderField: "Accept")
         let (data, response) = try await session.data(for: request)
         let http = try LarderClient.httpResponse(response)
-        guard (200..<300).contains(http.statusCode) else {
+        guard (200..<300).contains(http.statusCode) || accepting.contains(http.statusCode) else {
             let error = LarderClient.error(status: http.statusCode, body: data, response: http)
             throw onError?(error) ?? error
         }
