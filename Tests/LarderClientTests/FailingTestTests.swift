@@ -49,18 +49,8 @@ final class FailedTestKeepsItsStoreTests: XCTestCase {
         let scratch = Scratch()
         let ids = scratch.path + "/ids", artifacts = scratch.path + "/artifacts"
         try FileManager.default.createDirectory(atPath: ids, withIntermediateDirectories: true)
-        var environment = ProcessInfo.processInfo.environment
-        environment["LARDER_URL"] = ClientTestServer.server.base
-        environment["LARDER_TOKEN"] = ""
-        environment["LARDER_ARTIFACTS"] = artifacts
-        environment["LARDER_SAMPLE_IDS"] = ids
-        // Under --enable-code-coverage the child must not write over this process's profile.
-        environment["LLVM_PROFILE_FILE"] = scratch.path + "/child-%p.profraw"
-        // The XCTest binary that runs this very test: on Linux, an executable
-        // that takes a filter as its argument.
-        let binary = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
-        let run = try await Subprocess.run(binary, ["LarderClientTests.LarderSampleTests"], environment: environment,
-                                           directory: scratch.path, timeout: .seconds(90))
+        let run = try await Subprocess.runTests("LarderClientTests.LarderSampleTests", in: scratch.path,
+                                                environment: ["LARDER_ARTIFACTS": artifacts, "LARDER_SAMPLE_IDS": ids])
         let output = run.output
         XCTAssertEqual(run.status, 1, output)
         XCTAssertTrue(output.contains("Test Case 'LarderSampleTests.testPasses' passed"), output)
@@ -104,6 +94,20 @@ final class FailedTestKeepsItsStoreTests: XCTestCase {
 /// A child process with its output in a file (a pipe nobody reads fills up).
 enum Subprocess {
     struct Result { var status: Int32; var output: String }
+
+    /// The tests `filter` names, run by this very test binary (on Linux an
+    /// executable that takes a filter as its argument) in `directory`,
+    /// against this process's server, with `environment` added.
+    static func runTests(_ filter: String, in directory: String, environment extra: [String: String]) async throws -> Result {
+        var environment = ProcessInfo.processInfo.environment
+        environment["LARDER_URL"] = ClientTestServer.server.base
+        environment["LARDER_TOKEN"] = ""
+        // Under --enable-code-coverage the child must not write over this process's profile.
+        environment["LLVM_PROFILE_FILE"] = directory + "/child-%p.profraw"
+        environment.merge(extra) { _, given in given }
+        let binary = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        return try await run(binary, [filter], environment: environment, directory: directory, timeout: .seconds(90))
+    }
 
     static func run(_ executable: String, _ arguments: [String], environment: [String: String], directory: String,
                     timeout: Duration) async throws -> Result {

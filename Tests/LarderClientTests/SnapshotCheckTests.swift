@@ -139,15 +139,8 @@ final class FailedSnapshotIsOneTestFailureTests: XCTestCase {
         #if os(Linux)
         let scratch = Scratch()
         let folder = try AppModel.snapshots(in: scratch.path + "/Snapshots", expect: #"{"before": ["SELECT count(*) = 5 FROM artist"]}"#)
-        var environment = ProcessInfo.processInfo.environment
-        environment["LARDER_URL"] = ClientTestServer.server.base
-        environment["LARDER_TOKEN"] = ""
-        environment["LARDER_ARTIFACTS"] = scratch.path + "/artifacts"
-        environment["LARDER_SNAPSHOT_SAMPLE"] = folder.path
-        environment["LLVM_PROFILE_FILE"] = scratch.path + "/child-%p.profraw"
-        let binary = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
-        let run = try await Subprocess.run(binary, ["LarderClientTests.LarderSnapshotSampleTests"], environment: environment,
-                                           directory: scratch.path, timeout: .seconds(90))
+        let run = try await Subprocess.runTests("LarderClientTests.LarderSnapshotSampleTests", in: scratch.path,
+                                                environment: ["LARDER_ARTIFACTS": scratch.path + "/artifacts", "LARDER_SNAPSHOT_SAMPLE": folder.path])
         let output = run.output
         XCTAssertEqual(run.status, 1, output)
         XCTAssertTrue(output.contains("Test Case 'LarderSnapshotSampleTests.testOldDatabasesMigrate' failed"), output)
