@@ -40,6 +40,10 @@ final class AppCheckTests: XCTestCase {
             XCTAssertEqual(passed.json?["passed"], true)
             XCTAssertEqual(passed.json?["from_version"], "0001", "Alembic's revision, as alembic_version holds it")
             XCTAssertEqual(passed.json?["to_version"], "0002")
+            // Every optional field may be null.
+            let nulls = try await server.request("POST", "/stores/\(id)/check",
+                                                 json: #"{"against": {"template": null, "build": "notes-v2"}, "snapshot": null, "expect": null, "data": null}"#)
+            XCTAssertEqual(nulls.status, 200, String(decoding: nulls.data, as: UTF8.self))
 
             // A migration that loses a column's data fails, naming it, in JSON and in JUnit.
             try Connection(path: path, mode: .readWrite).execute("UPDATE notes SET tag = NULL")

@@ -34,7 +34,8 @@ enum CheckRoutes {
         let reference = try CheckRoutes.reference(body.value("against"))
         let snapshot = try body.string("snapshot")
         let dataCheck = try body.bool("data") ?? true
-        let expect = body.value("expect").flatMap { $0.isNull ? nil : $0 }
+        // JSON's null is "no expectations" (JSONValue takes nil as null: test it by name).
+        let given = body.value("expect"), expect = given?.isNull == false ? given : nil
         if let expect {
             guard let members = expect.objectMembers else { throw LarderError.badRequest("field 'expect' must be an object (the .expect.json shape)") }
             if let unknown = members.first(where: { !expectKeys.contains($0.0) }) {
@@ -62,7 +63,7 @@ enum CheckRoutes {
             guard let s = value.stringValue, !s.isEmpty else { throw LarderError(.badRequest, "field 'against.\(key)' must be a non-empty string", details: [("field", .string("against." + key))]) }
             return s
         }
-        let keys = Set(members.map(\.0))
+        let keys = Set(members.filter { !$0.1.isNull }.map(\.0))
         if let key = try text("build"), keys == ["build"] { return .build(key) }
         if let id = try text("store"), keys == ["store"] { return .store(id) }
         if let name = try text("template"), keys.isSubset(of: ["template", "version"]) { return .template(name, version: try text("version") ?? "latest") }
