@@ -98,7 +98,11 @@ final class AppMigrationCheckTests: XCTestCase {
                                            expect: ["before": ["SELECT count(*) = 4 FROM artists"]])
         XCTAssertEqual(report.failures.count, 2, "\(report.failures)")
         XCTAssertTrue(report.failures.contains { $0.hasPrefix("before is false") && $0.contains("count(*) = 4") }, "\(report.failures)")
-        XCTAssertTrue(report.failures.contains { $0.hasPrefix("schema differs from the reference") && $0.contains("artists_born") }, "\(report.failures)")
+        XCTAssertTrue(report.failures.contains("schema differs from the reference: index artists_born on artists is not in the reference"), "\(report.failures)")
+        XCTAssertEqual(report.title, "v1.sqlite (1 → 2)")
+        var unnamed = report
+        unnamed.snapshot = nil
+        XCTAssertEqual(unnamed.title, "migrated store (1 → 2)", "the JUnit case of a check that named no snapshot")
     }
 
     func testTheReferenceAndTheStoreMustBeThereAndTheStoreAnUpload() throws {

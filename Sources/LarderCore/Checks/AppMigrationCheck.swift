@@ -89,7 +89,8 @@ public struct AppMigrationCheck: Sendable {
             report.toVersion = try Bookkeeping.read(db, preferring: nil).current
             let new = Migrator.newViolations(before: violationsBefore, after: try Migrator.foreignKeyViolations(db))
             if !new.isEmpty { fail("\(new.count) new foreign key violation(s) after migrating: \(new.prefix(5).joined(separator: "; "))") }
-            for difference in SchemaComparison.differences(expected: expected, found: try Inspector.schema(db, includeBookkeeping: true)) {
+            for difference in SchemaComparison.differences(expected: expected, found: try Inspector.schema(db, includeBookkeeping: true),
+                                                                reference: "the reference") {
                 fail("schema differs from the reference: \(difference)")
             }
             try MigrationCheck.checkExpectations(db, expect, fail: fail)

@@ -23,8 +23,9 @@ public struct MigrationCheck: Sendable {
         /// What the check could not do and says so without failing (a migration in code, not run here).
         public var notes: [String] = []
         public var passed: Bool { failures.isEmpty }
-        /// What was checked, in words: the snapshot's name, or "round trip".
-        public var subject: String { snapshot ?? "round trip" }
+        /// What was checked, in words: the snapshot's name, "round trip", or
+        /// "migrated store" (an app's check that named no snapshot).
+        public var subject: String { snapshot ?? (kind == .roundTrip ? "round trip" : kind == .app ? "migrated store" : "snapshot") }
         /// The subject and its versions, as the JUnit report and `larder check`
         /// name it: `v2 (2 → 6)`, `round trip (2 → nothing → 2)`. A round
         /// trip's does not depend on how far it got: CI report viewers

@@ -74,25 +74,26 @@ public enum SchemaComparison {
     }
 
     /// The changes from a fresh build (`expected`) to what was `found`, as
-    /// sentences naming the table and column.
-    public static func differences(expected: JSONValue, found: JSONValue) -> [String] {
+    /// sentences naming the table and column; `reference` names what was
+    /// expected in them ("a fresh build", "the reference").
+    public static func differences(expected: JSONValue, found: JSONValue, reference: String = "a fresh build") -> [String] {
         changes(from: expected, to: found).flatMap { c -> [String] in
             let thing = c.type == "column" ? "column \(c.table ?? "").\(c.name)"
                 : c.type == "index" ? "index \(c.name) on \(c.table ?? "")" : "\(c.type) \(c.name)"
             switch c.kind {
             case .removed: return ["\(thing) is missing"]
-            case .added: return ["\(thing) is not in a fresh build"]
+            case .added: return ["\(thing) is not in \(reference)"]
             case .changed:
                 let a = c.old ?? .null, b = c.new ?? .null
                 switch c.type {
                 case "column", "index":
                     return (c.type == "column" ? SchemaChange.columnFields : SchemaChange.indexFields).filter { a[$0] != b[$0] }.map {
-                        "\(thing): \($0) is \(b[$0]?.jsonText ?? "null"), a fresh build has \(a[$0]?.jsonText ?? "null")"
+                        "\(thing): \($0) is \(b[$0]?.jsonText ?? "null"), \(reference) has \(a[$0]?.jsonText ?? "null")"
                     }
                 case "foreign_keys":
-                    return ["foreign keys of \(c.name) are \(b.jsonText), a fresh build has \(a.jsonText)"]
+                    return ["foreign keys of \(c.name) are \(b.jsonText), \(reference) has \(a.jsonText)"]
                 default:
-                    return ["\(thing) has different SQL from a fresh build"]
+                    return ["\(thing) has different SQL from \(reference)"]
                 }
             }
         }
