@@ -109,6 +109,11 @@ func IsNotFound(err error) bool {
 // shape (a proxy's page, say) still gives an *Error, with code "http_error".
 func newError(resp *http.Response) *Error {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return errorOf(resp, raw)
+}
+
+// errorOf is the error answer resp whose body is raw.
+func errorOf(resp *http.Response, raw []byte) *Error {
 	var body struct {
 		Error *struct {
 			Code    string         `json:"code"`
@@ -156,10 +161,26 @@ func (c *Client) download(ctx context.Context, path string) (*http.Response, err
 	return c.sendWith(ctx, c.downloadClient(), http.MethodGet, path, nil, nil)
 }
 
+// rawBody is a request body sent as it is (an upload), not as JSON.
+type rawBody struct {
+	r           io.Reader
+	size        int64
+	contentType string
+}
+
 // sendWith is send through the HTTP client hc.
 func (c *Client) sendWith(ctx context.Context, hc *http.Client, method, path string, query url.Values, body any) (*http.Response, error) {
+	return c.sendAllowing(ctx, hc, method, path, query, body, 0)
+}
+
+// sendAllowing is sendWith that also returns the response of the status
+// allowed (not 0): one whose body is an answer, not an error (a check's 422).
+func (c *Client) sendAllowing(ctx context.Context, hc *http.Client, method, path string, query url.Values, body any, allowed int) (*http.Response, error) {
 	var reader io.Reader
-	if body != nil {
+	contentType := "application/json"
+	if raw, ok := body.(rawBody); ok {
+		reader, contentType = raw.r, raw.contentType
+	} else if body != nil {
 		data, err := json.Marshal(body)
 		if err != nil {
 			return nil, fmt.Errorf("larder: encoding the request body: %w", err)
@@ -170,8 +191,11 @@ func (c *Client) sendWith(ctx context.Context, hc *http.Client, method, path str
 	if err != nil {
 		return nil, fmt.Errorf("larder: %w", err)
 	}
+	if raw, ok := body.(rawBody); ok {
+		req.ContentLength = raw.size
+	}
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	req.Header.Set("Accept", "application/json")
 	if c.Token != "" {
@@ -181,7 +205,7 @@ func (c *Client) sendWith(ctx context.Context, hc *http.Client, method, path str
 	if err != nil {
 		return nil, fmt.Errorf("larder: %s %s: %w", method, path, err)
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	if (resp.StatusCode < 200 || resp.StatusCode > 299) && resp.StatusCode != allowed {
 		defer resp.Body.Close()
 		return nil, newError(resp)
 	}

@@ -89,6 +89,81 @@ export interface BuildOptions {
   timeoutMs?: number;
 }
 
+/** What an app-migrated store must match (`POST /stores/{id}/check`'s `against`): exactly one. */
+export type CheckReference =
+  | { build: string }
+  | { template: string; version?: string }
+  | { store: string | Store };
+
+/** The `.expect.json` shape. */
+export interface Expect {
+  version?: string | number;
+  counts?: Record<string, number>;
+  min_counts?: Record<string, number>;
+  /** SQL that must be true after migrating. */
+  assert?: string[];
+  /** SQL that must be true on the upload as it arrived. */
+  before?: string[];
+  drops?: unknown;
+  moves?: unknown;
+  deletes?: unknown;
+}
+
+export interface CheckOptions {
+  /** The snapshot's name, as the result (and its JUnit test case) names it. */
+  snapshot?: string;
+  expect?: Expect | null;
+  /** false skips the rule that every column that held data still holds it. */
+  data?: boolean;
+}
+
+/** One check's result (200 passed, 422 failed). */
+export interface CheckResult {
+  template: string | null;
+  kind: 'app' | 'snapshot' | 'round_trip';
+  snapshot: string | null;
+  from_version: string | null;
+  to_version: string | null;
+  passed: boolean;
+  ms: number;
+  /** One message per failure, e.g. "notes.tag held 2 non-NULL values; the migrated store has 0". */
+  failures: string[];
+  notes: string[];
+  [field: string]: unknown;
+}
+
+export interface CheckSnapshotOptions {
+  /** The app's own migrator, run on the uploaded store's file (sync or async); it must close its connections. */
+  migrate: (path: string) => unknown | Promise<unknown>;
+  /** The reference, exactly one of: an app build's key, ... */
+  build?: string;
+  /** ... a template (at `version`, default "latest"), ... */
+  template?: string;
+  version?: string;
+  /** ... or a live store. */
+  store?: string | Store;
+  /** Default: NAME.expect.json beside NAME.sqlite, parsed (null when there is none). */
+  expect?: Expect | null;
+  data?: boolean;
+  /** The store's label; default the file's name. */
+  label?: string;
+  /** The name the result carries; default the file's name. */
+  snapshot?: string;
+}
+
+export type CheckSnapshotsOptions = Omit<CheckSnapshotOptions, 'expect' | 'snapshot' | 'label'>;
+
+/** checkSnapshot's result: the check's, with the uploaded store's id and whether it was kept (failed). */
+export interface SnapshotResult extends CheckResult {
+  store: string;
+  kept: boolean;
+}
+
+/** A failed check as a test failure's text: snapshot, versions, kept store, then each failure on a line. */
+export declare function formatCheckFailure(result: CheckResult | SnapshotResult): string;
+/** The *.sqlite file names of `dir`, sorted. */
+export declare function snapshotFiles(dir: string): string[];
+
 export interface QueryResult {
   columns: string[];
   rows: unknown[][];
@@ -215,6 +290,20 @@ export declare class Larder {
   buildInfo(key: string): Promise<BuildInfo>;
   /** DELETE /builds/{key}: the next build(key) builds it again. */
   discardBuild(key: string): Promise<void>;
+  /** POST /stores with the SQLite file (a path, or its bytes) as the body: a store of the file as it is. */
+  upload(file: string | URL | Uint8Array, options?: { label?: string; ttlSeconds?: number }): Promise<Store>;
+  /**
+   * POST /stores/{id}/check: judges an uploaded store the app's own migrator
+   * migrated; resolves with the result whether it passed (200) or not (422).
+   */
+  check(store: Store | string, against: CheckReference, options?: CheckOptions): Promise<CheckResult>;
+  /**
+   * Uploads `path`, runs `migrate(store.path)`, checks it; deletes the store
+   * when it passed, keeps it when it failed.
+   */
+  checkSnapshot(path: string, options: CheckSnapshotOptions): Promise<SnapshotResult>;
+  /** checkSnapshot for every *.sqlite of `dir`, in file name order. */
+  checkSnapshots(dir: string, options: CheckSnapshotsOptions): Promise<SnapshotResult[]>;
   /** Low level: one request, answering the parsed JSON body (null for 204). */
   request(method: string, path: string, options?: RequestOptions): Promise<any>;
   /** Low level: as `request`, with the answer's HTTP status. */
@@ -224,6 +313,11 @@ export declare class Larder {
 export interface RequestOptions {
   query?: Record<string, unknown>;
   body?: unknown;
+  /** A raw body (not JSON), sent with `contentType`. */
+  raw?: Uint8Array;
+  contentType?: string;
+  /** Non-2xx statuses whose body is an answer rather than an error. */
+  allow?: number[];
   timeoutMs?: number;
   timeoutClass?: boolean;
 }
@@ -250,6 +344,8 @@ export declare class Store {
   artifact(path: string, options?: { compression?: 'deflate' | 'store' }): Promise<string>;
   keep(): Promise<StoreInfo>;
   delete(): Promise<void>;
+  /** POST /stores/{id}/check: see Larder.check. */
+  check(against: CheckReference, options?: CheckOptions): Promise<CheckResult>;
 }
 
 export default Larder;

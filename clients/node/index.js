@@ -2,9 +2,9 @@
 // ESM, no dependencies: global fetch, node:fs, node:stream.
 // The HTTP contract is API.md of the Larder repository.
 
-import { createWriteStream } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
-import { dirname, resolve } from 'node:path';
+import { createWriteStream, existsSync, readdirSync } from 'node:fs';
+import { mkdir, readFile, rm } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 
@@ -105,7 +105,7 @@ export class Larder {
    * else becomes a LarderError (LarderTimeout when `timeoutClass` is set and
    * the server answered 408).
    */
-  async fetch(method, path, { query, body, timeoutMs, timeoutClass = false } = {}) {
+  async fetch(method, path, { query, body, raw, contentType, allow, timeoutMs, timeoutClass = false } = {}) {
     let url = this.url + path;
     if (query) {
       const params = new URLSearchParams();
@@ -116,6 +116,8 @@ export class Larder {
     const headers = { Accept: 'application/json' };
     if (this.token) headers.Authorization = `Bearer ${this.token}`;
     if (body !== undefined) headers['Content-Type'] = 'application/json';
+    // A raw body (an upload's bytes) goes as it is, with its own type.
+    if (raw !== undefined) headers['Content-Type'] = contentType ?? 'application/octet-stream';
 
     const limit = timeoutMs ?? this.timeoutMs;
     const controller = new AbortController();
@@ -125,7 +127,7 @@ export class Larder {
       res = await fetch(url, {
         method,
         headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
+        body: raw !== undefined ? raw : body === undefined ? undefined : JSON.stringify(body),
         signal: controller.signal,
       });
     } catch (err) {
@@ -141,7 +143,8 @@ export class Larder {
     }
     // The timer stays armed while the caller reads the body; clear it then.
     res.larderDone = () => clearTimeout(timer);
-    if (res.ok) return res;
+    // `allow`: statuses whose body is an answer, not an error (a check's 422).
+    if (res.ok || allow?.includes(res.status)) return res;
 
     let text = '';
     try {
@@ -291,6 +294,180 @@ export class Larder {
   async discardBuild(key) {
     await this.request('DELETE', buildPath(key));
   }
+
+  /**
+   * POST /stores with a SQLite file as the body (application/vnd.sqlite3):
+   * a store that is the file as it is (no template, not migrated). `file` is
+   * a path, or the bytes (Buffer / Uint8Array). Options: `label`,
+   * `ttlSeconds`.
+   * @returns {Promise<Store>}
+   */
+  async upload(file, options = {}) {
+    const { label, ttlSeconds } = pick(options, { label: 'label', ttlSeconds: 'ttl_seconds' }, 'upload');
+    const bytes = typeof file === 'string' || file instanceof URL ? await readFile(file) : file;
+    if (!(bytes instanceof Uint8Array)) throw new TypeError('upload(file): file must be a path or the bytes of a SQLite database');
+    const info = await this.request('POST', '/stores', {
+      query: { label, ttl_seconds: ttlSeconds },
+      raw: bytes,
+      contentType: 'application/vnd.sqlite3',
+    });
+    return new Store(this, info);
+  }
+
+  /**
+   * POST /stores/{id}/check: judges a store (an upload) that the
+   * application's own migrator migrated against `against`: {build: KEY},
+   * {template: NAME, version: V} (V "latest" when absent) or {store: ID or
+   * Store}. Options: `snapshot` (the name the result carries), `expect` (the
+   * .expect.json shape), `data` (false skips the data-kept rule). Resolves
+   * with the result, passed (200) or not (422): {template: null, kind:
+   * "app", snapshot, from_version, to_version, passed, ms, failures, notes}.
+   * What cannot be judged rejects with a LarderError (400 not_an_upload, 404
+   * unknown_build / unknown_template / unknown_version / store_not_found,
+   * 409 while the build is still building).
+   */
+  async check(store, against, options = {}) {
+    const id = typeof store === 'string' ? store : store?.id;
+    if (typeof id !== 'string' || !id) throw new TypeError('check(store, against): store must be a Store or a store id');
+    const body = { against: referenceOf(against, 'check') };
+    Object.assign(body, pick(options, { snapshot: 'snapshot', expect: 'expect', data: 'data' }, 'check'));
+    const path = `/stores/${encodeURIComponent(id)}/check`;
+    const { status, body: result } = await this.exchange('POST', path, { body, allow: [422] });
+    if (result?.error && typeof result.error === 'object') {
+      // A 422 that is an error, not a result.
+      const { code = 'http_error', message = `POST ${path}: HTTP ${status}`, details = {} } = result.error;
+      throw new LarderError(message, { status, code, details });
+    }
+    return result;
+  }
+
+  /**
+   * Checks one old database the team keeps (`path`, a .sqlite file) the way
+   * the application will meet it: uploads it as a store, runs
+   * `options.migrate(storePath)` (the app's own migrator, sync or async, on
+   * the store's file; it must close its connections), then check()s it
+   * against the reference: `build` (a key), `template` (+ `version`,
+   * default "latest") or `store` (an id or Store), exactly one. `expect`
+   * defaults to NAME.expect.json beside the file, parsed, when there is one
+   * (null: none); `data: false` skips the data-kept rule; `label` labels the
+   * store (default: the file's name). A store that passes is deleted; one
+   * that fails is kept (PATCH keep) for a look. Resolves with the check's
+   * result plus `store` (the store's id) and `kept`. When the migrator
+   * throws, the store is kept and an Error naming the snapshot and the store
+   * rejects (its `cause` the migrator's error); when the check cannot run
+   * (an unknown build, say) the store is deleted and the LarderError
+   * rejects.
+   */
+  async checkSnapshot(path, options = {}) {
+    const { migrate, build, template, version, store, expect, data, label, snapshot } = checkOptions(options, 'checkSnapshot');
+    const name = snapshot ?? basename(path);
+    const against = referenceOf({ build, template, version, store }, 'checkSnapshot');
+    const expected = expect === undefined ? await readExpect(path) : expect;
+    const uploaded = await this.upload(path, { label: label ?? name });
+    try {
+      await migrate(uploaded.path);
+    } catch (err) {
+      await uploaded.keep().catch(() => {});
+      throw new Error(`${name}: the migrator failed on store ${uploaded.id} (kept): ${err?.message ?? err}`, { cause: err });
+    }
+    let result;
+    try {
+      result = await this.check(uploaded, against, { snapshot: name, expect: expected ?? undefined, data });
+    } catch (err) {
+      await uploaded.delete().catch(() => {});
+      throw err;
+    }
+    if (result.passed) {
+      await uploaded.delete();
+    } else {
+      await uploaded.keep();
+    }
+    return { ...result, store: uploaded.id, kept: !result.passed };
+  }
+
+  /**
+   * checkSnapshot() for every *.sqlite file of `dir`, one after another in
+   * file name order, each with its own NAME.expect.json; resolves with their
+   * results in that order. The options are checkSnapshot's, without
+   * `expect`, `snapshot` and `label`.
+   */
+  async checkSnapshots(dir, options = {}) {
+    refuseSnapshotOnly(options, 'checkSnapshots');
+    const results = [];
+    for (const file of snapshotFiles(dir)) {
+      results.push(await this.checkSnapshot(join(dir, file), options));
+    }
+    return results;
+  }
+}
+
+/** The *.sqlite file names of `dir`, sorted (code unit order), as checkSnapshots takes them. */
+export function snapshotFiles(dir) {
+  return readdirSync(dir).filter((f) => f.endsWith('.sqlite')).sort();
+}
+
+const CHECK_SNAPSHOT_OPTIONS = ['migrate', 'build', 'template', 'version', 'store', 'expect', 'data', 'label', 'snapshot'];
+
+/** checkSnapshot's options, checked: known keys, a migrate function. */
+function checkOptions(options, what) {
+  for (const key of Object.keys(options ?? {})) {
+    if (!CHECK_SNAPSHOT_OPTIONS.includes(key)) {
+      throw new TypeError(`${what}: unknown option '${key}'; known: ${CHECK_SNAPSHOT_OPTIONS.join(', ')}`);
+    }
+  }
+  if (typeof options?.migrate !== 'function') {
+    throw new TypeError(`${what}: options.migrate must be a function taking the path of the store to migrate (the app's own migrator)`);
+  }
+  return options;
+}
+
+/** The options a whole directory cannot take: each snapshot has its own. */
+function refuseSnapshotOnly(options, what) {
+  for (const key of ['expect', 'snapshot', 'label']) {
+    if (options?.[key] !== undefined) {
+      throw new TypeError(`${what}: '${key}' is per snapshot (each NAME.sqlite has its own NAME.expect.json); use checkSnapshot for one file`);
+    }
+  }
+  checkOptions(options, what);
+}
+
+/** A check's `against`: exactly one of build, template (+ version), store. */
+function referenceOf(against, what) {
+  const { build, template, version, store } = against ?? {};
+  const given = [build, template, store].filter((v) => v !== undefined && v !== null);
+  if (given.length !== 1 || (version !== undefined && version !== null && template == null)) {
+    throw new TypeError(`${what}: say what the migrated store must match, exactly one of {build: KEY}, {template: NAME, version: V} or {store: ID}`);
+  }
+  for (const key of Object.keys(against)) {
+    if (!['build', 'template', 'version', 'store'].includes(key)) throw new TypeError(`${what}: unknown reference '${key}'`);
+  }
+  if (build != null) return { build };
+  if (store != null) return { store: typeof store === 'string' ? store : store.id };
+  return version == null ? { template } : { template, version };
+}
+
+/** NAME.expect.json beside NAME.sqlite, parsed; null when there is none. */
+async function readExpect(path) {
+  const file = join(dirname(path), basename(path).replace(/\.sqlite$/, '') + '.expect.json');
+  if (!existsSync(file)) return null;
+  const text = await readFile(file, 'utf8');
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new Error(`${file} is not JSON: ${err.message}`, { cause: err });
+  }
+}
+
+/**
+ * A failed check as a test failure's text: the snapshot and its versions,
+ * the kept store, then every failure, one per line.
+ */
+export function formatCheckFailure(result) {
+  const name = result.snapshot ?? 'snapshot';
+  const versions = `${result.from_version ?? '?'} → ${result.to_version ?? '?'}`;
+  const store = result.store ? `; store ${result.store} is ${result.kept ? 'kept' : 'gone'}` : '';
+  const failures = result.failures?.length ? result.failures : ['(the check failed without saying why)'];
+  return `${name} (${versions}) failed the migration check${store}:\n` + failures.map((f) => `  ${f}`).join('\n');
 }
 
 function buildPath(key) {
@@ -473,6 +650,11 @@ export class Store {
   async keep() {
     this.info = await this.client.request('PATCH', this.base, { body: { keep: true } });
     return this.info;
+  }
+
+  /** POST /stores/{id}/check: this store (an upload the app migrated) judged; see Larder.check. */
+  check(against, options) {
+    return this.client.check(this, against, options);
   }
 
   /** DELETE /stores/{id} */

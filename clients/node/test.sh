@@ -13,4 +13,4 @@ if [ ! -x "$binary" ]; then
 fi
 binary=$(cd "$(dirname "$binary")" && pwd)/$(basename "$binary")
 cd "$(dirname "$0")"
-LARDER_BINARY=$binary exec node --test --test-reporter=spec test/defaults.test.js test/client.test.js test/build.test.js test/helper.test.js
+LARDER_BINARY=$binary exec node --test --test-reporter=spec test/defaults.test.js test/client.test.js test/build.test.js test/helper.test.js test/appcheck.test.js

@@ -2,7 +2,7 @@
 
 import type { TestContext } from 'node:test';
 import type { test as nodeTest, it as nodeIt } from 'node:test';
-import type { CreateStoreOptions, Larder, Store } from './index.js';
+import type { CheckResult, CheckSnapshotsOptions, CreateStoreOptions, Larder, SnapshotResult, Store } from './index.js';
 
 export interface WithStoreOptions extends CreateStoreOptions {
   /** The client; default one from LARDER_URL / LARDER_TOKEN. */
@@ -33,3 +33,21 @@ export declare const test: typeof nodeTest;
 /** node:test's `it`, wrapped as `test` is. */
 export declare const it: typeof nodeIt;
 export { describe, before, after, beforeEach, afterEach } from 'node:test';
+
+/** A snapshot that failed the migration check. */
+export declare class SnapshotCheckError extends Error {
+  constructor(result: CheckResult | SnapshotResult);
+  result: CheckResult | SnapshotResult;
+}
+
+export interface TestSnapshotsOptions extends CheckSnapshotsOptions {
+  /** The client; default one from LARDER_URL / LARDER_TOKEN. */
+  larder?: Larder;
+}
+
+/**
+ * Registers one node:test test per *.sqlite of `dir`, named by the file:
+ * Larder.checkSnapshot, failing with a SnapshotCheckError (snapshot, versions,
+ * kept store, each failure on a line). Answers the file names.
+ */
+export declare function testSnapshots(dir: string, options: TestSnapshotsOptions): string[];

@@ -18,10 +18,14 @@
 // On a Node without TestContext.passed, only tests run through `test`/`it`
 // of this module can tell; withStore refuses plain node:test tests there
 // rather than guessing.
+//
+// testSnapshots(dir, options) registers one node:test test per old database
+// (*.sqlite) of `dir`: the app's own migrator migrates an uploaded copy and
+// the server judges it (Larder.checkSnapshot).
 
 import * as nodeTest from 'node:test';
 import { join, resolve } from 'node:path';
-import { Larder } from './index.js';
+import { Larder, formatCheckFailure, snapshotFiles } from './index.js';
 
 // Shared with the other clients (clients/defaults.json): where artifacts go
 // when neither `artifacts` nor LARDER_ARTIFACTS says, and the longest test
@@ -204,4 +208,45 @@ export async function withStore(t, options = {}) {
     }
   });
   return store;
+}
+
+/** A snapshot that failed the migration check; `result` is the check's result. */
+export class SnapshotCheckError extends Error {
+  constructor(result) {
+    super(formatCheckFailure(result));
+    this.name = 'SnapshotCheckError';
+    // Not enumerable: the message says it all, and reporters print own properties.
+    Object.defineProperty(this, 'result', { value: result, enumerable: false, writable: true, configurable: true });
+  }
+}
+
+/**
+ * Registers one node:test test per *.sqlite file of `dir` (file name order,
+ * the file's name as the test's name; call it at the top of a test file or
+ * inside a describe). Each test runs Larder.checkSnapshot on its file with
+ * `options` (migrate, build | template + version | store, data; expect from
+ * each NAME.expect.json) and fails with a SnapshotCheckError whose message
+ * is the snapshot, its versions, the kept store and every failure, one per
+ * line. `larder`: the client (default one from LARDER_URL / LARDER_TOKEN).
+ * A directory without *.sqlite files is an error: a mistyped path would
+ * otherwise pass.
+ */
+export function testSnapshots(dir, options = {}) {
+  const { larder, ...checkOptions } = options;
+  if (typeof checkOptions.migrate !== 'function') {
+    throw new TypeError("testSnapshots(dir, options): options.migrate must be a function taking the path of the store to migrate (the app's own migrator)");
+  }
+  for (const key of ['expect', 'snapshot', 'label']) {
+    if (checkOptions[key] !== undefined) throw new TypeError(`testSnapshots: '${key}' is per snapshot (each NAME.sqlite has its own NAME.expect.json)`);
+  }
+  const files = snapshotFiles(dir);
+  if (files.length === 0) throw new Error(`testSnapshots: no *.sqlite file in ${resolve(dir)}`);
+  for (const file of files) {
+    nodeTest.test(file, async () => {
+      const client = larder ?? (sharedClient ??= new Larder());
+      const result = await client.checkSnapshot(join(dir, file), checkOptions);
+      if (!result.passed) throw new SnapshotCheckError(result);
+    });
+  }
+  return files;
 }

@@ -225,6 +225,161 @@ public final class Larder {
         call("DELETE", buildPath(key), null, Duration.ZERO);
     }
 
+    // ---------------------------------------------------------------- old databases the app migrates
+
+    /**
+     * {@code POST /stores} with the SQLite file {@code file} as the body ({@code application/vnd.sqlite3}):
+     * a store that is the file as it is (no template, not migrated), labelled {@code label} (null for none).
+     *
+     * @throws LarderException status 400 for a file that is not a SQLite database
+     */
+    public Store upload(Path file, String label) {
+        String path = "/stores" + (label == null ? "" : "?label=" + encode(label));
+        HttpRequest.BodyPublisher body;
+        try {
+            body = HttpRequest.BodyPublishers.ofFile(file);
+        } catch (IOException e) {
+            throw new LarderException(0, "upload_failed", "cannot read " + file + ": " + e, Map.of(), e);
+        }
+        HttpRequest.Builder request = request("POST", path, null, Duration.ZERO)
+                .header("Content-Type", "application/vnd.sqlite3")
+                .method("POST", body);
+        HttpResponse<String> response = send(request, HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8), "POST", path);
+        return new Store(this, Json.asObject(parse(response, "POST", path), "store"));
+    }
+
+    /** {@link #upload(Path, String)} without a label. */
+    public Store upload(Path file) {
+        return upload(file, null);
+    }
+
+    /**
+     * {@code POST /stores/{id}/check}: judges store {@code storeId}, an upload the application's own
+     * migrator migrated, against {@code against}: {@code before} on the upload as it arrived, integrity, no
+     * new foreign-key violations, the schema equal to the reference's, the data kept, the expectations.
+     * Answers the result whether the store passed (200) or failed (422).
+     *
+     * @throws LarderException what cannot be judged: 400 ({@code details().get("reason")} is
+     *                         {@code "not_an_upload"} for a store that was not uploaded), 404
+     *                         {@code unknown_build} / {@code unknown_template} / {@code unknown_version} /
+     *                         {@code store_not_found}, 409 while the build is still building
+     */
+    public CheckResult check(String storeId, Reference against, CheckOptions options) {
+        Objects.requireNonNull(against, "against");
+        String path = storePath(storeId) + "/check";
+        Map<String, Object> body = (options == null ? CheckOptions.create() : options).toJson(against);
+        HttpResponse<String> response = sendJson("POST", path, body, Duration.ZERO);
+        Object answer;
+        if (response.statusCode() == 422) {
+            try {
+                answer = Json.parse(response.body());
+            } catch (Json.JsonException e) {
+                throw new LarderException(422, "bad_response", "POST " + path + " answered 422 with something that is not JSON", Map.of(), e);
+            }
+            if (answer instanceof Map<?, ?> m && m.get("error") != null) throw error(422, response.body());
+        } else {
+            answer = parse(response, "POST", path);
+        }
+        return CheckResult.from(Json.asObject(answer, "check result"));
+    }
+
+    /** {@link #check(String, Reference, CheckOptions)} with the reference alone. */
+    public CheckResult check(String storeId, Reference against) {
+        return check(storeId, against, null);
+    }
+
+    /**
+     * Checks one old database the way the application will meet it: uploads {@code file} as a store,
+     * runs the check's migrator on the store's file, and has the server judge it ({@link #check}) against
+     * the check's reference, with the file's name as the snapshot's and the expectations of
+     * {@code NAME.expect.json} beside {@code NAME.sqlite} (if there is one; {@link SnapshotCheck#expect}
+     * replaces them). A store that passed is deleted; one that failed is kept ({@code PATCH keep}), and the
+     * result's {@code storeId()} says which.
+     *
+     * @throws LarderException code {@code migrate_failed} (status 0, the migrator's exception as its cause,
+     *                         the store kept) when the migrator throws an exception; the server's error
+     *                         (the store deleted) when the check cannot run
+     */
+    public CheckResult checkSnapshot(Path file, SnapshotCheck check) {
+        BuildStep migrate = check.migrator();
+        String name = String.valueOf(file.getFileName());
+        Map<String, Object> expect = check.expectations() != null ? check.expectations() : readExpect(file);
+        Store store = upload(file, check.storeLabel() != null ? check.storeLabel() : name);
+        try {
+            migrate.run(store.path());
+        } catch (Exception e) {
+            keepQuietly(store, e);
+            if (e instanceof InterruptedException) Thread.currentThread().interrupt();
+            throw new LarderException(0, "migrate_failed", name + ": the migrator failed on store " + store.id()
+                    + " (kept): " + e, Map.of("snapshot", name, "store", store.id()), e);
+        } catch (Error e) {
+            keepQuietly(store, e);
+            throw e;
+        }
+        CheckResult result;
+        try {
+            CheckOptions options = CheckOptions.create().snapshot(name).expect(expect);
+            if (check.skipsDataCheck()) options.skipDataCheck();
+            result = check(store.id(), check.reference(), options);
+        } catch (RuntimeException e) {
+            try {
+                store.delete();
+            } catch (LarderException d) {
+                e.addSuppressed(d);
+            }
+            throw e;
+        }
+        if (result.passed()) {
+            store.delete();
+        } else {
+            store.keep();
+        }
+        return result.withStore(store.id(), !result.passed());
+    }
+
+    /**
+     * {@link #checkSnapshot} for every {@code *.sqlite} file of {@code dir} ({@link #snapshotFiles}), one
+     * after another in file name order, each with its own {@code NAME.expect.json} (so the check must not
+     * set {@code expect} or {@code label}). Answers the results in that order.
+     */
+    public List<CheckResult> checkSnapshots(Path dir, SnapshotCheck check) {
+        check.forDirectory();
+        List<CheckResult> results = new ArrayList<>();
+        for (Path file : snapshotFiles(dir)) results.add(checkSnapshot(file, check));
+        return List.copyOf(results);
+    }
+
+    /** The {@code *.sqlite} files of {@code dir}, sorted by name. */
+    public static List<Path> snapshotFiles(Path dir) {
+        try (var files = Files.list(dir)) {
+            return files.filter(f -> f.getFileName().toString().endsWith(".sqlite") && Files.isRegularFile(f))
+                    .sorted(java.util.Comparator.comparing(f -> f.getFileName().toString()))
+                    .toList();
+        } catch (IOException e) {
+            throw new LarderException(0, "snapshots_unreadable", "cannot list " + dir + ": " + e, Map.of(), e);
+        }
+    }
+
+    /** {@code NAME.expect.json} beside {@code NAME.sqlite}, parsed; null when there is none. */
+    static Map<String, Object> readExpect(Path file) {
+        String name = file.getFileName().toString();
+        Path expect = file.resolveSibling((name.endsWith(".sqlite") ? name.substring(0, name.length() - 7) : name) + ".expect.json");
+        if (!Files.exists(expect)) return null;
+        try {
+            return Json.asObject(Json.parse(Files.readString(expect, StandardCharsets.UTF_8)), expect.toString());
+        } catch (IOException | Json.JsonException e) {
+            throw new LarderException(0, "bad_expect", expect + ": " + e.getMessage(), Map.of(), e);
+        }
+    }
+
+    private static void keepQuietly(Store store, Throwable failure) {
+        try {
+            store.keep();
+        } catch (LarderException e) {
+            failure.addSuppressed(e);
+        }
+    }
+
     /** This caller builds: runs {@code migrate} on the build's file, then finishes it; discards it on any failure. */
     private void buildAndFinish(String key, BuildInfo claimed, BuildStep migrate) {
         if (claimed.path() == null) {

@@ -176,6 +176,16 @@ public final class Store {
         return Json.asObject(larder.call("PATCH", base(), Map.of("keep", true), Duration.ZERO), "store");
     }
 
+    /** {@code POST /stores/{id}/check}: this store, an upload the app's migrator migrated, judged; see {@link Larder#check}. */
+    public CheckResult check(Reference against, CheckOptions options) {
+        return larder.check(id, against, options);
+    }
+
+    /** {@link #check(Reference, CheckOptions)} with the reference alone. */
+    public CheckResult check(Reference against) {
+        return larder.check(id, against, null);
+    }
+
     /** {@code DELETE /stores/{id}}: closes and removes every file of the store. */
     public void delete() {
         larder.call("DELETE", base(), null, Duration.ZERO);

@@ -1,0 +1,55 @@
+package dev.larder.junit;
+
+import dev.larder.CheckResult;
+import dev.larder.Larder;
+import dev.larder.SnapshotCheck;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Assertions;
+import org.junit.jupiter.api.DynamicTest;
+
+/**
+ * One JUnit 5 dynamic test per old database of a directory, each migrated by the application's own
+ * migrator and judged by the server ({@link Larder#checkSnapshot}).
+ *
+ * <pre>{@code
+ * @TestFactory
+ * Stream<DynamicTest> migrations() {
+ *     String key = larder.build(fingerprint, MyMigrator::migrate);   // the reference: a fresh database
+ *     return LarderSnapshots.tests(Path.of("src/test/resources/snapshots"),
+ *             SnapshotCheck.against(Reference.build(key)).migrate(MyMigrator::migrate));
+ * }
+ * }</pre>
+ *
+ * <p>The tests are named by the files ({@code v1.sqlite}), in file name order, and point at them (their
+ * test source URI). A snapshot that fails fails its test with an {@link AssertionError} whose message is
+ * {@link CheckResult#report()}: the snapshot, its versions, the kept store, then every failure on a line
+ * of its own.
+ */
+public final class LarderSnapshots {
+    private LarderSnapshots() {}
+
+    /** {@link #tests(Larder, Path, SnapshotCheck)} with {@link Larder#fromEnvironment()}. */
+    public static Stream<DynamicTest> tests(Path dir, SnapshotCheck check) {
+        return tests(Larder.fromEnvironment(), dir, check);
+    }
+
+    /**
+     * A dynamic test per {@code *.sqlite} file of {@code dir}, checking it with {@code larder} and
+     * {@code check} (which must not set {@code expect} or {@code label}: each file has its own
+     * {@code NAME.expect.json}).
+     *
+     * @throws IllegalArgumentException when {@code dir} holds no {@code *.sqlite} file (lest a mistyped
+     *                                  path pass) or {@code check} sets expect or label
+     */
+    public static Stream<DynamicTest> tests(Larder larder, Path dir, SnapshotCheck check) {
+        check.forDirectory();
+        List<Path> files = Larder.snapshotFiles(dir);
+        if (files.isEmpty()) throw new IllegalArgumentException("no *.sqlite file in " + dir.toAbsolutePath());
+        return files.stream().map(file -> DynamicTest.dynamicTest(file.getFileName().toString(), file.toUri(), () -> {
+            CheckResult result = larder.checkSnapshot(file, check);
+            if (!result.passed()) Assertions.fail(result.report());
+        }));
+    }
+}
