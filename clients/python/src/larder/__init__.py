@@ -11,16 +11,41 @@
     key = client.build("app-" + digest_of_migrations, migrate)
     store = client.create_store(build=key)
 
-Installing the package also installs a pytest plugin (larder.pytest_plugin):
-the fixtures `larder_store` and `larder_client`, the marker
-`@pytest.mark.larder(...)` and the hook `pytest_larder_build`.
-"""
-from ._client import DEFAULT_URL, Client, LarderError, Store, Timeout
+    # Old databases kept in the repository, migrated by that same migrator,
+    # judged against the build: one result per tests/snapshots/*.sqlite.
+    for result in larder.check_snapshots("tests/snapshots", build=key, migrate=migrate, client=client):
+        larder.assert_passed(result)              # SnapshotCheckFailed, naming each failure
 
-__all__ = ["Client", "Store", "LarderError", "Timeout", "DEFAULT_URL"]
+Installing the package also installs a pytest plugin (larder.pytest_plugin):
+the fixtures `larder_store`, `larder_client` and `larder_check_snapshot`,
+the marker `@pytest.mark.larder(...)` and the hook `pytest_larder_build`;
+``@pytest.mark.parametrize("snapshot", larder.snapshots(directory))`` makes
+one test per snapshot.
+"""
+import os
+from typing import Any, List, Union
+
+from ._client import (DEFAULT_URL, Client, LarderError, SnapshotCheckFailed, Store, Timeout, assert_passed,
+                      check_snapshots, snapshot_files)
+
+__all__ = ["Client", "Store", "LarderError", "Timeout", "SnapshotCheckFailed", "DEFAULT_URL",
+           "assert_passed", "check_snapshots", "snapshot_files", "snapshots"]
 __version__ = "0.1.0"
 
+
+def snapshots(directory: Union[str, "os.PathLike[str]"]) -> List[Any]:
+    """The ``*.sqlite`` snapshots in `directory`, in name order, as pytest
+    parameters whose ids are the file names:
+    ``@pytest.mark.parametrize("snapshot", larder.snapshots(DIR))`` makes
+    one test per snapshot (run it with the fixture `larder_check_snapshot`).
+    A missing or empty directory is a `ValueError` (a collection error)."""
+    import pytest
+
+    return [pytest.param(path, id=os.path.basename(path)) for path in snapshot_files(directory)]
+
+
 # Tracebacks and reprs name them as users import them.
-for _public in (Client, Store, LarderError, Timeout):
+for _public in (Client, Store, LarderError, Timeout, SnapshotCheckFailed, assert_passed, check_snapshots,
+                snapshot_files):
     _public.__module__ = __name__
 del _public

@@ -3,7 +3,10 @@
 Every method is one request of the contract (the server's `GET /openapi.json`
 describes each; the repository's README shows them), except
 `Client.build`, which makes the requests of an app-built template's whole
-dance (claim, migrate, finish or discard; or wait). A `Client` keeps one keep-alive connection per thread, so a store may be
+dance (claim, migrate, finish or discard; or wait), and
+`Client.check_snapshot`, which uploads an old database, has the
+application's own migrator migrate it and asks the server to judge it. A
+`Client` keeps one keep-alive connection per thread, so a store may be
 written from one thread while another waits on its counts.
 """
 from __future__ import annotations
@@ -15,10 +18,12 @@ import socket
 import tempfile
 import threading
 import time
+import traceback
 import urllib.parse
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import IO, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-__all__ = ["Client", "Store", "LarderError", "Timeout", "DEFAULT_URL"]
+__all__ = ["Client", "Store", "LarderError", "Timeout", "SnapshotCheckFailed", "DEFAULT_URL",
+           "assert_passed", "check_snapshots", "snapshot_files"]
 
 DEFAULT_URL = "http://127.0.0.1:7464"
 
@@ -91,6 +96,19 @@ class Timeout(LarderError):
     def counts(self) -> Dict[str, int]:
         counts = self.details.get("counts")
         return counts if isinstance(counts, dict) else {}
+
+
+class SnapshotCheckFailed(AssertionError):
+    """A snapshot check that did not pass (see `assert_passed`). `result` is
+    the check's result; the message names the snapshot, its versions, the
+    reference, each failure on a line of its own and the kept store."""
+
+    def __init__(self, result: Dict[str, Any]):
+        super().__init__(describe_failure(result))
+        self.result = result
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.result,))
 
 
 def _error_from(status: int, reason: str, headers: http.client.HTTPMessage, payload: bytes) -> LarderError:
@@ -193,6 +211,25 @@ class Client:
             limit = wait / 1000.0 + self.timeout
         return Store(self, self._call("POST", "/stores", body=body, timeout=limit))
 
+    def upload(self, database: Union[str, "os.PathLike[str]", bytes], *, template: Optional[str] = None,
+               version: Any = "latest", label: Optional[str] = None, ttl_seconds: Optional[int] = None) -> "Store":
+        """POST /stores with a SQLite database file as the body
+        (`application/vnd.sqlite3`): a store holding that database.
+        `database` is the file's path, or its bytes. With no `template` the
+        store keeps the file as it is (what `check` needs); with one it is
+        migrated to `version` ("latest"; None: kept as it is)."""
+        query: Dict[str, Any] = {"label": label, "ttl_seconds": ttl_seconds}
+        if template is not None:
+            query["template"] = template
+            if version is None:
+                query["version"] = ""
+            elif version != "latest":
+                query["version"] = str(version)
+        if isinstance(database, (bytes, bytearray)):
+            return Store(self, self._call("POST", "/stores", query=query, raw=bytes(database)))
+        with open(os.fspath(database), "rb") as file:
+            return Store(self, self._call("POST", "/stores", query=query, raw=file))
+
     def store(self, store_id: str) -> "Store":
         """GET /stores/{id}: a store that exists already (404 `store_not_found` if not)."""
         return Store(self, self._call("GET", "/stores/" + _segment(store_id)))
@@ -202,6 +239,126 @@ class Client:
     def health(self) -> Dict[str, Any]:
         """GET /health."""
         return self._call("GET", "/health")
+
+    # --- checks of what the app's own migrator made -----------------------------
+
+    def check(self, store: Union[str, "Store"], against: Dict[str, Any], snapshot: Optional[str] = None,
+              expect: Optional[Dict[str, Any]] = None, data: bool = True) -> Dict[str, Any]:
+        """POST /stores/{id}/check: judges `store` (a `Store` or its id), an
+        upload that the application's own migrator has migrated, against a
+        reference: ``{"build": KEY}``, ``{"template": NAME, "version":
+        "latest"}`` or ``{"store": ID}``. `snapshot` names it in the result;
+        `expect` is the `.expect.json` shape (`version`, `counts`,
+        `min_counts`, `assert`, `before` on the upload as it arrived,
+        `drops`, `moves`, `deletes`); `data=False` skips the check that
+        every table and column that held data still does.
+
+        Returns the result, passed or not (200 or 422): ``{"kind": "app",
+        "snapshot", "from_version", "to_version", "passed", "ms",
+        "failures": [...], "notes": [...]}``. What cannot be judged raises
+        `LarderError`: 400 `bad_request` (details ``reason`` `not_an_upload`
+        for a store that was not uploaded), 404 `unknown_build`,
+        `unknown_template`, `unknown_version`, `store_not_found`, 409 while
+        the build is still building."""
+        body: Dict[str, Any] = {"against": dict(against)}
+        if snapshot is not None:
+            body["snapshot"] = snapshot
+        if expect is not None:
+            body["expect"] = expect
+        if not data:
+            body["data"] = False
+        store_id = store.id if isinstance(store, Store) else store
+        return self._exchange("POST", "/stores/" + _segment(store_id) + "/check", body=body, results=(422,))[1]
+
+    def check_snapshot(self, path: Union[str, "os.PathLike[str]"], *, migrate: Callable[[str], Any],
+                       build: Optional[str] = None, template: Optional[str] = None, version: Optional[str] = "latest",
+                       store: Union[str, "Store", None] = None, expect: Optional[Dict[str, Any]] = None,
+                       data: bool = True, label: Optional[str] = None) -> Dict[str, Any]:
+        """Checks that the application's own migrator migrates the old
+        database `path` (a snapshot kept in the repository) correctly:
+        uploads it as it is, calls ``migrate(store_path)`` (a `str`; commit
+        and close connections before returning), then `check` against the
+        reference, exactly one of `build` (a key, see `build`), `template`
+        (at `version`) or `store` (a `Store` or id).
+
+        `expect` defaults to ``NAME.expect.json`` beside the file (NAME: the
+        file name less ``.sqlite``), when there is one; ``expect={}`` ignores
+        it. The store is labelled `label` (default: the file name).
+
+        Returns the result (see `check`), its ``snapshot`` the file name,
+        plus ``against`` (the reference) and ``kept_store``: None when it
+        passed (the store is deleted), else the id of the store, kept
+        (PATCH keep) with what the migrator made of it, to download
+        (``client.store(id).database(path)``) and delete by hand. When
+        `migrate` raises, the store is kept too and the exception
+        propagates. `larder.assert_passed(result)` raises
+        `SnapshotCheckFailed` for a failed result."""
+        __tracebackhide__ = True  # pytest: a migrator's traceback starts at the caller
+        return self._check_snapshot(path, migrate, _reference(build, template, version, store), expect, data, label)
+
+    def check_snapshots(self, directory: Union[str, "os.PathLike[str]"], *, migrate: Callable[[str], Any],
+                        build: Optional[str] = None, template: Optional[str] = None, version: Optional[str] = "latest",
+                        store: Union[str, "Store", None] = None, data: bool = True) -> List[Dict[str, Any]]:
+        """`check_snapshot` of every ``*.sqlite`` file in `directory`, in
+        name order, each with its own ``.expect.json``: their results. A
+        migrator that raises fails that snapshot's result (its failure says
+        what it raised, ``traceback`` holds the traceback, its store is kept)
+        and the others are still checked. A directory without snapshots is
+        a `ValueError`: nothing checked is not a pass."""
+        against = _reference(build, template, version, store)
+        return [self._check_snapshot(path, migrate, against, None, data, None, capture=True)
+                for path in snapshot_files(directory)]
+
+    def _check_snapshot(self, path: Union[str, "os.PathLike[str]"], migrate: Callable[[str], Any],
+                        against: Dict[str, Any], expect: Optional[Dict[str, Any]], data: bool, label: Optional[str],
+                        kept: Optional[Callable[["Store"], None]] = None, capture: bool = False) -> Dict[str, Any]:
+        """The steps of `check_snapshot`; `kept(store)` is called for a store
+        that is kept. An `Exception` of the migrator propagates, or with
+        `capture` is a failed result."""
+        __tracebackhide__ = True
+        path = os.fspath(path)
+        name = os.path.basename(path)
+        if expect is None:
+            expect = expectations_of(path)
+        uploaded = self.upload(path, label=label if label is not None else name)
+        try:
+            migrate(uploaded.path)
+        except Exception as error:
+            self._keep_quietly(uploaded, kept)
+            note = "larder: the migrator raised on snapshot %s; its store %s is kept" % (name, uploaded.id)
+            if hasattr(error, "add_note"):  # Python 3.11
+                error.add_note(note)
+            if not capture:
+                raise
+            return {"template": None, "kind": "app", "snapshot": name, "from_version": None, "to_version": None,
+                    "passed": False, "ms": 0, "failures": ["the migrator raised %s" % _one_line(error)], "notes": [],
+                    "against": against, "kept_store": uploaded.id,
+                    "traceback": "".join(traceback.format_exception(type(error), error, error.__traceback__))}
+        # (KeyboardInterrupt and the like leave the store to its ttl.)
+        try:
+            result = self.check(uploaded, against, snapshot=name, expect=expect, data=data)
+        except BaseException:
+            _delete_quietly(uploaded)  # nothing was judged: nothing to look at
+            raise
+        result["against"] = against
+        if result.get("passed"):
+            result["kept_store"] = None
+            uploaded.delete()
+        else:
+            uploaded.keep()
+            result["kept_store"] = uploaded.id
+            if kept is not None:
+                kept(uploaded)
+        return result
+
+    @staticmethod
+    def _keep_quietly(store: "Store", kept: Optional[Callable[["Store"], None]]) -> None:
+        try:
+            store.keep()
+            if kept is not None:
+                kept(store)
+        except Exception:
+            pass  # the migrator's error is the one to report
 
     # --- app-built templates -------------------------------------------------------
 
@@ -359,24 +516,39 @@ class Client:
         with self._lock:
             self._connections = [(t, c) for t, c in self._connections if c is not connection]
 
-    def _headers(self, body: Optional[bytes]) -> Dict[str, str]:
+    def _headers(self, content_type: Optional[str]) -> Dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": _USER_AGENT}
-        if body is not None:
-            headers["Content-Type"] = "application/json"
+        if content_type is not None:
+            headers["Content-Type"] = content_type
         if self.token:
             headers["Authorization"] = "Bearer " + self.token
         return headers
 
     def _open(self, method: str, path: str, query: Optional[Dict[str, Any]], body: Any,
-              timeout: Optional[float]) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-        """Sends one request and reads the status line and headers of its answer."""
+              timeout: Optional[float], raw: Union[bytes, IO[bytes], None] = None,
+              ) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """Sends one request and reads the status line and headers of its
+        answer. The body is `body` as JSON, or `raw` (bytes, or a file
+        opened for reading in binary, sent from where it stands) as a SQLite
+        database."""
         target = self._prefix + path
         if query:
             target += "?" + urllib.parse.urlencode([(k, v) for k, v in query.items() if v is not None])
-        data = None if body is None else json.dumps(body).encode("utf-8")
-        headers = self._headers(data)
+        data: Union[bytes, IO[bytes], None] = None
+        content_type = None
+        if raw is not None:
+            data, content_type = raw, "application/vnd.sqlite3"
+        elif body is not None:
+            data, content_type = json.dumps(body).encode("utf-8"), "application/json"
+        headers = self._headers(content_type)
+        start = None
+        if data is not None and not isinstance(data, bytes):
+            start = data.tell()
+            headers["Content-Length"] = str(os.fstat(data.fileno()).st_size - start)
         limit = timeout if timeout is not None else self.timeout
         for attempt in (1, 2):
+            if start is not None:
+                data.seek(start)  # type: ignore[union-attr]  (sent again from the start on a retry)
             connection = self._connection()
             reused = connection.sock is not None
             if reused:
@@ -400,14 +572,19 @@ class Client:
         raise AssertionError("not reached")  # pragma: no cover
 
     def _call(self, method: str, path: str, *, query: Optional[Dict[str, Any]] = None, body: Any = None,
-              timeout: Optional[float] = None) -> Any:
+              timeout: Optional[float] = None, raw: Union[bytes, IO[bytes], None] = None) -> Any:
         """One request; the decoded JSON answer (None for an empty one)."""
-        return self._exchange(method, path, query=query, body=body, timeout=timeout)[1]
+        return self._exchange(method, path, query=query, body=body, timeout=timeout, raw=raw)[1]
 
     def _exchange(self, method: str, path: str, *, query: Optional[Dict[str, Any]] = None, body: Any = None,
-                  timeout: Optional[float] = None) -> Tuple[int, Any]:
-        """One request; the 2xx status and the decoded JSON answer (None for an empty one)."""
-        connection, response = self._open(method, path, query, body, timeout)
+                  timeout: Optional[float] = None, raw: Union[bytes, IO[bytes], None] = None,
+                  results: Tuple[int, ...] = ()) -> Tuple[int, Any]:
+        """One request; the 2xx status and the decoded JSON answer (None for
+        an empty one). `raw` is a body sent as it is (a SQLite database),
+        instead of `body` as JSON. A status in `results` whose answer is a
+        JSON object that is no error body is an answer too (a failed check's
+        422)."""
+        connection, response = self._open(method, path, query, body, timeout, raw)
         try:
             payload = response.read()
         except BaseException as error:
@@ -416,6 +593,13 @@ class Client:
             if wrapped is None:
                 raise
             raise wrapped from error
+        if response.status in results:
+            try:
+                answer = json.loads(payload.decode("utf-8"))
+            except ValueError:
+                answer = None
+            if isinstance(answer, dict) and "error" not in answer:
+                return response.status, answer
         if not 200 <= response.status < 300:
             raise _error_from(response.status, response.reason, response.headers, payload)
         if not payload:
@@ -639,3 +823,124 @@ class Store:
     def delete(self) -> None:
         """DELETE /stores/{id}: removes every file of the store."""
         self.client._call("DELETE", self._url())
+
+
+# --- snapshot checks ---------------------------------------------------------------
+
+SNAPSHOT_SUFFIX = ".sqlite"
+EXPECT_SUFFIX = ".expect.json"
+
+
+def _reference(build: Optional[str], template: Optional[str], version: Optional[str],
+               store: Union[str, Store, None]) -> Dict[str, Any]:
+    """`against` of a check: exactly one of a build, a template (at a version), a store."""
+    given = [name for name, value in (("build", build), ("template", template), ("store", store)) if value is not None]
+    if len(given) != 1:
+        raise ValueError("a snapshot is checked against exactly one of build=, template= or store=, not %s"
+                         % (" and ".join(given) or "none"))
+    if build is not None:
+        return {"build": build}
+    if store is not None:
+        return {"store": store.id if isinstance(store, Store) else str(store)}
+    against: Dict[str, Any] = {"template": template}
+    if version is not None:
+        against["version"] = str(version)
+    return against
+
+
+def snapshot_files(directory: Union[str, "os.PathLike[str]"]) -> List[str]:
+    """The paths of the ``*.sqlite`` files in `directory`, in name order. No
+    directory, or none there, is a `ValueError`: nothing checked is not a pass."""
+    directory = os.fspath(directory)
+    try:
+        names = sorted(name for name in os.listdir(directory)
+                       if name.endswith(SNAPSHOT_SUFFIX) and os.path.isfile(os.path.join(directory, name)))
+    except FileNotFoundError:
+        raise ValueError("no snapshot directory %s" % os.path.abspath(directory)) from None
+    if not names:
+        raise ValueError("no *%s snapshots in %s" % (SNAPSHOT_SUFFIX, os.path.abspath(directory)))
+    return [os.path.join(directory, name) for name in names]
+
+
+def expectations_of(path: Union[str, "os.PathLike[str]"]) -> Optional[Dict[str, Any]]:
+    """The parsed ``NAME.expect.json`` beside the snapshot ``NAME.sqlite``, or
+    None when there is none."""
+    path = os.fspath(path)
+    stem = path[:-len(SNAPSHOT_SUFFIX)] if path.endswith(SNAPSHOT_SUFFIX) else path
+    expect_path = stem + EXPECT_SUFFIX
+    try:
+        with open(expect_path, encoding="utf-8") as file:
+            expect = json.load(file)
+    except FileNotFoundError:
+        return None
+    except ValueError as error:
+        raise ValueError("%s is not JSON: %s" % (expect_path, error)) from None
+    if not isinstance(expect, dict):
+        raise ValueError("%s must hold a JSON object, not %s" % (expect_path, type(expect).__name__))
+    return expect
+
+
+def describe_failure(result: Dict[str, Any]) -> str:
+    """A failed check's result as text: the snapshot, its versions and the
+    reference, each failure on a line of its own, the notes, the kept store
+    and a migrator's traceback."""
+    against = result.get("against") or {}
+    if "build" in against:
+        reference = "build %s" % against["build"]
+    elif "template" in against:
+        reference = "template %s at %s" % (against["template"], against.get("version") or "latest")
+    elif "store" in against:
+        reference = "store %s" % against["store"]
+    else:
+        reference = "its reference"
+    failures = [str(f) for f in result.get("failures") or []] or ["(the server gave no reason)"]
+    versions = ""
+    if result.get("from_version") is not None or result.get("to_version") is not None:
+        versions = " (%s → %s)" % (result.get("from_version") or "no version", result.get("to_version") or "no version")
+    lines = ["snapshot %s%s failed its check against %s: %d failure%s"
+             % (result.get("snapshot") or "(unnamed)", versions, reference, len(failures), "" if len(failures) == 1 else "s")]
+    lines += ["  - " + failure for failure in failures]
+    lines += ["  note: %s" % note for note in result.get("notes") or []]
+    if result.get("kept_store"):
+        lines.append("  the migrated store is kept: %s (client.store(id).database(path) downloads it)" % result["kept_store"])
+    if result.get("traceback"):
+        lines.append("  the migrator's traceback:")
+        lines += ["    " + line for line in result["traceback"].rstrip().splitlines()]
+    return "\n".join(lines)
+
+
+def assert_passed(result: Dict[str, Any]) -> Dict[str, Any]:
+    """Raises `SnapshotCheckFailed` (an AssertionError naming the snapshot,
+    its versions, every failure and the kept store) unless `result`, a
+    check's, passed; returns it when it did."""
+    __tracebackhide__ = True  # pytest shows the caller's line
+    if not result.get("passed"):
+        raise SnapshotCheckFailed(result)
+    return result
+
+
+def check_snapshots(directory: Union[str, "os.PathLike[str]"], *, migrate: Callable[[str], Any],
+                    build: Optional[str] = None, template: Optional[str] = None, version: Optional[str] = "latest",
+                    store: Union[str, Store, None] = None, data: bool = True,
+                    client: Optional[Client] = None) -> List[Dict[str, Any]]:
+    """`Client.check_snapshots` with `client` (default: a `Client()` of
+    $LARDER_URL and $LARDER_TOKEN, closed on return): the results of every
+    ``*.sqlite`` snapshot in `directory`."""
+    if client is not None:
+        return client.check_snapshots(directory, migrate=migrate, build=build, template=template, version=version,
+                                      store=store, data=data)
+    with Client() as own:
+        return own.check_snapshots(directory, migrate=migrate, build=build, template=template, version=version,
+                                   store=store, data=data)
+
+
+def _one_line(error: BaseException) -> str:
+    text = "%s: %s" % (type(error).__name__, error) if str(error) else type(error).__name__
+    return " ".join(text.split())
+
+
+def _delete_quietly(store: Store) -> None:
+    try:
+        store.delete()
+    except Exception:
+        pass  # the error that made us delete it is the one to report

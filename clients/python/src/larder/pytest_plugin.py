@@ -23,7 +23,13 @@ entry point: installing the package activates it.
   `<node id made file-safe>-<store id>.zip`. The test's report says where:
   a "larder" section shown under the failure, the user properties
   `larder_store` and `larder_artifact` (JUnit XML <property>), and a list at
-  the end of the terminal summary.
+  the end of the terminal summary;
+- fixture `larder_check_snapshot`: a function that checks one old database
+  (a snapshot the repository keeps) migrated by the application's own
+  migrator, `Client.check_snapshot`, and fails the test with every failure
+  when the check fails; the store is then kept and its artifact saved and
+  reported like a failed `larder_store`'s. Parametrize a test over a
+  directory's snapshots with ``larder.snapshots(directory)``.
 
 State lives on the config and the items only, never in module globals, so
 each pytest-xdist worker is on its own.
@@ -36,7 +42,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-from ._client import Client, LarderError, Store
+from ._client import Client, LarderError, Store, _reference, assert_passed
 
 MARKER_FIELDS = ("template", "fixtures", "version", "snapshot", "build", "ttl_seconds")
 
@@ -47,7 +53,8 @@ ARTIFACTS_DIR = "larder-artifacts"
 ARTIFACT_NAME_MAX = 120
 
 _reports_key = pytest.StashKey[Dict[str, Any]]()
-_kept_key = pytest.StashKey[Tuple[str, str]]()
+# The stores kept for an item: (store id, artifact path).
+_kept_key = pytest.StashKey[List[Tuple[str, str]]]()
 # The session's build: (key or None, None), or (None, what to raise for every test).
 _build_key = pytest.StashKey[Tuple[Optional[str], Optional[BaseException]]]()
 # pytest.skip() or pytest.fail() in the hook.
@@ -212,11 +219,55 @@ def _keep(item: pytest.Item, store: Store) -> None:
         if error.code == "store_not_found":  # the test deleted it itself: nothing to keep
             return
         raise
+    _record_kept(item, store)
+
+
+def _record_kept(item: pytest.Item, store: Store) -> None:
+    """Saves a kept store's artifact and says so in the item's report."""
     path = os.path.join(artifacts_dir(item.config), "%s-%s.zip" % (file_safe(item.nodeid), store.id))
     store.artifact(path)
     item.user_properties.append(("larder_store", store.id))
     item.user_properties.append(("larder_artifact", path))
-    item.stash[_kept_key] = (store.id, path)
+    item.stash.setdefault(_kept_key, []).append((store.id, path))
+
+
+@pytest.fixture
+def larder_check_snapshot(request: pytest.FixtureRequest, larder_client: Client):
+    """``check(path, *, migrate, build=None, template=None, version="latest",
+    store=None, expect=None, data=True)``: `larder.Client.check_snapshot`
+    with the session's client, the store labelled with the test's node id.
+    Returns the result when the check passed; fails the test with
+    `larder.SnapshotCheckFailed` (the snapshot, its versions, every failure)
+    when it did not, the store kept and its artifact saved like a failed
+    `larder_store`'s. With neither `build`, `template` nor `store`, the
+    reference is the session's build (`pytest_larder_build`), else
+    --larder-template."""
+    item = request.node
+
+    def kept(store: Store) -> None:
+        try:
+            _record_kept(item, store)
+        except LarderError as error:  # the check's failure is the one to report
+            item.user_properties.append(("larder_store", store.id))
+            item.user_properties.append(("larder_artifact", "not saved: %s" % error))
+            item.stash.setdefault(_kept_key, []).append((store.id, "not saved: %s" % error))
+
+    def check(path: Any, *, migrate: Any, build: Optional[str] = None, template: Optional[str] = None,
+              version: Optional[str] = "latest", store: Any = None, expect: Optional[Dict[str, Any]] = None,
+              data: bool = True) -> Dict[str, Any]:
+        __tracebackhide__ = True
+        if build is None and template is None and store is None:
+            build = session_build(item.config, larder_client)
+            if build is None:
+                template = _setting(item.config, "larder_template", "LARDER_TEMPLATE")
+            if build is None and template is None:
+                pytest.fail("larder_check_snapshot: nothing to check against: pass build=, template= or store=, "
+                            "or return a build key from pytest_larder_build", pytrace=False)
+        against = _reference(build, template, version, store)
+        result = larder_client._check_snapshot(path, migrate, against, expect, data, item.nodeid, kept=kept)
+        return assert_passed(result)
+
+    return check
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -224,11 +275,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report = outcome.get_result()
     item.stash.setdefault(_reports_key, {})[report.when] = report
-    if report.when == "teardown" and _kept_key in item.stash:
-        store_id, path = item.stash[_kept_key]
+    if report.when == "teardown" and item.stash.get(_kept_key, None):
         # A section whose title says "teardown" is printed under the test's
         # failure in the summary, by pytest and by xdist's controller alike.
-        report.sections.append(("larder (teardown)", "store %s kept; artifact: %s" % (store_id, path)))
+        report.sections.append(("larder (teardown)", "\n".join(
+            "store %s kept; artifact: %s" % (store_id, path) for store_id, path in item.stash[_kept_key])))
 
 
 class _Summary:
@@ -241,10 +292,10 @@ class _Summary:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "teardown":
             return
-        properties = dict((name, value) for name, value in report.user_properties
-                          if name in ("larder_store", "larder_artifact"))
-        if "larder_store" in properties:
-            self.kept.append((report.nodeid, str(properties["larder_store"]), str(properties.get("larder_artifact"))))
+        stores = [str(value) for name, value in report.user_properties if name == "larder_store"]
+        artifacts = [str(value) for name, value in report.user_properties if name == "larder_artifact"]
+        for store_id, path in zip(stores, artifacts):
+            self.kept.append((report.nodeid, store_id, path))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.kept:
