@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 )
 
 // Checking old databases that the app's own migrator migrates
@@ -332,30 +331,13 @@ func TestCheckSnapshotFailures(t *testing.T) {
 // v2.sqlite (passes): one subtest per snapshot, the failing one's output
 // listing every failure, the snapshot's versions and the kept store.
 func TestCheckSnapshotsInASubprocess(t *testing.T) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go tool on PATH")
-	}
 	dir := snapshotsDir(t, `{"before": ["SELECT count(*) = 5 FROM notes"]}`)
 	migrations, _ := json.Marshal(notesMigrations["forgetful"])
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool, "test", "-count=1", "-v", ".")
-	cmd.Dir = filepath.Join("testdata", "appcheck")
-	cmd.Env = append(os.Environ(),
-		"LARDER_URL="+FromEnvironment().URL,
+	output, err := runSampleModule(t, "appcheck",
 		"SAMPLE_SNAPSHOTS="+dir,
 		"SAMPLE_BUILD="+notesBuild(t, "good"),
 		"SAMPLE_MIGRATIONS="+string(migrations),
-		"GOPROXY=off",
-		"GOFLAGS=-mod=mod",
-		"GOWORK=off",
 	)
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	err = cmd.Run()
-	output := out.String()
 	if os.Getenv("LARDER_SHOW_SAMPLE") != "" {
 		t.Logf("the sample's output:\n%s", output)
 	}

@@ -18,27 +18,8 @@ import (
 // server: the failing test's store is kept and its artifact saved under
 // LARDER_ARTIFACTS; the passing test's store is gone.
 func TestStoreForTestInASubprocess(t *testing.T) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go tool on PATH")
-	}
 	artifacts := filepath.Join(t.TempDir(), "artifacts")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool, "test", "-count=1", "-v", ".")
-	cmd.Dir = filepath.Join("testdata", "sample")
-	cmd.Env = append(os.Environ(),
-		"LARDER_URL="+FromEnvironment().URL,
-		"LARDER_ARTIFACTS="+artifacts,
-		"GOPROXY=off",
-		"GOFLAGS=-mod=mod",
-		"GOWORK=off",
-	)
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	err = cmd.Run()
-	output := out.String()
+	output, err := runSampleModule(t, "sample", "LARDER_ARTIFACTS="+artifacts)
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
 		t.Fatalf("go test of the sample: %v, want exit status 1 (one test fails); output:\n%s", err, output)
@@ -88,4 +69,25 @@ func TestStoreForTestInASubprocess(t *testing.T) {
 	if len(entries) != 1 {
 		t.Errorf("artifacts dir holds %d entries, want only the failing test's zip", len(entries))
 	}
+}
+
+// runSampleModule runs `go test -v` on testdata/NAME (a module of its own)
+// against this server, with env added; answers its output and how it ended.
+// Skips the test when there is no go tool on PATH.
+func runSampleModule(t *testing.T, name string, env ...string) (string, error) {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go tool on PATH")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goTool, "test", "-count=1", "-v", ".")
+	cmd.Dir = filepath.Join("testdata", name)
+	cmd.Env = append(append(os.Environ(), "LARDER_URL="+FromEnvironment().URL, "GOPROXY=off", "GOFLAGS=-mod=mod", "GOWORK=off"), env...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	err = cmd.Run()
+	return out.String(), err
 }
