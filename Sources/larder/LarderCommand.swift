@@ -107,7 +107,7 @@ struct Check: ParsableCommand {
         // In the order of the JUnit report: template, its snapshots by name, then its round trip.
         for result in results {
             let mark = result.passed ? (colour ? "\u{1B}[32mPASS\u{1B}[0m" : "PASS") : (colour ? "\u{1B}[31mFAIL\u{1B}[0m" : "FAIL")
-            var line = "\(mark) \(result.template ?? "app")/\(result.title) (\(String(format: "%.1f", result.milliseconds)) ms)"
+            var line = "\(mark) \(result.group)/\(result.title) (\(String(format: "%.1f", result.milliseconds)) ms)"
             for failure in result.failures { line += "\n       - " + failure }
             for note in result.notes { line += "\n       note: " + note }
             printer.print(line)

@@ -42,7 +42,7 @@ final class AppMigrationCheckTests: XCTestCase {
     }
 
     func check(_ core: CoreServices) -> AppMigrationCheck {
-        AppMigrationCheck(registry: core.registry, catalog: core.catalog, builds: core.builds)
+        AppMigrationCheck(provisioner: core.provisioner, builds: core.builds)
     }
 
     func testASnapshotTheAppMigratesRightPassesWithItsVersions() throws {
@@ -121,6 +121,10 @@ final class AppMigrationCheckTests: XCTestCase {
         // A template's fresh build as the reference: another schema, said so.
         let report = try check(core).judge(store.id, against: .template("gallery", version: "latest"), snapshot: nil, expect: nil)
         XCTAssertTrue(report.failures.contains { $0.hasPrefix("schema differs from the reference") }, "\(report.failures)")
+        var request = Provisioner.Request()
+        request.template = "gallery"
+        request.fixtures = []
+        XCTAssertTrue(core.provisioner.isCached(try core.provisioner.plan(request)), "the reference is the template's cache entry, built once")
     }
 
     /// `before` and `assert` come from the request: they only read, sandboxed,

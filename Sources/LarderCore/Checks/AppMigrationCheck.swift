@@ -21,13 +21,12 @@ public struct AppMigrationCheck: Sendable {
         case store(String)
     }
 
-    let registry: StoreRegistry
-    let catalog: Catalog
+    let provisioner: Provisioner
     let builds: BuildRegistry
+    var registry: StoreRegistry { provisioner.registry }
 
-    public init(registry: StoreRegistry, catalog: Catalog, builds: BuildRegistry) {
-        self.registry = registry
-        self.catalog = catalog
+    public init(provisioner: Provisioner, builds: BuildRegistry) {
+        self.provisioner = provisioner
         self.builds = builds
     }
 
@@ -110,20 +109,27 @@ public struct AppMigrationCheck: Sendable {
                 throw LarderError(.conflict, "build '\(key)' is still building: finish it (POST /builds/\(key)/finish) before checking against it",
                                   details: [("key", .string(key))])
             }
-            let entry = try builds.entry(key)
-            // An app's build holds whatever its migrator made: read it hardened.
-            let db = try Connection(path: entry.path, mode: .readOnlyNoFollow, busyTimeoutMs: 0)
-            try db.harden()
-            return try db.limited(milliseconds: registry.limits.readTimeoutMs, "reading build '\(key)'") {
-                try Inspector.schema(db, includeBookkeeping: true)
-            }
+            return try schema(ofCached: try builds.entry(key), "build '\(key)'")
         case .template(let name, let version):
-            let template = try catalog.template(name)
-            let target = try template.migrations.resolve(version)
-            return try MigrationCheck(catalog: catalog, temporaryDirectory: registry.layout.temporary)
-                .freshSchema(template, at: target, includeBookkeeping: true)
+            // The template's cache entry at that version, without fixtures:
+            // a fresh build, made once and shared with the stores handed out.
+            var request = Provisioner.Request()
+            request.template = name
+            request.version = version
+            request.fixtures = []
+            return try schema(ofCached: try provisioner.entry(try provisioner.plan(request)), "template '\(name)' at \(version)")
         case .store(let id):
             return try registry.get(id).withReader { try Inspector.schema($0, includeBookkeeping: true) }
+        }
+    }
+
+    /// The schema of a template cache entry; an app's build holds whatever
+    /// its migrator made, so it is read hardened.
+    func schema(ofCached entry: TemplateCache.Entry, _ what: String) throws -> JSONValue {
+        let db = try Connection(path: entry.path, mode: .readOnlyNoFollow, busyTimeoutMs: 0)
+        try db.harden()
+        return try db.limited(milliseconds: registry.limits.readTimeoutMs, "reading \(what)") {
+            try Inspector.schema(db, includeBookkeeping: true)
         }
     }
 }

@@ -13,6 +13,9 @@ public struct MigrationCheck: Sendable {
         public enum Kind: String, Sendable { case snapshot, roundTrip = "round_trip", app }
         /// The template checked; nil for an app's store.
         public var template: String?
+        /// What the report is filed under (the JUnit class, `larder check`'s
+        /// prefix, the dashboard): the template, or "app".
+        public var group: String { template ?? "app" }
         public var kind: Kind = .snapshot
         /// The snapshot checked (nil for a round trip).
         public var snapshot: String?
@@ -102,14 +105,13 @@ public struct MigrationCheck: Sendable {
         FileSystem.removeDatabase(path)
     }
 
-    /// The schema of a fresh build of `t` at `version` (nil: latest).
-    func freshSchema(_ t: Template, at version: String? = nil, includeBookkeeping: Bool = false) throws -> JSONValue {
+    func freshSchema(_ t: Template) throws -> JSONValue {
         let path = temporaryPath("fresh-\(t.name)")
         defer { removeDatabase(path) }
         let db = try Connection(path: path, mode: .readWriteCreate)
         try db.execute("PRAGMA journal_mode=MEMORY; PRAGMA synchronous=OFF;")
-        try Migrator(set: t.migrations).migrate(db, to: version)
-        return try Inspector.schema(db, includeBookkeeping: includeBookkeeping)
+        try Migrator(set: t.migrations).migrate(db, to: nil)
+        return try Inspector.schema(db)
     }
 
     public func check(_ t: Template, _ snapshot: Template.Snapshot, freshSchema: JSONValue, dataCheck: Bool = true) -> Report {
@@ -207,6 +209,9 @@ public struct MigrationCheck: Sendable {
         try MigrationCheck.checkAsserts(db, expect["assert"], "assert", fail: fail)
     }
 
+    /// What an `.expect.json` may say (an app's check refuses other keys).
+    public static let expectationKeys = ["version", "counts", "min_counts", "assert", "before", "drops", "moves", "deletes"]
+
     /// The `version` of an expectation: text, or a whole number.
     static func version(_ value: JSONValue) -> String? { value.stringValue ?? value.intValue.map(String.init) }
 
@@ -240,7 +245,7 @@ public struct MigrationCheck: Sendable {
         out += "<testsuites name=\"larder\" tests=\"\(results.count)\" failures=\"\(failed)\" time=\"\(String(format: "%.3f", total))\">\n"
         out += "  <testsuite name=\"larder.migrations\" tests=\"\(results.count)\" failures=\"\(failed)\" errors=\"0\" time=\"\(String(format: "%.3f", total))\">\n"
         for r in results {
-            out += "    <testcase classname=\"larder.migrations.\(esc(r.template ?? "app"))\" name=\"\(esc(r.title))\" time=\"\(String(format: "%.3f", r.milliseconds / 1000))\""
+            out += "    <testcase classname=\"larder.migrations.\(esc(r.group))\" name=\"\(esc(r.title))\" time=\"\(String(format: "%.3f", r.milliseconds / 1000))\""
             if r.passed && r.notes.isEmpty {
                 out += "/>\n"
                 continue

@@ -101,11 +101,16 @@ public final class Provisioner: Sendable {
     /// A store of the cached template database of `plan`: a ready copy when
     /// there is one, else a copy made now.
     public func create(_ plan: Plan, label: String?, ttlSeconds: Int?) throws -> (Store, Provenance) {
-        let entry = try cache.entry(plan.key) { path in try build(plan, at: path) }
+        let entry = try entry(plan)
         let provenance = Provenance(template: plan.template.name, version: entry.version, snapshot: plan.snapshot?.name,
                                     fixtures: plan.fixtures.map(\.name), counts: entry.counts)
         return try registry.create(copyOf: entry.path, ready: readyCopies.take(entry), provenance: provenance,
                                    label: label, ttlSeconds: ttlSeconds)
+    }
+
+    /// The cached template database of `plan`, built now when it is not cached.
+    public func entry(_ plan: Plan) throws -> TemplateCache.Entry {
+        try cache.entry(plan.key) { path in try build(plan, at: path) }
     }
 
     /// A store that is a copy of the ready app-built template `key`, whose

@@ -97,7 +97,7 @@ enum Dashboard {
         if let last = s.lastCheck.withLock({ $0 }) {
             html += "<h2>Last migration check</h2><p>\(last.at.rfc3339)</p><table><tr><th>template</th><th>check</th><th>from</th><th>to</th><th>result</th></tr>"
             for r in last.results {
-                html += "<tr><td>\(escape(r.template ?? "app"))</td><td>\(escape(r.subject))</td><td>\(escape(r.fromVersion ?? "?"))</td><td>\(escape(r.toVersion ?? "?"))</td>"
+                html += "<tr><td>\(escape(r.group))</td><td>\(escape(r.subject))</td><td>\(escape(r.fromVersion ?? "?"))</td><td>\(escape(r.toVersion ?? "?"))</td>"
                 html += r.passed ? "<td class=\"pass\">passed</td></tr>" : "<td class=\"fail\">\(escape(r.failures.joined(separator: "; ")))</td></tr>"
             }
             html += "</table>"

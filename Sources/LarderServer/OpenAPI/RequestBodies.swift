@@ -77,7 +77,7 @@ enum RequestBody {
         ], "description": "The reference the migrated store must match: an app build, a template at a version (default \"latest\"), or a live store."]),
         ("snapshot", ["type": ["string", "null"], "description": "The snapshot's name, as the result and its JUnit test case name it."]),
         ("expect", ["type": ["object", "null"], "description": "The .expect.json shape: version, counts, min_counts, assert, before (on the upload as it arrived), drops, moves, deletes.",
-                    "propertyNames": ["enum": .array(["version", "counts", "min_counts", "assert", "before", "drops", "moves", "deletes"].map { .string($0) })]]),
+                    "propertyNames": ["enum": .array(MigrationCheck.expectationKeys.map { .string($0) })]]),
         ("data", ["type": ["boolean", "null"], "description": "false skips the check that every table and column that held data still holds it."]),
     ], required: ["against"], extra: [("examples", [["against": ["build": "django-3f2a9c"], "snapshot": "v1.sqlite",
                                                        "expect": ["before": ["SELECT count(*) = 3 FROM artists"]]]])]))

@@ -38,21 +38,18 @@ enum CheckRoutes {
         let given = body.value("expect"), expect = given?.isNull == false ? given : nil
         if let expect {
             guard let members = expect.objectMembers else { throw LarderError.badRequest("field 'expect' must be an object (the .expect.json shape)") }
-            if let unknown = members.first(where: { !expectKeys.contains($0.0) }) {
-                throw LarderError(.badRequest, "unknown field 'expect.\(unknown.0)'; known: \(expectKeys.sorted().joined(separator: ", "))",
+            if let unknown = members.first(where: { !MigrationCheck.expectationKeys.contains($0.0) }) {
+                throw LarderError(.badRequest, "unknown field 'expect.\(unknown.0)'; known: \(MigrationCheck.expectationKeys.sorted().joined(separator: ", "))",
                                   details: [("field", .string("expect." + unknown.0))])
             }
         }
-        let check = AppMigrationCheck(registry: s.registry, catalog: s.catalog, builds: s.builds)
+        let check = AppMigrationCheck(provisioner: s.provisioner, builds: s.builds)
         return .later {
             let report = try check.judge(id, against: reference, snapshot: snapshot, expect: expect, dataCheck: dataCheck)
             let status = report.passed ? 200 : 422
             return junitAsked ? junit(status, [report]) : json(status, report.json)
         }
     }
-
-    /// What an `.expect.json` may say.
-    static let expectKeys: Set<String> = ["version", "counts", "min_counts", "assert", "before", "drops", "moves", "deletes"]
 
     /// `against`: exactly one of `{"build": KEY}`, `{"template": NAME, "version": V}` (V "latest" when absent), `{"store": ID}`.
     static func reference(_ value: JSONValue?) throws -> AppMigrationCheck.Reference {
