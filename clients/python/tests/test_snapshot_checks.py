@@ -418,6 +418,20 @@ def make_snapshot(path, sql=V1):
     return path
 
 
+def make_snapshot_folder(snapshots):
+    """Four old databases: v1 that migrates right, v1-before whose
+    expect.json's before is false, v0-legacy from an older release with a
+    column that version 1 drops (data and all), and crash, which the
+    migrator fails on."""
+    make_snapshot(snapshots / "v1.sqlite")
+    make_snapshot(snapshots / "v1-before.sqlite")
+    (snapshots / "v1-before.expect.json").write_text(json.dumps({"before": ["SELECT count(*) = 9 FROM notes"]}))
+    make_snapshot(snapshots / "v0-legacy.sqlite",
+                  "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL, tag TEXT, legacy TEXT);"
+                  "INSERT INTO notes (body, tag, legacy) VALUES ('a', 'x', 'l1'), ('b', 'y', 'l2'), ('c', NULL, NULL);")
+    make_snapshot(snapshots / "crash.sqlite", V1 + "CREATE TABLE crash_me (x);")
+
+
 @pytest.fixture(scope="module")
 def sqlite_key(module_client):
     return module_client.build(unique("sqlite-app"), sqlite_build)
@@ -535,15 +549,8 @@ def test_check_snapshot_keeps_the_store_when_the_migrator_raises(client, sqlite_
 def test_check_snapshots_of_a_directory(module_client, sqlite_key, tmp_path):
     snapshots = tmp_path / "snapshots"
     snapshots.mkdir()
-    make_snapshot(snapshots / "v1.sqlite")
-    make_snapshot(snapshots / "v1-before.sqlite")
-    (snapshots / "v1-before.expect.json").write_text(json.dumps({"before": ["SELECT count(*) = 9 FROM notes"]}))
-    # An older release's database, with a column that version 1 drops, data and all.
-    make_snapshot(snapshots / "v0-legacy.sqlite",
-                  "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL, tag TEXT, legacy TEXT);"
-                  "INSERT INTO notes (body, tag, legacy) VALUES ('a', 'x', 'l1'), ('b', 'y', 'l2'), ('c', NULL, NULL);")
+    make_snapshot_folder(snapshots)
     (snapshots / "notes.txt").write_text("not a snapshot")
-    make_snapshot(snapshots / "crash.sqlite", V1 + "CREATE TABLE crash_me (x);")
 
     def migrate(path):
         with open_db(path) as db:
@@ -662,13 +669,7 @@ def test_the_plugin_makes_one_test_per_snapshot(server, tmp_path):
     snapshots.mkdir(parents=True)
     for name, text in (("app.py", SUITE_APP), ("conftest.py", SUITE_CONFTEST), ("test_snapshots.py", SUITE_TESTS)):
         (suite / name).write_text(text)
-    make_snapshot(snapshots / "v1.sqlite")
-    make_snapshot(snapshots / "v1-before.sqlite")
-    (snapshots / "v1-before.expect.json").write_text(json.dumps({"before": ["SELECT count(*) = 9 FROM notes"]}))
-    make_snapshot(snapshots / "v0-legacy.sqlite",
-                  "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL, tag TEXT, legacy TEXT);"
-                  "INSERT INTO notes (body, tag, legacy) VALUES ('a', 'x', 'l1'), ('b', 'y', 'l2'), ('c', NULL, NULL);")
-    make_snapshot(snapshots / "crash.sqlite", V1 + "CREATE TABLE crash_me (x);")
+    make_snapshot_folder(snapshots)
 
     key = unique("plugin-app")
     environment = {k: v for k, v in os.environ.items()
