@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 #include <zlib.h>
+#include <signal.h>
 #include <openssl/evp.h>
 
 /* copy_file_range(2) is declared by glibc only under _GNU_SOURCE; call the
@@ -81,4 +82,39 @@ static inline void larder_deflate_free(void *context) {
     deflateEnd((z_stream *)context);
     free(context);
 }
+
+#include <spawn.h>
+#include <fcntl.h>
+#ifndef POSIX_SPAWN_SETSID /* glibc 2.26 and later; declared only under _GNU_SOURCE */
+#define POSIX_SPAWN_SETSID 0x80
+#endif
+
+/* Starts `path` with `argv` and `envp` in a session of its own (so a
+   terminal's Ctrl-C and the starter's process group do not reach it), its
+   standard input /dev/null and its standard output and error appended to
+   `log`, no other descriptor inherited. Returns the pid, or -errno. */
+static inline int larder_spawn_detached(const char *path, char *const argv[], char *const envp[], const char *log) {
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attributes;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawnattr_init(&attributes);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+    posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+#endif
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attributes, &none);
+    posix_spawnattr_setsigdefault(&attributes, &all);
+    pid_t pid = 0;
+    int rc = posix_spawn(&pid, path, &actions, &attributes, argv, envp);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attributes);
+    return rc == 0 ? (int)pid : -rc;
+}
+
 #endif

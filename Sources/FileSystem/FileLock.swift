@@ -36,6 +36,25 @@ public final class FileLock: @unchecked Sendable {
         return .acquired(FileLock(descriptor: fd))
     }
 
+    /// Waits for the lock on `path`, however long another holder keeps it.
+    /// A holder may remove the file before it lets go (the folder it guards
+    /// is gone): the lock won is then on a file no longer at `path`, so the
+    /// wait starts again on the file that is there now.
+    public static func wait(_ path: String) throws -> FileLock {
+        while true {
+            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw FileSystem.Failure("cannot open", path) }
+            var code: Int32 = 0
+            repeat { code = flock(fd, LOCK_EX) == 0 ? 0 : errno } while code == EINTR
+            guard code == 0 else { close(fd); throw FileSystem.Failure("cannot lock", path, code) }
+            var held = stat(), named = stat()
+            if fstat(fd, &held) == 0, stat(path, &named) == 0, held.st_ino == named.st_ino, held.st_dev == named.st_dev {
+                return FileLock(descriptor: fd)
+            }
+            close(fd)
+        }
+    }
+
     public func release() {
         lock.lock()
         defer { lock.unlock() }

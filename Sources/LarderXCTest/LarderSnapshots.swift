@@ -19,7 +19,7 @@ public struct LarderSnapshots: Sendable {
     /// Where a failed snapshot's artifact goes (as ``LarderTestCase``'s).
     public var artifactsDirectory: URL
 
-    public init(client: LarderClient = .shared, artifactsDirectory: URL = LarderTestCase.artifactsDirectory) {
+    public init(client: LarderClient = LarderTestServer.client, artifactsDirectory: URL = LarderTestCase.artifactsDirectory) {
         self.client = client
         self.artifactsDirectory = artifactsDirectory
     }
@@ -31,6 +31,7 @@ public struct LarderSnapshots: Sendable {
     @discardableResult
     public func check(in directory: URL, against reference: LarderClient.Reference, file: StaticString = #filePath, line: UInt = #line,
                       migrate: (String) async throws -> Void) async throws -> [LarderClient.CheckResult] {
+        if client === LarderTestServer.client { _ = try LarderTestServer.url() }
         let results = try await client.checkSnapshots(in: directory, against: reference, migrate: migrate)
         if results.isEmpty { XCTFail("no snapshots (*.sqlite) in \(directory.path)", file: file, line: line) }
         for result in results where !result.passed {

@@ -30,8 +30,9 @@ open class LarderTestCase: XCTestCase {
     open class var snapshot: String? { nil }
     /// The key of an app-built template (`POST /builds`) instead of `template`.
     open class var build: String? { nil }
-    /// The client: ``LarderClient/shared`` (`LARDER_URL`, `LARDER_TOKEN`) unless overridden.
-    open class var client: LarderClient { LarderClient.shared }
+    /// The client: ``LarderTestServer/client`` (`LARDER_URL`, else a server
+    /// this run starts itself; `LARDER_TOKEN`) unless overridden.
+    open class var client: LarderClient { LarderTestServer.client }
     /// Where artifacts go when `LARDER_ARTIFACTS` says nothing (relative to
     /// the working directory), and the longest test name in an artifact's
     /// file name: shared by every client (`clients/defaults.json`).
@@ -56,6 +57,8 @@ open class LarderTestCase: XCTestCase {
         try await super.setUp()
         let type = Swift.type(of: self)
         let fixtures = type.fixtures
+        // The default client: fails here, saying why, when there is no server to use.
+        if type.client === LarderTestServer.client { _ = try LarderTestServer.url() }
         store = try await type.client.createStore(template: type.template, fixtures: fixtures.isEmpty ? nil : fixtures,
                                                   version: type.version, snapshot: type.snapshot, label: name, build: type.build)
     }

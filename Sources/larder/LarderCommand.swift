@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import FileSystem
 import Glibc
 import LarderCore
 import LarderServer
@@ -10,7 +11,7 @@ struct LarderCommand: ParsableCommand {
         commandName: "larder",
         abstract: "Isolated throwaway SQLite stores for test suites, over HTTP.",
         version: LarderVersion.current,
-        subcommands: [Serve.self, Check.self, Health.self, Warm.self],
+        subcommands: [Serve.self, Check.self, Health.self, Warm.self, Up.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -45,10 +46,13 @@ struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Serve the fixtures directory over HTTP (the default command).",
                                                     discussion: "Settings:\n" + ServeOptions.settingsHelp)
 
+    @Option(help: ArgumentHelp("Serve the processes named in this folder's users/ and stop, removing the folder, a second after the last has ended (what `larder up` starts).", valueName: "folder"))
+    var shared: String?
     @OptionGroup var options: ServeOptions
 
     func run() throws {
         let configuration = try options.configuration()
+        let run = shared.map(SharedRun.init(folder:))
         // Block the stop signals in every thread (threads inherit the mask),
         // then wait for them here.
         var signals = sigset_t()
@@ -70,10 +74,19 @@ struct Serve: ParsableCommand {
         FileHandle.standardOutput.write(Data("larder listening on \(app.listenURL)\n".utf8))
         app.logger.notice("listening", metadata: ["url": .string(app.listenURL), "root": .string(app.registry.root),
                                                   "fixtures": .string(configuration.fixtures)])
+        let ending = run.map { run in
+            try? run.write(SharedRun.State(url: app.listenURL, pid: getpid()))
+            return SharedServerWatch(run: run)
+        }
         var received: Int32 = 0
         sigwait(&signals, &received)
-        app.logger.notice("stopping", metadata: ["signal": .stringConvertible(Int(received))])
+        app.logger.notice("stopping", metadata: ["signal": .stringConvertible(Int(received)),
+                                                 "reason": .string(ending?.lockWhenUnused != nil ? "no process left to serve" : "signal")])
         app.stop()
+        if let run, let lock = ending?.lockWhenUnused ?? (try? FileLock.wait(run.lockFile)) {
+            run.clear(everything: true)
+            lock.release()
+        }
     }
 }
 
@@ -208,6 +221,39 @@ struct Warm: ParsableCommand {
         let failed = results.filter { $0.failure != nil }.count
         LinePrinter().print("\(results.count - failed) cache entries ready in \(configuration.root), \(failed) failed")
         if failed > 0 { throw ExitCode(1) }
+    }
+}
+
+/// A shared server's watch on the processes it serves: every 0.1 s it looks
+/// at `users/`; once none has run for `SharedRun.linger`, it takes the
+/// run's lock (so no `larder up` hands out this server meanwhile), looks
+/// once more, forgets the server's state, and stops the server with
+/// SIGTERM, leaving the lock held for the clean-up after the stop.
+final class SharedServerWatch: @unchecked Sendable {
+    private let lock = NSLock()
+    private var held: FileLock?
+
+    /// The run's lock, when the watch stopped the server.
+    var lockWhenUnused: FileLock? { lock.withLock { held } }
+
+    init(run: SharedRun) {
+        let thread = Thread { [self] in
+            var idleSince: ContinuousClock.Instant?
+            while true {
+                Thread.sleep(forTimeInterval: 0.1)
+                guard run.liveUsers().isEmpty else { idleSince = nil; continue }
+                let since = idleSince ?? .now
+                idleSince = since
+                guard ContinuousClock.now - since >= SharedRun.linger, let runLock = try? FileLock.wait(run.lockFile) else { continue }
+                guard run.liveUsers().isEmpty else { runLock.release(); idleSince = nil; continue }
+                FileSystem.remove(run.stateFile)
+                lock.withLock { held = runLock }
+                kill(getpid(), SIGTERM)
+                return
+            }
+        }
+        thread.name = "larder-shared-watch"
+        thread.start()
     }
 }
 

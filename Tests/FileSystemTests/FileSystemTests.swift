@@ -78,6 +78,46 @@ final class FileSystemTests: XCTestCase {
         again.release()
     }
 
+    func testWaitingForALockStartsAgainWhenItsHolderRemovedTheFile() throws {
+        let path = scratch + "/lock"
+        let first = try FileLock.wait(path)
+        let won = Date()
+        let waiter = Thread {
+            // Blocks until the first lets go; the file it locked by then is gone, so it locks the new one.
+            let second = try? FileLock.wait(path)
+            XCTAssertNotNil(second)
+            XCTAssertGreaterThan(Date().timeIntervalSince(won), 0.15)
+            second?.release()
+        }
+        waiter.start()
+        Thread.sleep(forTimeInterval: 0.2)
+        FileSystem.remove(path)
+        first.release()
+        let deadline = Date().addingTimeInterval(5)
+        while !waiter.isFinished && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        XCTAssertTrue(waiter.isFinished)
+        // The lock the waiter held was on the file now at the path.
+        XCTAssertTrue(FileSystem.exists(path))
+        guard case .acquired(let again) = try FileLock.acquire(path) else { return XCTFail("released") }
+        again.release()
+    }
+
+    func testAProcessIsKnownByItsStartTimeAndAnEndedOneIsNotRunning() throws {
+        let mine = try XCTUnwrap(Processes.startTime(getpid()))
+        XCTAssertTrue(Processes.isRunning(getpid(), startTime: mine))
+        // The same number with another start time is another process.
+        XCTAssertFalse(Processes.isRunning(getpid(), startTime: mine + "0"))
+        // A child that ended and was not yet waited for (a zombie) runs no more.
+        let child = try Processes.spawnDetached("/bin/true", arguments: [], log: scratch + "/log")
+        let deadline = Date().addingTimeInterval(5)
+        while Processes.startTime(child) != nil && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        XCTAssertFalse(Processes.isRunning(child))
+        XCTAssertTrue(FileSystem.exists("/proc/\(child)"), "still a zombie")
+        var status: Int32 = 0
+        XCTAssertEqual(waitpid(child, &status, 0), child)
+        XCTAssertFalse(Processes.isRunning(child))
+    }
+
     func testADirectoryWatchSeesChangesAndCanBeWoken() throws {
         let watch = try XCTUnwrap(DirectoryWatch())
         guard case .watching(let id) = watch.watch(scratch) else { return XCTFail("watching") }

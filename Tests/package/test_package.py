@@ -113,7 +113,7 @@ class TarballTests(unittest.TestCase):
         shutil.rmtree(cls.scratch, ignore_errors=True)
 
     def test_the_tarball_holds_the_binary_its_notices_and_the_unit(self):
-        for name in ["larder", "README.md", "NOTICE", "larder.service", "licenses/swift.txt", "fixtures/gallery"]:
+        for name in ["larder", "README.md", "LICENSE", "NOTICE", "larder.service", "licenses/swift.txt", "fixtures/gallery"]:
             self.assertTrue(os.path.exists(os.path.join(self.tree, name)), name)
         self.assertTrue(os.access(self.binary, os.X_OK))
 

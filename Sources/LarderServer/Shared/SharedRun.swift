@@ -1,0 +1,111 @@
+import Digest
+import FileSystem
+import Foundation
+import Glibc
+import LarderCore
+
+/// The folder a self-started server shares with the test processes it
+/// serves (`larder up`, `larder serve --shared`): one per user, binary,
+/// fixtures folder and settings, so the workers of one run (pytest-xdist,
+/// `go test ./...`, parallel JUnit forks) find one server, and the last one
+/// out stops it.
+///
+///     ${TMPDIR:-/tmp}/larder-UID/KEY/
+///         lock          held while a server is started, looked up or stopped
+///         users/PID     one file per process served, holding its start time
+///         server.json   {"url", "pid"} of the server, once it listens
+///         server.log    its output
+///         root/         its stores and cache (--root)
+///         no-fixtures/  its fixtures folder when the project has none
+///
+/// The server stops, and removes the whole folder, once no process named
+/// in `users/` has run for `linger` (a second: the next package of a run
+/// that starts its processes one after another finds it still up).
+public struct SharedRun: Sendable {
+    public let folder: String
+    public var lockFile: String { folder + "/lock" }
+    public var users: String { folder + "/users" }
+    public var stateFile: String { folder + "/server.json" }
+    public var log: String { folder + "/server.log" }
+    public var root: String { folder + "/root" }
+    public var emptyFixtures: String { folder + "/no-fixtures" }
+
+    public static let linger: Duration = .seconds(1)
+
+    public init(folder: String) { self.folder = folder }
+
+    public struct Refusal: Error, CustomStringConvertible {
+        public let description: String
+        public init(_ description: String) { self.description = description }
+    }
+
+    /// The run's folder under `temporary` for these inputs, made (with its
+    /// parent, private to this user) when missing. A parent that is a link,
+    /// or that another user owns or can enter, is refused: on a shared
+    /// /tmp, someone else could have made it first.
+    public static func prepare(temporary: String, binary: String, fixtures: String?, settings: [String]) throws -> SharedRun {
+        let parent = temporary + "/larder-\(getuid())"
+        if mkdir(parent, 0o700) != 0 && errno != EEXIST { throw FileSystem.Failure("cannot create", parent) }
+        var info = stat()
+        guard lstat(parent, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == getuid(), info.st_mode & 0o077 == 0 else {
+            throw Refusal("\(parent) is not a private folder of this user (a link, another user's, or open to others): remove it, or set TMPDIR elsewhere")
+        }
+        let key = SHA256()
+        for part in [binary, fixtures ?? ""] + settings { key.update(part + "\u{0}") }
+        let run = SharedRun(folder: parent + "/" + String(key.finalize().prefix(16)))
+        for folder in [run.folder, run.users] {
+            if mkdir(folder, 0o700) != 0 && errno != EEXIST { throw FileSystem.Failure("cannot create", folder) }
+        }
+        return run
+    }
+
+    /// Names `pid` as a process this run's server serves.
+    public func register(_ pid: Int32) throws {
+        guard let started = Processes.startTime(pid) ?? (Processes.isRunning(pid) ? "" : nil) else {
+            throw Refusal("no process \(pid) runs to serve")
+        }
+        try FileSystem.writeAtomically(Array(started.utf8), to: users + "/\(pid)")
+    }
+
+    /// The processes named in `users/` that still run; the files of those
+    /// that ended are removed.
+    public func liveUsers() -> [Int32] {
+        FileSystem.entries(users).compactMap { name -> Int32? in
+            guard let pid = Int32(name) else { return nil }
+            let started = (try? FileSystem.readFile(users + "/" + name)).map { String(decoding: $0, as: UTF8.self) }
+            if Processes.isRunning(pid, startTime: started.flatMap { $0.isEmpty ? nil : $0 }) { return pid }
+            FileSystem.remove(users + "/" + name)
+            return nil
+        }
+    }
+
+    public struct State: Sendable, Equatable {
+        public var url: String
+        public var pid: Int32
+        public init(url: String, pid: Int32) { self.url = url; self.pid = pid }
+    }
+
+    public func state() -> State? {
+        guard let bytes = try? FileSystem.readFile(stateFile), let value = try? JSONValue.parse(bytes),
+              let url = value["url"]?.stringValue, let pid = value["pid"]?.intValue else { return nil }
+        return State(url: url, pid: Int32(truncatingIfNeeded: pid))
+    }
+
+    public func write(_ state: State) throws {
+        let value = JSONValue.object([("url", .string(state.url)), ("pid", .int(Int64(state.pid)))])
+        try FileSystem.writeAtomically(value.serialized(), to: stateFile)
+    }
+
+    /// Removes what a server of this run left: its state, root, log and
+    /// fixtures stand-in. `everything`: the users and the folder too (the
+    /// lock file last, so a waiter on it starts again on a new one).
+    public func clear(everything: Bool) {
+        FileSystem.remove(stateFile)
+        for tree in [root, emptyFixtures] { try? FileSystem.removeTree(tree, within: folder) }
+        guard everything else { return }
+        FileSystem.remove(log)
+        try? FileSystem.removeTree(users, within: folder)
+        FileSystem.remove(lockFile)
+        FileSystem.removeEmptyDirectory(folder)
+    }
+}

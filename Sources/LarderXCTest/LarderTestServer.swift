@@ -1,0 +1,105 @@
+import Foundation
+import LarderClient
+
+/// Where ``LarderTestCase`` and ``LarderSnapshots`` find their server when a
+/// test names none (clients/README.md, as every Larder client does it):
+/// `LARDER_URL` when set; otherwise a server of this test run, started
+/// once per process with `larder up`, shared with the run's other test
+/// processes and stopped a second after the last of them ends.
+///
+/// The binary is `LARDER_BINARY`, else the `larder` product built beside
+/// the tests (`swift build --product larder` in a package that depends on
+/// Larder puts it there), else `larder` on `PATH`. The fixtures folder is
+/// `LARDER_FIXTURES`, else the first of `fixtures`, `tests/fixtures`,
+/// `test/fixtures`, `testdata/fixtures` from the working directory up to
+/// the package's top. Where processes cannot be started (iOS, tvOS,
+/// watchOS, visionOS: a simulator's tests), set `LARDER_URL`.
+public enum LarderTestServer {
+    /// Why there is no server to use.
+    public struct Unavailable: Error, CustomStringConvertible, Sendable {
+        public let description: String
+    }
+
+    /// The sentence a test fails with when it has neither a URL nor a binary (every client says it alike).
+    public static let nothingToUse = "Larder: no server to use: set LARDER_URL to a running server's URL, "
+        + "or install the larder binary (set LARDER_BINARY to it, or put it on PATH)"
+
+    /// The server's URL: `LARDER_URL`, else the one `larder up` started for this process (once).
+    public static func url() throws -> URL { try started.get() }
+
+    /// The client the test helpers use when a test does not name its own.
+    public static let client: LarderClient = LarderClient(url: try? started.get())
+
+    private static let started: Result<URL, Unavailable> = Result {
+        let environment = ProcessInfo.processInfo.environment
+        if let given = environment["LARDER_URL"], !given.isEmpty {
+            guard let url = URL(string: given) else { throw Unavailable(description: "LARDER_URL is not a URL: \(given)") }
+            return url
+        }
+        return try start(serving: servedProcesses(), environment: environment)
+    }.mapError { $0 as? Unavailable ?? Unavailable(description: "\($0)") }
+
+    /// This process and, when `swift test` runs it, `swift test` itself,
+    /// which lives for the whole run (its parallel workers share a server).
+    static func servedProcesses() -> [Int32] {
+        var pids = [ProcessInfo.processInfo.processIdentifier]
+        #if os(Linux)
+        let parent = getppid()
+        if let comm = try? String(contentsOfFile: "/proc/\(parent)/comm", encoding: .utf8),
+           comm.trimmingCharacters(in: .whitespacesAndNewlines) == "swift-test" {
+            pids.append(parent)
+        }
+        #endif
+        return pids
+    }
+
+    /// The `larder` to start: `LARDER_BINARY`, the package's own build beside these tests, `PATH`.
+    public static func binary(environment: [String: String] = ProcessInfo.processInfo.environment,
+                              builtIn: [URL] = productFolders()) -> String? {
+        if let given = environment["LARDER_BINARY"], !given.isEmpty { return given }
+        let path = (environment["PATH"] ?? "").split(separator: ":").map { URL(fileURLWithPath: String($0), isDirectory: true) }
+        return (builtIn + path).lazy.map { $0.appendingPathComponent("larder").path }.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    /// Where SwiftPM puts this package's products: beside the test executable
+    /// (Linux), or beside the test bundle that xctest loads (macOS).
+    public static func productFolders() -> [URL] {
+        var folders: [URL] = []
+        if let executable = Bundle.main.executablePath { folders.append(URL(fileURLWithPath: executable).deletingLastPathComponent()) }
+        folders.append(Bundle(for: LarderTestCase.self).bundleURL.deletingLastPathComponent())
+        return folders
+    }
+
+    /// Runs `larder up --for PID...` in the working directory and answers the URL it prints.
+    public static func start(serving pids: [Int32], environment: [String: String] = ProcessInfo.processInfo.environment,
+                             builtIn: [URL] = productFolders()) throws -> URL {
+        #if os(macOS) || os(Linux)
+        guard let binary = binary(environment: environment, builtIn: builtIn) else { throw Unavailable(description: nothingToUse) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = ["up"] + pids.flatMap { ["--for", String($0)] }
+        process.environment = environment
+        let output = Pipe(), errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        process.standardInput = FileHandle.nullDevice
+        do {
+            try process.run()
+        } catch {
+            throw Unavailable(description: "Larder: cannot run \(binary): \(error)")
+        }
+        // `larder up` says little and ends; the server it starts keeps neither pipe.
+        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let said = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        let line = printed.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard process.terminationStatus == 0, let url = URL(string: line), url.scheme == "http" else {
+            throw Unavailable(description: "Larder: \(binary) up failed (exit \(process.terminationStatus)): "
+                              + said.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        return url
+        #else
+        throw Unavailable(description: "Larder: tests on this platform cannot start a server: set LARDER_URL")
+        #endif
+    }
+}

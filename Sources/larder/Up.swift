@@ -1,0 +1,147 @@
+import ArgumentParser
+import FileSystem
+import Foundation
+import Glibc
+import LarderCore
+import LarderServer
+import MicroHTTP
+
+/// What the clients' test helpers run when no server is named: join the
+/// server this run shares, starting it first when there is none, and print
+/// its URL.
+struct Up: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the URL of a server for this test run, starting one in the background when none runs.",
+        discussion: """
+            The clients' test helpers run it when LARDER_URL is not set. Every process named by --for \
+            (default: the one that runs `larder up`) is served; the processes of one run (pytest-xdist \
+            workers, `go test ./...` packages, parallel JUnit forks) share one server, keyed by this \
+            binary, the fixtures folder and the settings. It listens on a free loopback port with its root \
+            in a temporary folder, and stops, removing that folder, a second after the last process it \
+            serves has ended.
+
+            The fixtures folder is --fixtures or LARDER_FIXTURES, else the first of fixtures, \
+            tests/fixtures, test/fixtures and testdata/fixtures found from the working directory up to the \
+            project's top (the folder holding .git, go.mod, package.json, pyproject.toml, setup.py, \
+            pom.xml, build.gradle or Package.swift), else none. Other settings are passed to `larder serve`.
+
+            Exits 0 printing the URL, 2 when no server could be started (the reason, and the server's \
+            last lines, on standard error).
+            """)
+
+    @Option(name: .customLong("for"), help: ArgumentHelp("A process to serve (repeatable).", valueName: "pid"))
+    var pids: [Int32] = []
+    @OptionGroup var options: ServeOptions
+
+    static let projectMarkers = [".git", "go.mod", "package.json", "pyproject.toml", "setup.py", "pom.xml", "build.gradle",
+                                 "build.gradle.kts", "Package.swift"]
+    static let fixturesConventions = ["fixtures", "tests/fixtures", "test/fixtures", "testdata/fixtures"]
+
+    func run() throws {
+        do {
+            print(try url())
+        } catch {
+            FileHandle.standardError.write(Data("larder up: \(error)\n".utf8))
+            throw ExitCode(2)
+        }
+    }
+
+    private func url() throws -> String {
+        for setting in ["--root", "--port", "--host", "--public-url", "--client-root"]
+        where options.settings.contains(where: { $0 == setting || $0.hasPrefix(setting + "=") }) {
+            throw SharedRun.Refusal("\(setting) is chosen by `larder up` (a free loopback port and a temporary root); start `larder serve` yourself to choose it")
+        }
+        var configuration = try options.configuration(serving: false)
+        let environment = ProcessInfo.processInfo.environment
+        let named = environment["LARDER_FIXTURES"].map { !$0.isEmpty } == true
+            || options.settings.contains { $0 == "--fixtures" || $0.hasPrefix("--fixtures=") }
+        let fixtures: String?
+        if named {
+            guard FileSystem.isDirectory(configuration.fixtures) else {
+                throw SharedRun.Refusal("the fixtures folder \(configuration.fixtures) does not exist or is not a folder")
+            }
+            fixtures = FileSystem.realPath(configuration.fixtures)
+        } else {
+            fixtures = Up.conventionalFixtures(from: FileManager.default.currentDirectoryPath)
+        }
+        let served = pids.isEmpty ? [getppid()] : pids
+        if let gone = served.first(where: { !Processes.isRunning($0) }) { throw SharedRun.Refusal("no process \(gone) runs to serve") }
+        let binary = FileSystem.realPath("/proc/self/exe")
+        let temporary = environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        // The fixtures folder is in the key as resolved, however it was named.
+        let settings = Up.removing("--fixtures", from: options.settings)
+        let run = try SharedRun.prepare(temporary: temporary, binary: binary, fixtures: fixtures, settings: settings)
+        let lock = try FileLock.wait(run.lockFile)
+        defer { lock.release() }
+        // The folder may have been removed by a server stopping while this waited.
+        try FileSystem.makeDirectories(run.users)
+        for pid in served { try run.register(pid) }
+
+        if let state = run.state() {
+            if Processes.isRunning(state.pid), let answer = try? Probe.get(state.url, path: "/health", timeoutMs: 2_000), answer.status == 200 {
+                return state.url
+            }
+            // Killed, or stuck: start afresh.
+            if Processes.isRunning(state.pid) { kill(state.pid, SIGKILL) }
+        }
+        run.clear(everything: false)
+        if fixtures == nil { try FileSystem.makeDirectories(run.emptyFixtures) }
+        configuration.fixtures = fixtures ?? run.emptyFixtures
+        var arguments = ["serve", "--shared", run.folder] + settings
+        arguments += ["--host", "127.0.0.1", "--port", "0", "--root", run.root, "--fixtures", configuration.fixtures]
+        FileSystem.remove(run.log)
+        do {
+            return try Up.start(binary, arguments: arguments, run: run)
+        } catch {
+            // Nothing left behind for these processes: without a server, their registrations mean nothing.
+            for pid in served { FileSystem.remove(run.users + "/\(pid)") }
+            if run.liveUsers().isEmpty { run.clear(everything: true) }
+            throw error
+        }
+    }
+
+    /// Starts the run's server and waits until it listens; its URL.
+    private static func start(_ binary: String, arguments: [String], run: SharedRun) throws -> String {
+        let pid = try Processes.spawnDetached(binary, arguments: arguments, log: run.log)
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            if let state = run.state(), state.pid == pid { return state.url }
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == pid {
+                throw SharedRun.Refusal("the server stopped as it started:\n" + Up.tail(of: run.log))
+            }
+            usleep(10_000)
+        }
+        kill(pid, SIGKILL)
+        throw SharedRun.Refusal("the server did not listen within 60 seconds:\n" + Up.tail(of: run.log))
+    }
+
+    /// The first conventional fixtures folder from `directory` up to the project's top, resolved.
+    static func conventionalFixtures(from directory: String) -> String? {
+        var folder = FileSystem.realPath(directory)
+        while true {
+            for name in fixturesConventions where FileSystem.isDirectory(folder + "/" + name) {
+                return FileSystem.realPath(folder + "/" + name)
+            }
+            if projectMarkers.contains(where: { FileSystem.exists(folder + "/" + $0) }) || folder == "/" { return nil }
+            folder = (folder as NSString).deletingLastPathComponent
+        }
+    }
+
+    /// `settings` without `name` (as `--name value` or `--name=value`).
+    static func removing(_ name: String, from settings: [String]) -> [String] {
+        var kept: [String] = []
+        var skipNext = false
+        for argument in settings {
+            if skipNext { skipNext = false; continue }
+            if argument == name { skipNext = true; continue }
+            if !argument.hasPrefix(name + "=") { kept.append(argument) }
+        }
+        return kept
+    }
+
+    static func tail(of log: String) -> String {
+        let text = (try? FileSystem.readFile(log)).map { String(decoding: $0.suffix(4_000), as: UTF8.self) } ?? ""
+        return text.split(separator: "\n").suffix(20).map { "  " + $0 }.joined(separator: "\n")
+    }
+}

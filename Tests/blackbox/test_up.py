@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""`larder up`: the server the clients' test helpers start when no URL is
+given, shared by the processes of one run and gone after the last.
+
+    python3 Tests/blackbox/test_up.py .build/debug/larder
+
+Each test runs `larder up` with a TMPDIR of its own, for "test processes"
+that are `sleep`s it starts and ends, and looks at the processes and the
+folder the server leaves (or does not).
+"""
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.request
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+BINARY = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(REPO, ".build", "debug", "larder"))
+
+
+def get(url, path):
+    with urllib.request.urlopen(url + path, timeout=10) as answer:
+        return json.loads(answer.read())
+
+
+def post(url, path, body):
+    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return answer.status, json.loads(answer.read())
+
+
+def running(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def eventually(condition, seconds=5.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+class UpTests(unittest.TestCase):
+    def setUp(self):
+        self.scratch = tempfile.mkdtemp(prefix="larder-up-test-")
+        self.tmp = os.path.join(self.scratch, "tmp")
+        os.mkdir(self.tmp)
+        self.project = os.path.join(self.scratch, "project")
+        os.makedirs(os.path.join(self.project, "tests"))
+        shutil.copytree(os.path.join(REPO, "fixtures", "gallery"), os.path.join(self.project, "tests", "fixtures", "gallery"))
+        with open(os.path.join(self.project, "pyproject.toml"), "w") as f:
+            f.write("[project]\nname = 'sample'\n")
+        self.users = []
+
+    def tearDown(self):
+        for user in self.users:
+            if user.poll() is None:
+                user.kill()
+                user.wait()
+        # Whatever server a test left: stopped, so nothing outlives the test.
+        for state in self.states():
+            try:
+                os.kill(state["pid"], signal.SIGKILL)
+            except OSError:
+                pass
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def user(self):
+        """A stand-in for a test process: runs until ended."""
+        process = subprocess.Popen(["sleep", "600"])
+        self.users.append(process)
+        return process
+
+    def end(self, process):
+        process.terminate()
+        process.wait()
+
+    def up(self, *arguments, cwd=None, env=None, check=True):
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("LARDER_")}
+        environment["TMPDIR"] = self.tmp
+        environment.update(env or {})
+        done = subprocess.run([BINARY, "up", *arguments], cwd=cwd or self.project, env=environment,
+                              capture_output=True, text=True, timeout=90)
+        if check:
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertEqual(done.stderr, "")
+        return done
+
+    def folders(self):
+        parent = os.path.join(self.tmp, "larder-%d" % os.getuid())
+        return sorted(os.listdir(parent)) if os.path.isdir(parent) else []
+
+    def states(self):
+        found = []
+        for folder in self.folders():
+            path = os.path.join(self.tmp, "larder-%d" % os.getuid(), folder, "server.json")
+            if os.path.exists(path):
+                with open(path) as f:
+                    found.append(json.load(f))
+        return found
+
+    def test_one_server_for_the_processes_of_a_run_and_none_after_the_last(self):
+        first, second = self.user(), self.user()
+        began = time.monotonic()
+        url = self.up("--for", str(first.pid)).stdout.strip()
+        print("\n    larder up, starting the server: %.0f ms" % ((time.monotonic() - began) * 1000), file=sys.stderr)
+        self.assertRegex(url, r"^http://127\.0\.0\.1:\d+$")
+        # The second process, from a folder deeper in the project: the same server.
+        deeper = os.path.join(self.project, "tests")
+        began = time.monotonic()
+        self.assertEqual(self.up("--for", str(second.pid), cwd=deeper).stdout.strip(), url)
+        print("    larder up, joining it: %.0f ms" % ((time.monotonic() - began) * 1000), file=sys.stderr)
+        [state] = self.states()
+        # The conventional fixtures folder, tests/fixtures, is what it serves.
+        self.assertEqual([t["name"] for t in get(url, "/templates")["templates"]], ["gallery"])
+        status, store = post(url, "/stores", {"template": "gallery", "fixtures": ["artists"]})
+        self.assertEqual(status, 201)
+        self.assertTrue(store["path"].startswith(os.path.realpath(self.tmp)) or store["path"].startswith(self.tmp))
+        # Private to this user: the folders and the server's state.
+        parent = os.path.join(self.tmp, "larder-%d" % os.getuid())
+        self.assertEqual(stat.S_IMODE(os.stat(parent).st_mode), 0o700)
+
+        self.end(first)
+        time.sleep(1.5)
+        self.assertTrue(running(state["pid"]), "the server stopped while a process it serves runs")
+        self.assertEqual(get(url, "/health")["status"], "ok")
+        self.end(second)
+        self.assertTrue(eventually(lambda: not running(state["pid"])), "the server outlived the last process it serves")
+        self.assertTrue(eventually(lambda: self.folders() == []), self.folders())
+
+    def test_many_processes_starting_at_once_share_one_server(self):
+        users = [self.user() for _ in range(8)]
+        urls = [None] * len(users)
+
+        def join(i):
+            urls[i] = self.up("--for", str(users[i].pid)).stdout.strip()
+        threads = [threading.Thread(target=join, args=(i,)) for i in range(len(users))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(len(set(urls)), 1, urls)
+        self.assertEqual(len(self.states()), 1)
+        self.assertEqual(len(os.listdir(os.path.join(self.tmp, "larder-%d" % os.getuid(), self.folders()[0], "users"))), 8)
+        pid = self.states()[0]["pid"]
+        for user in users:
+            self.end(user)
+        self.assertTrue(eventually(lambda: not running(pid)))
+        self.assertTrue(eventually(lambda: self.folders() == []))
+
+    def test_a_process_that_follows_within_a_second_keeps_the_server(self):
+        first = self.user()
+        url = self.up("--for", str(first.pid)).stdout.strip()
+        self.end(first)
+        second = self.user()
+        self.assertEqual(self.up("--for", str(second.pid)).stdout.strip(), url)
+        self.end(second)
+
+    def test_other_fixtures_or_settings_get_their_own_server(self):
+        user = self.user()
+        url = self.up("--for", str(user.pid)).stdout.strip()
+        other = os.path.join(self.scratch, "other-fixtures")
+        shutil.copytree(os.path.join(REPO, "fixtures", "boardgames"), os.path.join(other, "boardgames"))
+        named = self.up("--for", str(user.pid), "--fixtures", other).stdout.strip()
+        by_variable = self.up("--for", str(user.pid), env={"LARDER_FIXTURES": other}).stdout.strip()
+        pooled = self.up("--for", str(user.pid), "--pool-size", "2").stdout.strip()
+        self.assertEqual(named, by_variable)
+        self.assertEqual(len({url, named, pooled}), 3)
+        self.assertEqual([t["name"] for t in get(named, "/templates")["templates"]], ["boardgames"])
+        pids = [s["pid"] for s in self.states()]
+        self.end(user)
+        self.assertTrue(eventually(lambda: not any(running(p) for p in pids)))
+        self.assertTrue(eventually(lambda: self.folders() == []))
+
+    def test_a_project_without_fixtures_gets_a_server_with_no_templates(self):
+        bare = os.path.join(self.scratch, "bare")
+        os.mkdir(bare)
+        open(os.path.join(bare, "go.mod"), "w").close()  # the project's top: the search stops here
+        user = self.user()
+        url = self.up("--for", str(user.pid), cwd=bare).stdout.strip()
+        self.assertEqual(get(url, "/templates")["templates"], [])
+        status, store = post(url, "/stores", {})
+        self.assertEqual(status, 201)
+        self.end(user)
+        self.assertTrue(eventually(lambda: self.folders() == []))
+
+    def test_a_killed_server_is_replaced(self):
+        user = self.user()
+        url = self.up("--for", str(user.pid)).stdout.strip()
+        [state] = self.states()
+        os.kill(state["pid"], signal.SIGKILL)
+        self.assertTrue(eventually(lambda: not running(state["pid"])))
+        again = self.up("--for", str(user.pid)).stdout.strip()
+        [new] = self.states()
+        self.assertNotEqual(new["pid"], state["pid"])
+        self.assertEqual(get(again, "/health")["status"], "ok")
+        self.end(user)
+        self.assertTrue(eventually(lambda: self.folders() == []))
+
+    def test_a_server_stopped_by_a_signal_cleans_up_too(self):
+        user = self.user()
+        self.up("--for", str(user.pid))
+        [state] = self.states()
+        os.kill(state["pid"], signal.SIGTERM)
+        self.assertTrue(eventually(lambda: not running(state["pid"])))
+        self.assertTrue(eventually(lambda: self.folders() == []))
+
+    def test_refusals_say_why_and_leave_nothing(self):
+        user = self.user()
+        cases = [
+            (["--for", "999999999"], "no process 999999999 runs"),
+            (["--for", str(user.pid), "--root", "/tmp/x"], "--root is chosen by `larder up`"),
+            (["--for", str(user.pid), "--port", "7464"], "--port is chosen by `larder up`"),
+            (["--for", str(user.pid), "--fixtures", os.path.join(self.scratch, "nope")], "does not exist or is not a folder"),
+            (["--for", str(user.pid), "--prot", "1"], "unknown setting --prot"),
+        ]
+        for arguments, said in cases:
+            done = self.up(*arguments, check=False)
+            self.assertEqual(done.returncode, 2, arguments)
+            self.assertIn(said, done.stderr)
+            self.assertEqual(done.stdout, "")
+        self.assertEqual(self.states(), [])
+
+    def test_a_server_that_cannot_start_is_reported_with_its_log(self):
+        user = self.user()
+        done = self.up("--for", str(user.pid), "--store-group", "no-such-group-here", check=False)
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("the server stopped as it started", done.stderr)
+        self.assertIn("there is no group 'no-such-group-here'", done.stderr)
+        self.assertEqual(self.folders(), [])
+
+    def test_a_parent_folder_that_is_not_private_is_refused(self):
+        user = self.user()
+        parent = os.path.join(self.tmp, "larder-%d" % os.getuid())
+        elsewhere = os.path.join(self.scratch, "elsewhere")
+        os.mkdir(elsewhere, 0o700)
+        os.symlink(elsewhere, parent)
+        done = self.up("--for", str(user.pid), check=False)
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("is not a private folder of this user", done.stderr)
+        self.assertEqual(os.listdir(elsewhere), [])
+        os.unlink(parent)
+        os.mkdir(parent, 0o755)
+        done = self.up("--for", str(user.pid), check=False)
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("is not a private folder of this user", done.stderr)
+
+    def test_the_default_process_is_the_caller(self):
+        # A shell that runs `larder up` and then lives on: it is the process served.
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("LARDER_")}
+        environment["TMPDIR"] = self.tmp
+        shell = subprocess.Popen(["sh", "-c", '"$0" up && exec sleep 600', BINARY], cwd=self.project, env=environment,
+                                 stdout=subprocess.PIPE, text=True)
+        self.users.append(shell)
+        url = shell.stdout.readline().strip()
+        self.assertEqual(get(url, "/health")["status"], "ok")
+        [state] = self.states()
+        self.end(shell)
+        self.assertTrue(eventually(lambda: not running(state["pid"])))
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1], verbosity=2)
