@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package larder
 
 import (
@@ -365,8 +367,8 @@ func readExpect(path string) (map[string]any, error) {
 
 // CheckSnapshots runs one subtest of t per *.sqlite file of dir (t.Run with
 // the file's name, in file name order), each checking its file with
-// Client.CheckSnapshot and opts, by a client from the environment
-// (LARDER_URL, LARDER_TOKEN). A snapshot that fails fails its subtest with
+// Client.CheckSnapshot and opts, on the server of TestClient (the one
+// StoreForTest uses). A snapshot that fails fails its subtest with
 // the result's String: the snapshot, its versions, the kept store and every
 // failure on a line of its own. A dir without *.sqlite files fails t, lest a
 // mistyped path pass; so do an Expect or Label in opts.
@@ -383,7 +385,10 @@ func CheckSnapshots(t *testing.T, dir string, opts SnapshotOptions) {
 		abs, _ := filepath.Abs(dir)
 		t.Fatalf("larder: no *.sqlite file in %s", abs)
 	}
-	client := FromEnvironment()
+	client, err := TestClient()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range files {
 		path := filepath.Join(dir, f)
 		t.Run(f, func(t *testing.T) {

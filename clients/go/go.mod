@@ -1,3 +1,3 @@
-module larder
+module github.com/larder-dev/larder/clients/go
 
 go 1.19

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package larder is the Go client of Larder, a local HTTP server that hands
 // each test a fresh, isolated SQLite store.
 //
@@ -8,7 +10,14 @@
 // and delete it. Client.Build has the application's own migrator build a
 // template database once per key, of which stores are then copies.
 // StoreForTest gives a test its own store, deleted after a pass and kept,
-// with its artifact saved, after a failure.
+// with its artifact saved, after a failure; CheckSnapshots checks old
+// databases that the application's migrator migrates. These test helpers use
+// LARDER_URL when it is set, and otherwise start a server shared by the run
+// with the larder binary (`larder up`; see TestClient and TestServer).
+//
+// Its import path is github.com/larder-dev/larder/clients/go:
+//
+//	import larder "github.com/larder-dev/larder/clients/go"
 //
 // Every method takes a context: cancel it or give it a deadline to bound a
 // call. Without a Client.HTTPClient of your own, a request may take

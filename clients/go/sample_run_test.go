@@ -76,15 +76,24 @@ func TestStoreForTestInASubprocess(t *testing.T) {
 // Skips the test when there is no go tool on PATH.
 func runSampleModule(t *testing.T, name string, env ...string) (string, error) {
 	t.Helper()
+	env = append(append(os.Environ(), "LARDER_URL="+FromEnvironment().URL), env...)
+	return runGo(t, filepath.Join("testdata", name), env, "test", "-count=1", "-v", ".")
+}
+
+// runGo runs the go tool with args in dir, offline, with the environment env
+// (GOPROXY=off, GOFLAGS=-mod=mod and GOWORK=off added); answers its output
+// and how it ended. Skips the test when there is no go tool on PATH.
+func runGo(t *testing.T, dir string, env []string, args ...string) (string, error) {
+	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go tool on PATH")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool, "test", "-count=1", "-v", ".")
-	cmd.Dir = filepath.Join("testdata", name)
-	cmd.Env = append(append(os.Environ(), "LARDER_URL="+FromEnvironment().URL, "GOPROXY=off", "GOFLAGS=-mod=mod", "GOWORK=off"), env...)
+	cmd := exec.CommandContext(ctx, goTool, args...)
+	cmd.Dir = dir
+	cmd.Env = append(append([]string{}, env...), "GOPROXY=off", "GOFLAGS=-mod=mod", "GOWORK=off")
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out

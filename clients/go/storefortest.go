@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package larder
 
 import (
@@ -20,10 +22,12 @@ const (
 	artifactNameMax     = 120
 )
 
-// StoreForTest gives the test t a fresh store made with opts by a client
-// from the environment (LARDER_URL, LARDER_TOKEN). The store's label is
-// t.Name() unless opts.Label is set. When the store cannot be made the test
-// stops with t.Fatalf.
+// StoreForTest gives the test t a fresh store made with opts on the server
+// of TestClient: TestServer.URL or LARDER_URL when set, else one that
+// `larder up` starts for this run (once per process), with the token
+// LARDER_TOKEN. The store's label is t.Name() unless opts.Label is set. When
+// there is no server, or the store cannot be made, the test stops with
+// t.Fatal.
 //
 // When the test ends (t.Cleanup), a store of a test that passed (or was
 // skipped) is deleted. A store of a test that failed is kept (PATCH keep) and
@@ -36,7 +40,11 @@ func StoreForTest(t testing.TB, opts StoreOptions) *Store {
 	if opts.Label == "" {
 		opts.Label = t.Name()
 	}
-	client := FromEnvironment()
+	client, err := TestClient()
+	if err != nil {
+		t.Fatal(err)
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	store, err := client.CreateStore(ctx, opts)

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"testing"
 
-	"larder"
+	larder "github.com/larder-dev/larder/clients/go"
 )
 
 type migration struct {

@@ -2,6 +2,6 @@ module appcheck
 
 go 1.19
 
-require larder v0.0.0
+require github.com/larder-dev/larder/clients/go v0.0.0
 
-replace larder => ../..
+replace github.com/larder-dev/larder/clients/go => ../..

@@ -8,7 +8,7 @@ import (
 	"context"
 	"testing"
 
-	"larder"
+	larder "github.com/larder-dev/larder/clients/go"
 )
 
 func TestPasses(t *testing.T) {

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package larder
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Where the test helpers (StoreForTest, CheckSnapshots, TestClient) get their
+// server, as every Larder client's helpers do (clients/README.md): a URL when
+// one is given, else a server that `larder up` starts for this run.
+
+// TestServerOptions say where the test helpers get their server.
+type TestServerOptions struct {
+	// URL is a running server to use; when empty, LARDER_URL. When both are
+	// empty, the helpers start a server with Binary.
+	URL string
+	// Binary is the larder executable that starts the server (`larder up`);
+	// when empty, LARDER_BINARY, else larder on PATH.
+	Binary string
+	// Fixtures is the fixtures folder of a server the helpers start (`larder
+	// up --fixtures`); when empty, LARDER_FIXTURES, else the first of
+	// fixtures, tests/fixtures, test/fixtures and testdata/fixtures from the
+	// working directory up to the module's top.
+	Fixtures string
+}
+
+// TestServer is where StoreForTest, CheckSnapshots and TestClient get their
+// server. Set its fields, if at all, before the first test that uses one
+// (in TestMain, say); they are read without locking.
+var TestServer TestServerOptions
+
+// noServer is the one sentence the helpers fail with when there is neither a
+// URL nor a binary: the same in every Larder client.
+const noServer = "Larder: no server to use: set LARDER_URL to a running server's URL, or install the larder binary (set LARDER_BINARY to it, or put it on PATH)"
+
+// ErrNoServer is TestClient's error when no URL is given and there is no
+// larder binary to start a server with.
+var ErrNoServer = errors.New(noServer)
+
+// The server `larder up` started for this process: started once.
+var (
+	upOnce sync.Once
+	upURL  string
+	upErr  error
+)
+
+// TestClient returns a client of the server the test helpers use, with the
+// token LARDER_TOKEN:
+//
+//  1. TestServer.URL, else LARDER_URL, when one is set: nothing is started;
+//  2. else the server that `BINARY up --for PID` prints, run once per process
+//     in the working directory with the process's environment. BINARY is
+//     TestServer.Binary, else LARDER_BINARY, else larder on PATH; PID is this
+//     process, and also its parent when that is the go command, so that the
+//     packages of one `go test ./...` share one server. The server is shared
+//     by every process of the run (same binary, fixtures folder and
+//     settings) and stops, removing its temporary folder, a second after the
+//     last of them ends.
+//
+// With neither a URL nor a binary the error is ErrNoServer; a `larder up`
+// that fails gives an error with what it wrote to standard error.
+//
+// Use it where there is no *testing.T, e.g. to Build a template in TestMain;
+// StoreForTest and CheckSnapshots use it.
+func TestClient() (*Client, error) {
+	if url := testURL(); url != "" {
+		return New(url, ""), nil
+	}
+	upOnce.Do(func() { upURL, upErr = larderUp() })
+	if upErr != nil {
+		return nil, upErr
+	}
+	return New(upURL, ""), nil
+}
+
+// testURL is the URL given to the test helpers, if any.
+func testURL() string {
+	if TestServer.URL != "" {
+		return TestServer.URL
+	}
+	return os.Getenv("LARDER_URL")
+}
+
+// testBinary is the larder executable the helpers start a server with; ""
+// when there is none.
+func testBinary() string {
+	if TestServer.Binary != "" {
+		return TestServer.Binary
+	}
+	if b := os.Getenv("LARDER_BINARY"); b != "" {
+		return b
+	}
+	if b, err := exec.LookPath("larder"); err == nil {
+		return b
+	}
+	return ""
+}
+
+// larderUp runs `BINARY up` for this process (and the go command running
+// it) and answers the URL it prints.
+func larderUp() (string, error) {
+	binary := testBinary()
+	if binary == "" {
+		return "", ErrNoServer
+	}
+	args := []string{"up", "--for", strconv.Itoa(os.Getpid())}
+	if ppid := os.Getppid(); ppid > 1 && isGoCommand(ppid) {
+		args = append(args, "--for", strconv.Itoa(ppid))
+	}
+	if TestServer.Fixtures != "" {
+		args = append(args, "--fixtures", TestServer.Fixtures)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	command := binary + " " + strings.Join(args, " ")
+	if err := cmd.Run(); err != nil {
+		reason := strings.TrimSpace(stderr.String())
+		if reason == "" {
+			reason = "(nothing on standard error)"
+		}
+		return "", fmt.Errorf("larder: starting a server with `%s` failed (%v):\n%s", command, err, reason)
+	}
+	url := strings.TrimSpace(stdout.String())
+	if i := strings.LastIndexByte(url, '\n'); i >= 0 {
+		url = strings.TrimSpace(url[i+1:])
+	}
+	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
+		return "", fmt.Errorf("larder: `%s` printed %q, not a server's URL; standard error:\n%s", command, stdout.String(), strings.TrimSpace(stderr.String()))
+	}
+	return url, nil
+}
+
+// isGoCommand reports whether the process pid is the go command (`go test`
+// runs each package's test binary as its child): its name in /proc, or,
+// where there is no /proc (macOS, the BSDs), as ps tells it.
+func isGoCommand(pid int) bool {
+	p := strconv.Itoa(pid)
+	if comm, err := os.ReadFile(filepath.Join("/proc", p, "comm")); err == nil {
+		return strings.TrimSpace(string(comm)) == "go"
+	}
+	out, err := exec.Command("ps", "-o", "comm=", "-p", p).Output()
+	if err != nil {
+		return false
+	}
+	return filepath.Base(strings.TrimSpace(string(out))) == "go"
+}
