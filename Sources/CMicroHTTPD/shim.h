@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #ifndef LARDER_CMICROHTTPD_SHIM_H
 #define LARDER_CMICROHTTPD_SHIM_H
 #include <stdint.h>

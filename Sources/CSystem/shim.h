@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #ifndef LARDER_CSYSTEM_SHIM_H
 #define LARDER_CSYSTEM_SHIM_H
 #include <stddef.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import CSystem
 
 // Checksums from the C libraries Larder links anyway: SHA-256 from

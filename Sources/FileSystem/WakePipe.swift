@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Glibc
 
 /// A pipe that cuts a poll(2) short from another thread: the waiting thread

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Foundation
 
 /// An error answer of the server: `{"error": {"code", "message", "details"}}`

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Foundation
 
 /// App-built templates: a database your own migrator (GRDB's, Core Data's

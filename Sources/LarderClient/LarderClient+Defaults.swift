@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 extension LarderClient {
     /// The defaults every Larder client shares, one table for all of them:
     /// `clients/defaults.json` (a test checks these against it).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Foundation
 
 /// Snapshot checks for any migrator: the app migrates the old databases it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Foundation
 
 /// One store on the server: its SQLite file at ``path`` and the calls that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// The core, built in one place from the settings: the server, `larder
 /// warm` and the tests all start from it. Opening it takes the root (one
 /// core per root at a time, see `StoreRegistry`); `close()` gives it back.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Glibc
 
 /// One plain-HTTP GET with a deadline on all of it (name lookup aside), for

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import FileSystem
 
 /// A request the HTTP layer answers on its own, before any handler sees it.

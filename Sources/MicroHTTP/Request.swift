@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// One HTTP request, read whole (bodies are collected up to the server's limit).
 public struct Request: Sendable {
     public var method: String

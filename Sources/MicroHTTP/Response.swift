@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// An HTTP answer. The body is either bytes in memory, a stream fed by a
 /// producer on another thread, or an open file descriptor that the server
 /// sends and then closes.

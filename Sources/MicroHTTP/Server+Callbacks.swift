@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import CMicroHTTPD
 
 // C callbacks for libmicrohttpd. They are plain functions outside main.swift

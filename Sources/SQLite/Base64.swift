@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// Standard base64 (RFC 4648, with padding), appended to a byte buffer
 /// without making a string first: a query's BLOBs go straight into its answer.
 enum Base64 {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import CSQLite
 
 /// An error reported by SQLite, with its result code and message, and the

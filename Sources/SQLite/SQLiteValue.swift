@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// One SQLite value, as stored.
 public enum SQLiteValue: Sendable, Hashable {
     case null

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// `manifest.json` of an artifact: what the store was (its record), what the
 /// snapshot holds (counts, each table's columns, its size and SHA-256, what
 /// the test changed) and which Larder and SQLite made it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import SQLite
 
 /// Judges a store that the application's own migrator migrated (Core Data,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import SQLite
 
 /// Round trips of down migrations: what golang-migrate, dbmate, goose and

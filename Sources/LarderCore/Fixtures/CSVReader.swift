@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// RFC 4180 records. Fields are text; nil marks an empty unquoted field.
 enum CSVReader {
     struct Failure: Error, CustomStringConvertible { let description: String }

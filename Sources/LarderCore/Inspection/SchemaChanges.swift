@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// One structural difference between two `Inspector.schema` descriptions:
 /// a table, column, index, view or trigger added, removed or changed, or a
 /// table's foreign keys changed. `old` and `new` are the definitions on

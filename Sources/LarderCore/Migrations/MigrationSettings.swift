@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// How a team configured its migration tool (`template.json`): Larder reads
 /// and records migrations as the tool does with the same settings.
 public struct MigrationSettings: Sendable {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import SQLite
 
 /// One migration tool Larder reads and writes as the tool itself does: how

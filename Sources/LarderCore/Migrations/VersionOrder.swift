@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// Migration versions compared part by part as numbers: 1 < 1.1 < 2 < 10,
 /// and 20240613061102 > 9 (no overflow: digits are compared as text).
 public enum VersionOrder {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// What lives where under the root, named in one place. The registry, the
 /// template cache, app builds and the server's spooled bodies are each given
 /// the folder that is theirs.

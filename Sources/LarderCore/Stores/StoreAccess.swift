@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import FileSystem
 
 /// Who may open a store besides the server: `--store-mode` gives the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// What Larder knows of a store, kept beside it as `store.json` so a restart
 /// finds it again.
 public struct StoreRecord: Sendable {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import FileSystem
 
 /// `--max-stores` and `--max-disk-bytes`. Everything a store costs counts

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// A strict JSON parser (RFC 8259): one value, no trailing garbage, no
 /// duplicate keys, depth-limited. Written by hand because answers and fixtures
 /// need ordered keys and exact integers, and errors need a position.

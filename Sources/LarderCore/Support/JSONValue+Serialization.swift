@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 extension JSONValue {
     /// Compact UTF-8 JSON.
     public func serialized() -> [UInt8] {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// A JSON value. Objects keep their keys in order (fixture rows insert
 /// columns in the order written; answers read in the order documented).
 public enum JSONValue: Sendable, Equatable {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import SQLite
 
 /// The version of Larder, reported by `larder --version`, `/health` and manifests.

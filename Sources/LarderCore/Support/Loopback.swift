@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// Whether a host is a loopback address, read as an address: `localhost`,
 /// an IPv4 literal in 127.0.0.0/8 (four decimal parts, as `inet_pton`
 /// reads them), `::1` however it is written, or `::ffff:127.x.y.z`. A DNS

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// Names no one can guess or repeat: store ids, scratch files.
 enum RandomName {
     /// 128 random bits in hex (32 digits).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Foundation
 
 /// Wall-clock time as seconds since 1970, formatted as RFC 3339 UTC.

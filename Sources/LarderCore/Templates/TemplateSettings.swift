@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /// What a template's `template.json` says: how the team configured its
 /// migration tool, the default fixtures, and how strict its round trip is.
 /// Every key is optional; an unknown key is an error naming the file, so a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import LarderCore
 
 /// `GET /checks/migrations`' report and `POST /stores/{id}/check`'s one

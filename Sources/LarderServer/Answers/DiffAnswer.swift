@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import LarderCore
 
 /// `GET /stores/{id}/diff`'s answer: its schema. `StoreDiff.Changes.json`

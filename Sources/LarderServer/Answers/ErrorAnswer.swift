@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import LarderCore
 
 /// The contract's error body, `{"error": {"code", "message", "details"}}`:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import LarderCore
 
 /// What `POST /stores/{id}/migrate` and `GET /stores/{id}/migrations`

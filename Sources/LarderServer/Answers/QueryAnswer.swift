@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import LarderCore
 
 /// `POST /stores/{id}/query`'s answer: its schema. `QueryRunner` writes it

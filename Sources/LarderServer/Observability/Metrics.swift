@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import Synchronization
 
 /// Request counters and latency histograms by route, in Prometheus' text format.

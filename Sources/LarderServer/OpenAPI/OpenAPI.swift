@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import LarderCore
 
 /// The OpenAPI 3.1 description served at `/openapi.json`, assembled from

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import LarderCore
 
 /// The request bodies of the contract: their schemas, which state the limits

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import LarderCore
 
 /// A named object of the contract, a request body or an answer: its name

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import LarderCore
 
 /// The route table: every operation of the contract, its handler and what

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import SQLite
 
 /// Alembic (SQLAlchemy): `alembic_version` holds the head revision, or one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import SQLite
 
 /// Core Data's SQLite store: `Z_METADATA` (the model's version hashes, in a

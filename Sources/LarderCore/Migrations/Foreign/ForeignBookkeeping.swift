@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import SQLite
 
 /// A tool whose bookkeeping Larder reads but never writes: an application's

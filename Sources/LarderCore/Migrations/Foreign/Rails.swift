@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import SQLite
 
 /// Rails (ActiveRecord): `schema_migrations` has a row per applied version,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import SQLite
 
 /// Android's Room: `room_master_table` holds the schema's identity hash;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import SQLite
 
 /// dbmate (2.x): one file per version whose name starts with digits, an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import SQLite
 
 /// golang-migrate: `1_name.up.sql` and, optionally, `1_name.down.sql`

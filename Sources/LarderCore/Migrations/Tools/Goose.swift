@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import SQLite
 
 /// goose (SQL migrations), read as goose v3's own parser reads them:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 import SQLite
 
 /// Plain numbered SQL, `0001_name.sql`, up only. Larder keeps its own
