@@ -21,7 +21,7 @@ struct LarderCommand: ParsableCommand {
 /// `--name value` (or `--name=value`) after the subcommand; `LARDER_*`
 /// variables first, flags win.
 struct ServeOptions: ParsableArguments {
-    @Argument(parsing: .allUnrecognized, help: ArgumentHelp("Settings, `--name value`: see below.", valueName: "settings"))
+    @Argument(parsing: .allUnrecognized, help: ArgumentHelp("Settings, `--name value`, listed by `larder serve --help`.", valueName: "settings"))
     var settings: [String] = []
 
     static var settingsHelp: String {
