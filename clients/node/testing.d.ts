@@ -1,11 +1,11 @@
-// Types of 'larder/test', the node:test helper (the code is testing.js).
+// Types of 'larder-sqlite/test', the node:test helper (the code is testing.js).
 
 import type { TestContext } from 'node:test';
 import type { test as nodeTest, it as nodeIt } from 'node:test';
 import type { CheckResult, CheckSnapshotsOptions, CreateStoreOptions, Larder, SnapshotResult, Store } from './index.js';
 
 export interface WithStoreOptions extends CreateStoreOptions {
-  /** The client; default one from LARDER_URL / LARDER_TOKEN. */
+  /** The client; default: defaultLarder() (LARDER_URL, else a server the helper starts). */
   larder?: Larder;
   /** Where a failed test's artifact goes; default LARDER_ARTIFACTS, then larder-artifacts/. */
   artifacts?: string;
@@ -41,7 +41,7 @@ export declare class SnapshotCheckError extends Error {
 }
 
 export interface TestSnapshotsOptions extends CheckSnapshotsOptions {
-  /** The client; default one from LARDER_URL / LARDER_TOKEN. */
+  /** The client; default: defaultLarder() (LARDER_URL, else a server the helper starts). */
   larder?: Larder;
 }
 
@@ -51,3 +51,40 @@ export interface TestSnapshotsOptions extends CheckSnapshotsOptions {
  * kept store, each failure on a line). Answers the file names.
  */
 export declare function testSnapshots(dir: string, options: TestSnapshotsOptions): string[];
+
+/** Settings of the client the helper makes when a test names none. */
+export interface HelperSettings {
+  /** The server to use; default LARDER_URL. With neither, the helper starts one (`larder up`). */
+  url?: string;
+  /** Sent as `Authorization: Bearer <token>`; default LARDER_TOKEN. */
+  token?: string | null;
+  /** How long an ordinary request may take, in ms (default 120000). */
+  timeoutMs?: number;
+  /**
+   * The larder binary that starts a server when no URL is given; default
+   * LARDER_BINARY, then the one shipped in this package for this platform
+   * (linux-x64), then `larder` on PATH.
+   */
+  binary?: string;
+  /** The fixtures folder of a server the helper starts (`--fixtures`); default LARDER_FIXTURES, else what `larder up` finds (fixtures/, test/fixtures/, ...). */
+  fixtures?: string;
+  /** More `larder serve` settings for a server the helper starts, e.g. ['--build-lease-seconds', '60']. */
+  serverArgs?: string[];
+}
+
+/**
+ * Sets what the helper's own client uses (call it before the first test
+ * needs a store); calling it again drops the client made so far.
+ */
+export declare function configure(settings?: HelperSettings): void;
+
+/**
+ * The client withStore and testSnapshots use when given none, made once per
+ * process: of the URL configured or in LARDER_URL, else of the server
+ * `BINARY up --for <pid> [--for <runner pid>] [--fixtures DIR]` prints
+ * (started when none runs for this test run). Rejects with a LarderError:
+ * code "no_server" when there is neither a URL nor a binary, code
+ * "server_start_failed" (details.stderr: what `larder up` said) when
+ * `larder up` fails.
+ */
+export declare function defaultLarder(): Promise<Larder>;

@@ -1,4 +1,4 @@
-// node:test helper of the Larder client: `import { withStore, test } from 'larder/test'`.
+// node:test helper of the Larder client: `import { withStore, test } from 'larder-sqlite/test'`.
 //
 // withStore(t, options) gives the test a fresh store and registers a
 // t.after hook: the store is deleted when the test passed, or kept and its
@@ -22,10 +22,17 @@
 // testSnapshots(dir, options) registers one node:test test per old database
 // (*.sqlite) of `dir`: the app's own migrator migrates an uploaded copy and
 // the server judges it (Larder.checkSnapshot).
+//
+// The server: a test that names no client gets defaultLarder(), of the URL
+// configured (configure({url})) or in LARDER_URL, else of a server this
+// process starts through `larder up` (see "The server the helper uses").
 
 import * as nodeTest from 'node:test';
-import { join, resolve } from 'node:path';
-import { Larder, formatCheckFailure, snapshotFiles } from './index.js';
+import { execFile } from 'node:child_process';
+import { accessSync, chmodSync, constants as fsConstants, existsSync, statSync } from 'node:fs';
+import { delimiter, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Larder, LarderError, formatCheckFailure, snapshotFiles } from './index.js';
 
 // Shared with the other clients (clients/defaults.json): where artifacts go
 // when neither `artifacts` nor LARDER_ARTIFACTS says, and the longest test
@@ -158,7 +165,167 @@ export const test = wrapRunner(nodeTest.test);
 export const it = wrapRunner(nodeTest.it);
 export { describe, before, after, beforeEach, afterEach } from 'node:test';
 
-let sharedClient = null;
+// --- The server the helper uses ---------------------------------------------
+//
+// clients/README.md, "Where a test helper's server comes from": a URL when one
+// is given (configure({url}), else LARDER_URL), and the helper starts nothing;
+// otherwise, once per process, `BINARY up --for PID [--for RUNNER_PID]
+// [--fixtures DIR]` in the working directory prints the URL of the server this
+// run shares, starting it when none runs. BINARY: configure({binary}), else
+// LARDER_BINARY, else the one shipped in this package for this platform
+// (server/<platform>-<arch>/larder), else `larder` on PATH.
+
+/** The one sentence when there is neither a URL nor a binary. */
+const NO_SERVER =
+  "Larder: no server to use: set LARDER_URL to a running server's URL, or install the larder binary (set LARDER_BINARY to it, or put it on PATH)";
+
+// How long `larder up` may take: it waits up to 60 s for a server it starts,
+// after waiting its turn on the run's lock.
+const UP_TIMEOUT_MS = 120_000;
+
+const SETTINGS = ['url', 'token', 'timeoutMs', 'binary', 'fixtures', 'serverArgs'];
+let settings = {};
+let sharedClient = null; // Promise<Larder>, made at first need
+
+/**
+ * Settings of the client the helper makes when a test names none (withStore
+ * and testSnapshots without `larder`): `url` (else LARDER_URL; when neither,
+ * the helper starts a server), `token` (else LARDER_TOKEN), `timeoutMs`, and
+ * for a server it starts: `binary` (else LARDER_BINARY, the packaged one,
+ * `larder` on PATH), `fixtures` (else LARDER_FIXTURES, else the conventional
+ * folder `larder up` finds) and `serverArgs` (more `larder serve` settings,
+ * e.g. ['--build-lease-seconds', '60']). Call it before the first test
+ * needs a store; calling it again drops the client made so far.
+ */
+export function configure(options = {}) {
+  for (const key of Object.keys(options ?? {})) {
+    if (!SETTINGS.includes(key)) throw new TypeError(`configure: unknown option '${key}'; known: ${SETTINGS.join(', ')}`);
+  }
+  if (options?.serverArgs !== undefined && !(Array.isArray(options.serverArgs) && options.serverArgs.every((a) => typeof a === 'string'))) {
+    throw new TypeError('configure: serverArgs must be an array of strings');
+  }
+  settings = { ...options };
+  sharedClient = null;
+}
+
+/**
+ * The client withStore and testSnapshots use when they are given none: of
+ * the URL configured or in LARDER_URL, else of the server `larder up` starts
+ * (or finds) for this run. Made once per process; a failure to start the
+ * server rejects every call with the same LarderError.
+ * @returns {Promise<Larder>}
+ */
+export function defaultLarder() {
+  if (!sharedClient) {
+    sharedClient = makeDefaultClient();
+    sharedClient.catch(() => {}); // rejects where it is awaited, not as unhandled
+  }
+  return sharedClient;
+}
+
+async function makeDefaultClient() {
+  const { url, token, timeoutMs } = settings;
+  const given = url || process.env.LARDER_URL;
+  return new Larder({ url: given || (await startServer()), token, timeoutMs });
+}
+
+function isExecutableFile(path) {
+  try {
+    if (!statSync(path).isFile()) return false;
+    accessSync(path, fsConstants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// The binary this package ships for this platform, if it does.
+function packagedBinary() {
+  const name = process.platform === 'win32' ? 'larder.exe' : 'larder';
+  const file = fileURLToPath(new URL(`./server/${process.platform}-${process.arch}/${name}`, import.meta.url));
+  if (!existsSync(file)) return null;
+  if (!isExecutableFile(file)) {
+    // An installer that dropped the executable bit.
+    try {
+      chmodSync(file, 0o755);
+    } catch {}
+  }
+  return file;
+}
+
+function onPath(name) {
+  const names = process.platform === 'win32' ? [`${name}.exe`, `${name}.cmd`, name] : [name];
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (!dir) continue;
+    for (const n of names) {
+      const candidate = join(dir, n);
+      if (isExecutableFile(candidate)) return candidate;
+    }
+  }
+  return null;
+}
+
+// [binary, where it came from], or null.
+function findBinary() {
+  if (settings.binary) return [settings.binary, 'the binary option'];
+  if (process.env.LARDER_BINARY) return [process.env.LARDER_BINARY, 'LARDER_BINARY'];
+  const packaged = packagedBinary();
+  if (packaged) return [packaged, 'the larder-sqlite package'];
+  const found = onPath('larder');
+  return found ? [found, 'PATH'] : null;
+}
+
+// The process that runs this run's test processes and lives for the whole
+// run: the `node --test` runner (it sets NODE_TEST_CONTEXT in the processes
+// it starts), Jest's parent (JEST_WORKER_ID in a worker process it forked).
+function runnerPid() {
+  const ppid = process.ppid;
+  if (!ppid || ppid <= 1) return null;
+  if (process.env.NODE_TEST_CONTEXT) return ppid;
+  if (process.env.JEST_WORKER_ID && typeof process.send === 'function') return ppid;
+  return null;
+}
+
+function startServer() {
+  const found = findBinary();
+  if (!found) return Promise.reject(new LarderError(NO_SERVER, { code: 'no_server' }));
+  const [binary, source] = found;
+  const args = ['up', '--for', String(process.pid)];
+  const runner = runnerPid();
+  if (runner) args.push('--for', String(runner));
+  const fixtures = settings.fixtures || process.env.LARDER_FIXTURES;
+  if (fixtures) args.push('--fixtures', resolve(fixtures));
+  if (settings.serverArgs) args.push(...settings.serverArgs);
+  const command = `${binary} ${args.join(' ')}`;
+  return new Promise((resolvePromise, reject) => {
+    execFile(
+      binary,
+      args,
+      { cwd: process.cwd(), env: process.env, encoding: 'utf8', timeout: UP_TIMEOUT_MS, windowsHide: true },
+      (error, stdout, stderr) => {
+        const details = { binary, source, args, stderr: String(stderr ?? '') };
+        if (error) {
+          const why = stderr?.trim()
+            ? stderr.trim()
+            : error.killed
+              ? `no answer within ${UP_TIMEOUT_MS} ms`
+              : error.code === 'ENOENT' || error.code === 'EACCES'
+                ? `cannot run ${binary} (from ${source}): ${error.message}`
+                : error.message;
+          details.exitCode = typeof error.code === 'number' ? error.code : null;
+          reject(new LarderError(`Larder: \`${command}\` failed: ${why}`, { code: 'server_start_failed', details, cause: error }));
+          return;
+        }
+        const url = String(stdout).trim().split('\n').pop()?.trim() ?? '';
+        if (!/^https?:\/\/\S+$/.test(url)) {
+          reject(new LarderError(`Larder: \`${command}\` printed no URL: ${JSON.stringify(String(stdout).slice(0, 200))}`, { code: 'server_start_failed', details }));
+          return;
+        }
+        resolvePromise(url);
+      }
+    );
+  });
+}
 
 /**
  * Creates a store for the test of context `t`, labelled with the test's
@@ -167,7 +334,7 @@ let sharedClient = null;
  *
  * @param {import('node:test').TestContext} t
  * @param {object} [options] createStore options, plus `larder` (a Larder client;
- *   default one from LARDER_URL / LARDER_TOKEN) and `artifacts` (directory;
+ *   default: defaultLarder(), which starts a server when no URL is given) and `artifacts` (directory;
  *   default LARDER_ARTIFACTS, then larder-artifacts/ in the working directory)
  */
 export async function withStore(t, options = {}) {
@@ -179,11 +346,11 @@ export async function withStore(t, options = {}) {
   if (typeof t.passed !== 'boolean' && !state.wrapped) {
     throw new Error(
       `withStore: Node ${process.version} cannot tell in t.after whether a test failed (TestContext.passed ` +
-        "came with Node 20.12); run the test through `test` or `it` from 'larder/test' instead of node:test's."
+        "came with Node 20.12); run the test through `test` or `it` from 'larder-sqlite/test' instead of node:test's."
     );
   }
   track(t);
-  const client = larder ?? (sharedClient ??= new Larder());
+  const client = larder ?? (await defaultLarder());
   const store = await client.createStore({ label: t.name, ...createOptions });
 
   t.after(async () => {
@@ -227,7 +394,7 @@ export class SnapshotCheckError extends Error {
  * `options` (migrate, build | template + version | store, data; expect from
  * each NAME.expect.json) and fails with a SnapshotCheckError whose message
  * is the snapshot, its versions, the kept store and every failure, one per
- * line. `larder`: the client (default one from LARDER_URL / LARDER_TOKEN).
+ * line. `larder`: the client (default: defaultLarder()).
  * A directory without *.sqlite files is an error: a mistyped path would
  * otherwise pass.
  */
@@ -243,7 +410,7 @@ export function testSnapshots(dir, options = {}) {
   if (files.length === 0) throw new Error(`testSnapshots: no *.sqlite file in ${resolve(dir)}`);
   for (const file of files) {
     nodeTest.test(file, async () => {
-      const client = larder ?? (sharedClient ??= new Larder());
+      const client = larder ?? (await defaultLarder());
       const result = await client.checkSnapshot(join(dir, file), checkOptions);
       if (!result.passed) throw new SnapshotCheckError(result);
     });

@@ -14,8 +14,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
-import { Larder, LarderError, formatCheckFailure, snapshotFiles } from 'larder';
-import { SnapshotCheckError, testSnapshots } from 'larder/test';
+import { Larder, LarderError, formatCheckFailure, snapshotFiles } from 'larder-sqlite';
+import { SnapshotCheckError, testSnapshots } from 'larder-sqlite/test';
 import { MIGRATIONS, makeSnapshot, migrator, sqlite } from './appmigrator.js';
 import { startServer } from './support.js';
 
@@ -214,9 +214,9 @@ describe('app migration checks', () => {
 
     const project = join(work, 'project');
     mkdirSync(join(project, 'node_modules'), { recursive: true });
-    symlinkSync(clientDir, join(project, 'node_modules', 'larder'), 'dir');
+    symlinkSync(clientDir, join(project, 'node_modules', 'larder-sqlite'), 'dir');
     writeFileSync(join(project, 'migrations.test.mjs'), `
-import { testSnapshots } from 'larder/test';
+import { testSnapshots } from 'larder-sqlite/test';
 import { MIGRATIONS, migrator } from ${JSON.stringify(pathToFileURL(join(here, 'appmigrator.js')).href)};
 
 testSnapshots(process.env.SAMPLE_SNAPSHOTS, { build: process.env.SAMPLE_BUILD, migrate: migrator(MIGRATIONS.forgetful) });

@@ -9,8 +9,8 @@ import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-import { Larder, LarderError, LarderTimeout } from 'larder';
-import { withStore } from 'larder/test';
+import { Larder, LarderError, LarderTimeout } from 'larder-sqlite';
+import { withStore } from 'larder-sqlite/test';
 import { startServer } from './support.js';
 
 let server;

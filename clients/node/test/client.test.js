@@ -6,7 +6,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { Larder, LarderError, LarderTimeout, Store } from 'larder';
+import { Larder, LarderError, LarderTimeout, Store } from 'larder-sqlite';
 import { startServer, zipNames } from './support.js';
 
 let server;

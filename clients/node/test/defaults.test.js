@@ -4,8 +4,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 
-import * as client from 'larder';
-import * as helper from 'larder/test';
+import * as client from 'larder-sqlite';
+import * as helper from 'larder-sqlite/test';
 
 // Each entry of the table as this client has it.
 const constants = {

@@ -1,4 +1,4 @@
-// The node:test helper (larder/test): a sample test file with passing and
+// The node:test helper (larder-sqlite/test): a sample test file with passing and
 // failing tests runs under `node --test` in a subprocess; afterwards the
 // failed tests' stores are kept with their artifacts saved, the passing
 // tests' stores are gone.
@@ -11,19 +11,19 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { Larder } from 'larder';
-import { fileSafeName, withStore } from 'larder/test';
+import { Larder } from 'larder-sqlite';
+import { fileSafeName, withStore } from 'larder-sqlite/test';
 import { startServer, zipNames } from './support.js';
 
 const clientDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 // The sample, as a user would write it: it imports the installed package
-// by name (node_modules/larder links to this client).
+// by name (node_modules/larder-sqlite links to this client).
 const SAMPLE = `
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { appendFileSync } from 'node:fs';
-import { withStore, test as larderTest } from 'larder/test';
+import { withStore, test as larderTest } from 'larder-sqlite/test';
 
 const record = (t, store) =>
   appendFileSync(process.env.SAMPLE_IDS, JSON.stringify({ name: t.name, id: store.id }) + '\\n');
@@ -66,7 +66,7 @@ test('parent of a subtest it does not await', async (t) => {
   });
 });
 
-larderTest('failing test run through larder/test', async (t) => {
+larderTest('failing test run through larder-sqlite/test', async (t) => {
   const store = await withStore(t, { template: 'gallery', fixtures: ['artists'] });
   record(t, store);
   throw new Error('deliberately failing');
@@ -79,7 +79,7 @@ const SAMPLE_WITHOUT_PASSED = `
 import { test as nodeTest } from 'node:test';
 import assert from 'node:assert/strict';
 import { appendFileSync } from 'node:fs';
-import { withStore, test } from 'larder/test';
+import { withStore, test } from 'larder-sqlite/test';
 
 const record = (t, store) =>
   appendFileSync(process.env.SAMPLE_IDS, JSON.stringify({ name: t.name, id: store.id }) + '\\n');
@@ -87,7 +87,7 @@ const record = (t, store) =>
 nodeTest('plain node:test test is refused', async (t) => {
   assert.ok(delete Object.getPrototypeOf(t).passed);
   assert.equal(t.passed, undefined);
-  await assert.rejects(withStore(t, { template: 'gallery' }), /larder\\/test/);
+  await assert.rejects(withStore(t, { template: 'gallery' }), /larder-sqlite\\/test/);
 });
 
 test('wrapped test passes', async (t) => {
@@ -119,12 +119,12 @@ after(async () => {
 });
 
 // Runs a sample file under `node --test` in a project of its own whose
-// node_modules/larder links to this client; answers the run and the store
+// node_modules/larder-sqlite links to this client; answers the run and the store
 // id each test recorded, by test name.
 async function runSample(dir, source) {
   const project = join(work, dir);
   mkdirSync(join(project, 'node_modules'), { recursive: true });
-  symlinkSync(clientDir, join(project, 'node_modules', 'larder'), 'dir');
+  symlinkSync(clientDir, join(project, 'node_modules', 'larder-sqlite'), 'dir');
   writeFileSync(join(project, 'sample.test.mjs'), source);
   const idsFile = join(project, 'ids.jsonl');
 
@@ -152,7 +152,7 @@ async function runSample(dir, source) {
   return { project, run, ids, output };
 }
 
-describe('larder/test', () => {
+describe('larder-sqlite/test', () => {
   test('fileSafeName', () => {
     assert.equal(fileSafeName('failing test: counts/wrong'), 'failing_test__counts_wrong');
     assert.equal(fileSafeName('..hidden..'), 'hidden');
@@ -163,7 +163,7 @@ describe('larder/test', () => {
 
   test('withStore refuses a context that cannot tell failure', async () => {
     const oldContext = { name: 'old node', after() {}, signal: new AbortController().signal };
-    await assert.rejects(withStore(oldContext, { template: 'gallery' }), /larder\/test/);
+    await assert.rejects(withStore(oldContext, { template: 'gallery' }), /larder-sqlite\/test/);
   });
 
   test('in a node --test run, a failed test keeps its store and artifact, a passed one deletes it', async () => {
@@ -179,7 +179,7 @@ describe('larder/test', () => {
     assert.doesNotMatch(run.stdout, /cleanup of store .* failed/, output);
 
     assert.deepEqual(Object.keys(ids).sort(), [
-      'failing test run through larder/test',
+      'failing test run through larder-sqlite/test',
       'failing test: counts/wrong',
       'parent of a failing subtest',
       'parent of a failing todo subtest',
@@ -198,7 +198,7 @@ describe('larder/test', () => {
       'failing test: counts/wrong',
       'parent of a failing subtest',
       'parent of a subtest it does not await',
-      'failing test run through larder/test',
+      'failing test run through larder-sqlite/test',
     ];
     for (const name of failed) {
       const store = await larder.getStore(ids[name]);
