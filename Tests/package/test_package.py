@@ -33,6 +33,7 @@ import tempfile
 import time
 import unittest
 import urllib.request
+import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from processes import free_port, listening, stop  # noqa: E402
@@ -53,6 +54,9 @@ def only(pattern):
 
 
 TARBALL = only("larder-*-linux-*.tar.gz")
+# The Python client's platform wheel, with the server inside (clients/python/package.sh).
+NODE_TARBALL = next(iter(glob.glob(os.path.join(DIST, "larder-sqlite-*.tgz"))), None)
+WHEEL = next(iter(glob.glob(os.path.join(DIST, "larder_sqlite-*-manylinux*_%s.whl" % os.uname().machine))), None)
 DEB = only("larder_*_*.deb")
 VERSION = re.match(r"larder-(.+)-linux-", os.path.basename(TARBALL)).group(1)
 
@@ -255,31 +259,63 @@ class Dockerfile:
         return json.loads(value[value.index("CMD") + 3:].strip())
 
 
-@needs_root("debootstrap, chroot and namespaces")
-class ImageTests(unittest.TestCase):
-    """deploy/Dockerfile's runtime stage run in a clean Debian, without Docker."""
+class CleanDebian(unittest.TestCase):
+    """A clean Debian bookworm (debootstrap --variant=minbase, what
+    debian:bookworm-slim is) in a folder of its own, and commands run in it."""
 
-    @classmethod
-    def clean_debian(cls):
-        tarball = os.path.join(CACHE, "debian-bookworm-minbase.tar")
+    @staticmethod
+    def clean_debian(extra_packages=()):
+        """The tarball of a clean Debian (with `extra_packages` from apt), made once and cached."""
+        name = "debian-bookworm-minbase%s.tar" % "".join("-" + p for p in extra_packages)
+        tarball = os.path.join(CACHE, name)
         if not os.path.exists(tarball):
             os.makedirs(CACHE, exist_ok=True)
             target = tempfile.mkdtemp(prefix="larder-debootstrap-")
-            subprocess.run(["debootstrap", "--variant=minbase", "bookworm", target, apt_mirror()],
-                           check=True, stdout=subprocess.DEVNULL)
+            if extra_packages:
+                subprocess.run(["tar", "-C", target, "-xf", CleanDebian.clean_debian()], check=True)
+                shutil.copy("/etc/resolv.conf", os.path.join(target, "etc/resolv.conf"))
+                install = "apt-get update -qq && apt-get install -y -qq --no-install-recommends %s >/dev/null && rm -rf /var/lib/apt/lists/*"
+                subprocess.run(["chroot", target, "/bin/sh", "-c", install % " ".join(extra_packages)],
+                               check=True, env={"PATH": CLEAN_PATH, "DEBIAN_FRONTEND": "noninteractive"})
+            else:
+                subprocess.run(["debootstrap", "--variant=minbase", "bookworm", target, apt_mirror()],
+                               check=True, stdout=subprocess.DEVNULL)
             subprocess.run(["tar", "-C", target, "-cf", tarball + ".part", "."], check=True)
             os.rename(tarball + ".part", tarball)
             shutil.rmtree(target, ignore_errors=True)
         return tarball
 
     @classmethod
-    def setUpClass(cls):
-        cls.chroot = tempfile.mkdtemp(prefix="larder-image-")
-        subprocess.run(["tar", "-C", cls.chroot, "-xf", cls.clean_debian()], check=True)
-        os.chmod(cls.chroot, 0o755)  # its / (mkdtemp makes 0700), which the user larder must pass
+    def unpack_debian(cls, extra_packages=()):
+        cls.chroot = tempfile.mkdtemp(prefix="larder-debian-")
+        subprocess.run(["tar", "-C", cls.chroot, "-xf", cls.clean_debian(extra_packages)], check=True)
+        os.chmod(cls.chroot, 0o755)  # its / (mkdtemp makes 0700), which other users must pass
         shutil.copy("/etc/resolv.conf", os.path.join(cls.chroot, "etc/resolv.conf"))
-        cls.dockerfile = Dockerfile(os.path.join(REPO, "deploy/Dockerfile"))
         cls.env = {"PATH": CLEAN_PATH, "HOME": "/root"}
+
+    @classmethod
+    def tearDownClass(cls):
+        subprocess.run(["umount", "-R", os.path.join(cls.chroot, "proc")], stderr=subprocess.DEVNULL)
+        shutil.rmtree(cls.chroot, ignore_errors=True)
+
+    @classmethod
+    def inside(cls, command, env=None, popen=False, **options):
+        """Runs `command` in the chroot, with its own /proc (Swift reads its
+        arguments there) in a pid namespace of its own: when the command
+        ends, whatever it left running is killed with it."""
+        full = ["unshare", "--mount", "--pid", "--fork", "--mount-proc=" + os.path.join(cls.chroot, "proc"),
+                "chroot", cls.chroot, "env", "-i"] + ["%s=%s" % kv for kv in (env or cls.env).items()] + command
+        return subprocess.Popen(full, **options) if popen else subprocess.run(full, **options)
+
+
+@needs_root("debootstrap, chroot and namespaces")
+class ImageTests(CleanDebian):
+    """deploy/Dockerfile's runtime stage run in a clean Debian, without Docker."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.unpack_debian()
+        cls.dockerfile = Dockerfile(os.path.join(REPO, "deploy/Dockerfile"))
         build_args = {"WARM": "1"}  # the warm image: one build argument away
         for instruction, value in cls.dockerfile.instructions:
             if instruction == "RUN":
@@ -306,18 +342,6 @@ class ImageTests(unittest.TestCase):
                 name, _, default = value.partition("=")
                 cls.env[name] = build_args.get(name, default)
         cls.env.pop("WARM", None)  # ARG values are the build's, not the container's
-
-    @classmethod
-    def tearDownClass(cls):
-        subprocess.run(["umount", "-R", os.path.join(cls.chroot, "proc")], stderr=subprocess.DEVNULL)
-        shutil.rmtree(cls.chroot, ignore_errors=True)
-
-    @classmethod
-    def inside(cls, command, env=None, popen=False, **options):
-        """Runs `command` in the chroot, with its own /proc (Swift reads its arguments there)."""
-        full = ["unshare", "--mount", "--pid", "--fork", "--mount-proc=" + os.path.join(cls.chroot, "proc"),
-                "chroot", cls.chroot, "env", "-i"] + ["%s=%s" % kv for kv in (env or cls.env).items()] + command
-        return subprocess.Popen(full, **options) if popen else subprocess.run(full, **options)
 
     def container(self, **extra):
         """The container as `docker run` starts it: ENTRYPOINT + CMD, as root."""
@@ -376,5 +400,189 @@ class ImageTests(unittest.TestCase):
         self.assertEqual(os.stat(host_path).st_uid, 7464)
 
 
+# The sample project a new team would have: a fixtures/ folder and tests that
+# ask for a store each, one of which fails on purpose.
+SAMPLE_TEST = """
+import os
+import time
+
+import pytest
+
+
+@pytest.mark.larder(template="gallery", fixtures=["artists"])
+def test_first(larder_store):
+    if not os.path.exists("/project/first-store"):
+        with open("/project/first-store", "w") as f:
+            f.write(repr(time.time()))
+    assert larder_store.counts()["artists"] == 4
+
+
+@pytest.mark.larder(template="gallery")
+def test_second(larder_store):
+    assert larder_store.counts()["artists"] == 0
+
+
+@pytest.mark.larder(template="gallery", fixtures=["artists"])
+def test_fails_on_purpose(larder_store):
+    larder_store.query("DELETE FROM artists")
+    assert larder_store.counts()["artists"] == 4
+"""
+
+# Run in the chroot after pytest: how long after pytest started the first
+# store came, and whether anything of Larder's still runs 5 s after pytest.
+AFTER = """
+import json, os, sys, time
+started = float(sys.argv[1])
+with open("/project/first-store") as f:
+    first = float(f.read())
+deadline = time.time() + 5
+def larders():
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                command = f.read().split(b"\\0")
+        except OSError:
+            continue
+        if any(part.endswith(b"/larder") for part in command[:1]):
+            found.append(b" ".join(command).decode())
+    return found
+while larders() and time.time() < deadline:
+    time.sleep(0.05)
+left = os.path.join("/tmp", "larder-%d" % os.getuid())
+print(json.dumps({"first_store_seconds": first - started, "running": larders(),
+                  "folders": os.listdir(left) if os.path.isdir(left) else []}))
+"""
+
+
+@needs_root("debootstrap, chroot and namespaces")
+@unittest.skipUnless(WHEEL or IN_CI, "no Python wheel in dist/")
+class WheelTests(CleanDebian):
+    """The Python package as a new team meets it: a clean Debian 12 with only
+    python3 and python3-venv from apt (no libmicrohttpd, no SQLite tools, no
+    Swift), the wheel from dist/ pip-installed into a virtual environment,
+    and pytest run in a project with a fixtures/ folder and no server
+    named anywhere."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.unpack_debian(extra_packages=("python3", "python3-venv"))
+        wheelhouse = os.path.join(cls.chroot, "wheelhouse")
+        os.makedirs(wheelhouse)
+        shutil.copy(WHEEL, wheelhouse)
+        # pytest's wheels for the chroot's Python (Debian 12's 3.11), fetched here.
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "-d", wheelhouse, "--only-binary", ":all:",
+                        "--python-version", "3.11", "--platform", "manylinux2014_x86_64", "pytest==8.4.2"], check=True)
+        cls.inside(["/bin/sh", "-c", "python3 -m venv /venv && /venv/bin/pip install -q --no-index --find-links /wheelhouse "
+                    "/wheelhouse/%s pytest" % os.path.basename(WHEEL)], check=True)
+        project = os.path.join(cls.chroot, "project")
+        os.makedirs(os.path.join(project, "tests"))
+        shutil.copytree(os.path.join(REPO, "fixtures", "gallery"), os.path.join(project, "fixtures", "gallery"))
+        with open(os.path.join(project, "tests", "test_sample.py"), "w") as f:
+            f.write(SAMPLE_TEST)
+        with open(os.path.join(cls.chroot, "after.py"), "w") as f:
+            f.write(AFTER)
+
+    def test_the_chroot_has_none_of_the_servers_libraries(self):
+        lib = os.path.join(self.chroot, "usr/lib/x86_64-linux-gnu")
+        self.assertFalse(glob.glob(os.path.join(lib, "libmicrohttpd*")))
+        self.assertFalse(glob.glob(os.path.join(lib, "libgnutls*")))
+        self.assertFalse(os.path.exists(os.path.join(self.chroot, "opt/swift")))
+        self.assertFalse(glob.glob(os.path.join(self.chroot, "usr/lib/swift*")))
+
+    def test_pytest_gets_a_store_per_test_from_the_server_in_the_wheel(self):
+        script = ("cd /project && started=$(python3 -c 'import time; print(time.time())') && "
+                  "/venv/bin/pytest -q -p no:cacheprovider tests; echo \"pytest exit $?\"; python3 /after.py \"$started\"")
+        done = self.inside(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=600)
+        out = done.stdout + done.stderr
+        self.assertIn("pytest exit 1", out)
+        self.assertRegex(out, r"1 failed, 2 passed")
+        after = json.loads(done.stdout.strip().splitlines()[-1])
+        print("\n    pytest start to the first store, self-started server: %.2f s" % after["first_store_seconds"], file=sys.stderr)
+        self.assertEqual(after["running"], [], "nothing of Larder's runs after pytest")
+        self.assertEqual(after["folders"], [], "the server's folder is removed")
+        # The failed test's store was kept until the run ended, and its artifact stays: a zip holding the database.
+        artifacts = glob.glob(os.path.join(self.chroot, "project", "larder-artifacts", "*fails_on_purpose*.zip"))
+        self.assertEqual(len(artifacts), 1, out)
+        with zipfile.ZipFile(artifacts[0]) as z:
+            names = z.namelist()
+            database = next(n for n in names if n.endswith(".sqlite"))
+            self.assertGreater(len(z.read(database)), 0)
+        self.assertRegex(out, r"larder.*kept|kept.*larder|artifact", "the report says where the failed test's store went")
+
+
+# Debian 12's Node is 18: the helper's own `test` tells it whether a test failed.
+NODE_SAMPLE_TEST = """
+import assert from 'node:assert/strict';
+import { existsSync, writeFileSync } from 'node:fs';
+import { test, withStore } from 'larder-sqlite/test';
+
+test('first', async (t) => {
+  const store = await withStore(t, { template: 'gallery', fixtures: ['artists'] });
+  if (!existsSync('/project/first-store')) writeFileSync('/project/first-store', String(Date.now() / 1000));
+  assert.equal((await store.counts({ tables: ['artists'] })).artists, 4);
+});
+
+test('second', async (t) => {
+  const store = await withStore(t, { template: 'gallery' });
+  assert.equal((await store.counts({ tables: ['artists'] })).artists, 0);
+});
+
+test('fails on purpose', async (t) => {
+  const store = await withStore(t, { template: 'gallery', fixtures: ['artists'] });
+  await store.query('DELETE FROM artists');
+  assert.equal((await store.counts({ tables: ['artists'] })).artists, 4);
+});
+"""
+
+
+@needs_root("debootstrap, chroot and namespaces")
+@unittest.skipUnless(NODE_TARBALL or IN_CI, "no Node tarball in dist/")
+class NodeTarballTests(CleanDebian):
+    """The Node package as a new team meets it: a clean Debian 12 with only
+    nodejs from apt, the tarball from dist/ installed into a project's
+    node_modules as npm installs a package without dependencies (unpacked;
+    Debian's npm would bring hundreds of packages into the clean system),
+    and `node --test` run with no server named anywhere."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.unpack_debian(extra_packages=("nodejs",))
+        project = os.path.join(cls.chroot, "project")
+        installed = os.path.join(project, "node_modules", "larder-sqlite")
+        os.makedirs(installed)
+        subprocess.run(["tar", "-xzf", NODE_TARBALL, "-C", installed, "--strip-components=1", "--no-same-owner"], check=True)
+        shutil.copytree(os.path.join(REPO, "fixtures", "gallery"), os.path.join(project, "fixtures", "gallery"))
+        with open(os.path.join(project, "package.json"), "w") as f:
+            json.dump({"name": "sample", "private": True, "type": "module"}, f)
+        os.makedirs(os.path.join(project, "test"))
+        with open(os.path.join(project, "test", "sample.test.js"), "w") as f:
+            f.write(NODE_SAMPLE_TEST)
+        with open(os.path.join(cls.chroot, "after.py"), "w") as f:
+            f.write(AFTER)
+
+    def test_node_test_gets_a_store_per_test_from_the_server_in_the_tarball(self):
+        # After the run: wait up to 5 s for the server's folder to go, then count what still runs a larder.
+        script = """
+            cd /project && started=$(date +%s.%N) && node --test test/; echo "node exit $?"; echo "$started" > /project/started
+            state() { echo "left: $(ls -A /tmp/larder-0 2>/dev/null | wc -l) running: $(for p in /proc/[0-9]*; do readlink $p/exe; done 2>/dev/null | grep -c '/larder$')"; }
+            i=0; while [ $i -lt 100 ] && [ "$(state)" != "left: 0 running: 0" ]; do sleep 0.05; i=$((i+1)); done
+            state"""
+        done = self.inside(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=600)
+        out = done.stdout + done.stderr
+        self.assertIn("node exit 1", out)
+        self.assertRegex(out, r"# pass 2")
+        self.assertRegex(out, r"# fail 1")
+        self.assertIn("left: 0 running: 0", out, "the server stopped and removed its folder after the run")
+        with open(os.path.join(self.chroot, "project", "started")) as f:
+            started = float(f.read())
+        with open(os.path.join(self.chroot, "project", "first-store")) as f:
+            print("\n    node --test start to the first store, self-started server: %.2f s" % (float(f.read()) - started), file=sys.stderr)
+        artifacts = glob.glob(os.path.join(self.chroot, "project", "larder-artifacts", "*fails*purpose*.zip"))
+        self.assertEqual(len(artifacts), 1, out)
+        with zipfile.ZipFile(artifacts[0]) as z:
+            self.assertTrue(any(n.endswith(".sqlite") for n in z.namelist()))
+
+
 if __name__ == "__main__":
-    unittest.main(argv=[sys.argv[0], "-v"])
+    unittest.main(argv=[sys.argv[0], "-v"] + sys.argv[2:])
