@@ -121,18 +121,23 @@ def test_marker_is_registered_and_options_are_listed(tmp_path):
     result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--help"], cwd=str(tmp_path),
                             env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
     text = result.stdout.decode()
-    for option in ("--larder-url", "--larder-template", "--larder-artifacts"):
+    for option in ("--larder-url", "--larder-binary", "--larder-fixtures", "--larder-template", "--larder-artifacts"):
         assert option in text
 
 
-def test_the_readme_example_passes(server, tmp_path):
+def test_the_readme_example_passes(tmp_path):
+    # As the README runs it: `pytest test_gallery.py` in a project with
+    # fixtures/gallery, the server started by the plugin (from LARDER_BINARY here).
     with open(os.path.join(os.path.dirname(SAMPLE), "..", "README.md"), encoding="utf-8") as f:
         readme = f.read()
-    example = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    example = readme.split("## A complete example test", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     assert "def test_" in example
     (tmp_path / "test_gallery.py").write_text(example)
+    repo = os.path.abspath(os.path.join(os.path.dirname(SAMPLE), "..", "..", ".."))
+    shutil.copytree(os.path.join(repo, "fixtures", "gallery"), str(tmp_path / "fixtures" / "gallery"))
+    (tmp_path / "tmp").mkdir()
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("LARDER_", "PYTEST_"))}
-    environment["LARDER_URL"] = server.url
+    environment.update({"LARDER_BINARY": os.environ["LARDER_BINARY"], "TMPDIR": str(tmp_path / "tmp")})
     result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-W", "error", "test_gallery.py"],
                             cwd=str(tmp_path), env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
     output = result.stdout.decode("utf-8", "replace")

@@ -16,6 +16,11 @@
     for result in larder.check_snapshots("tests/snapshots", build=key, migrate=migrate, client=client):
         larder.assert_passed(result)              # SnapshotCheckFailed, naming each failure
 
+    # Tests outside pytest: $LARDER_URL, else this run's shared server,
+    # started by `larder up` when none runs (and stopped by itself once
+    # this process has ended).
+    client = larder.Client.for_tests()
+
 Installing the package also installs a pytest plugin (larder.pytest_plugin):
 the fixtures `larder_store`, `larder_client` and `larder_check_snapshot`,
 the marker `@pytest.mark.larder(...)` and the hook `pytest_larder_build`;
@@ -27,9 +32,10 @@ from typing import Any, List, Union
 
 from ._client import (DEFAULT_URL, Client, LarderError, SnapshotCheckFailed, Store, Timeout, assert_passed,
                       check_snapshots, snapshot_files)
+from ._up import find_binary, start_server
 
 __all__ = ["Client", "Store", "LarderError", "Timeout", "SnapshotCheckFailed", "DEFAULT_URL",
-           "assert_passed", "check_snapshots", "snapshot_files", "snapshots"]
+           "assert_passed", "check_snapshots", "snapshot_files", "snapshots", "start_server", "find_binary"]
 __version__ = "0.1.0"
 
 
@@ -46,6 +52,6 @@ def snapshots(directory: Union[str, "os.PathLike[str]"]) -> List[Any]:
 
 # Tracebacks and reprs name them as users import them.
 for _public in (Client, Store, LarderError, Timeout, SnapshotCheckFailed, assert_passed, check_snapshots,
-                snapshot_files):
+                snapshot_files, start_server, find_binary):
     _public.__module__ = __name__
 del _public

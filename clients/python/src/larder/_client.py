@@ -20,7 +20,7 @@ import threading
 import time
 import traceback
 import urllib.parse
-from typing import IO, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import IO, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union, cast
 
 __all__ = ["Client", "Store", "LarderError", "Timeout", "SnapshotCheckFailed", "DEFAULT_URL",
            "assert_passed", "check_snapshots", "snapshot_files"]
@@ -112,7 +112,8 @@ class SnapshotCheckFailed(AssertionError):
 
 
 def _error_from(status: int, reason: str, headers: http.client.HTTPMessage, payload: bytes) -> LarderError:
-    code, message, details = "http_error", "", {}
+    code, message = "http_error", ""
+    details: Dict[str, Any] = {}
     try:
         error = json.loads(payload.decode("utf-8"))["error"]
         code = str(error.get("code") or code)
@@ -167,6 +168,25 @@ class Client:
 
     def __repr__(self) -> str:
         return "larder.Client(%r)" % self.url
+
+    @classmethod
+    def for_tests(cls, url: Optional[str] = None, token: Optional[str] = None, *,
+                  binary: Union[str, "os.PathLike[str]", None] = None,
+                  fixtures: Union[str, "os.PathLike[str]", None] = None, runner_pid: Optional[int] = None,
+                  cwd: Union[str, "os.PathLike[str]", None] = None, timeout: float = DEFAULT_TIMEOUT) -> "Client":
+        """A client for a test run outside pytest (unittest, a script), found
+        as every Larder test helper finds its server: `url`, else
+        $LARDER_URL, else the run's shared server, started when none runs
+        (`larder.start_server(binary=..., fixtures=..., runner_pid=...,
+        cwd=...)`: `larder up` with the binary given, $LARDER_BINARY, the
+        one shipped in this package or `larder` on PATH). It serves this
+        process and `runner_pid`, and stops by itself a second after they
+        have ended. No URL and no binary: `LarderError` (code
+        ``"no_server"``) saying both ways out."""
+        from ._up import url_for_tests
+
+        url = url_for_tests(url, binary=binary, fixtures=fixtures, runner_pid=runner_pid, cwd=cwd)
+        return cls(url=url, token=token, timeout=timeout)
 
     # --- the API ---------------------------------------------------------------
 
@@ -238,7 +258,7 @@ class Client:
 
     def health(self) -> Dict[str, Any]:
         """GET /health."""
-        return self._call("GET", "/health")
+        return cast(Dict[str, Any], self._call("GET", "/health"))
 
     # --- checks of what the app's own migrator made -----------------------------
 
@@ -268,7 +288,8 @@ class Client:
         if not data:
             body["data"] = False
         store_id = store.id if isinstance(store, Store) else store
-        return self._exchange("POST", "/stores/" + _segment(store_id) + "/check", body=body, results=(422,))[1]
+        answer = self._exchange("POST", "/stores/" + _segment(store_id) + "/check", body=body, results=(422,))[1]
+        return cast(Dict[str, Any], answer)
 
     def check_snapshot(self, path: Union[str, "os.PathLike[str]"], *, migrate: Callable[[str], Any],
                        build: Optional[str] = None, template: Optional[str] = None, version: Optional[str] = "latest",
@@ -402,13 +423,13 @@ class Client:
 
     def builds(self) -> List[Dict[str, Any]]:
         """GET /builds: every build, ready or under way."""
-        return self._call("GET", "/builds")["builds"]
+        return cast(List[Dict[str, Any]], self._call("GET", "/builds")["builds"])
 
     def build_info(self, key: str) -> Dict[str, Any]:
         """GET /builds/{key}: ``{"key", "state": "building" | "ready", "label",
         "started_at", "finished_at", "counts", "size_bytes", ...}`` (404
         `unknown_build` if there is none)."""
-        return self._call("GET", _build_url(key))
+        return cast(Dict[str, Any], self._call("GET", _build_url(key)))
 
     def discard_build(self, key: str) -> None:
         """DELETE /builds/{key}: the next `build` of the key builds it again
@@ -547,8 +568,8 @@ class Client:
             headers["Content-Length"] = str(os.fstat(data.fileno()).st_size - start)
         limit = timeout if timeout is not None else self.timeout
         for attempt in (1, 2):
-            if start is not None:
-                data.seek(start)  # type: ignore[union-attr]  (sent again from the start on a retry)
+            if start is not None and data is not None and not isinstance(data, bytes):
+                data.seek(start)  # sent again from the start on a retry
             connection = self._connection()
             reused = connection.sock is not None
             if reused:
@@ -693,11 +714,11 @@ class Store:
 
     @property
     def id(self) -> str:
-        return self.info["id"]
+        return cast(str, self.info["id"])
 
     @property
     def path(self) -> str:
-        return self.info["path"]
+        return cast(str, self.info["path"])
 
     def __repr__(self) -> str:
         return "<larder.Store %s %s>" % (self.id, self.path)
@@ -722,8 +743,8 @@ class Store:
 
     def counts(self, tables: Union[str, Sequence[str], None] = None) -> Dict[str, int]:
         """Row counts, ``{table: n}``: every user table, or only `tables`."""
-        query = {"tables": ",".join(_names(tables))} if tables is not None else None
-        return self.client._call("GET", self._url("/counts"), query=query)["counts"]
+        query = {"tables": ",".join(_names(tables) or ())} if tables is not None else None
+        return cast(Dict[str, int], self.client._call("GET", self._url("/counts"), query=query)["counts"])
 
     def wait(self, condition: Union[str, Sequence[str]], timeout_ms: int = WAIT_TIMEOUT_MS,
              tables: Union[str, Sequence[str], None] = None) -> Dict[str, int]:
@@ -734,9 +755,10 @@ class Store:
         wanted = condition if isinstance(condition, str) else ",".join(condition)
         query: Dict[str, Any] = {"wait": wanted, "timeout_ms": int(timeout_ms)}
         if tables is not None:
-            query["tables"] = ",".join(_names(tables))
-        return self.client._call("GET", self._url("/counts"), query=query,
-                                 timeout=int(timeout_ms) / 1000.0 + self.client.timeout)["counts"]
+            query["tables"] = ",".join(_names(tables) or ())
+        answer = self.client._call("GET", self._url("/counts"), query=query,
+                                   timeout=int(timeout_ms) / 1000.0 + self.client.timeout)
+        return cast(Dict[str, int], answer["counts"])
 
     def query(self, sql: str, params: Union[Sequence[Any], Dict[str, Any], None] = None, *,
               max_rows: Optional[int] = None, timeout_ms: Optional[int] = None) -> Dict[str, Any]:
@@ -750,7 +772,7 @@ class Store:
             body["max_rows"] = max_rows
         if timeout_ms is not None:
             body["timeout_ms"] = timeout_ms
-        return self.client._call("POST", self._url("/query"), body=body)
+        return cast(Dict[str, Any], self.client._call("POST", self._url("/query"), body=body))
 
     def load(self, fixtures: Union[str, Sequence[str], None] = None, rows: Optional[Dict[str, List[Dict[str, Any]]]] = None,
              sql: Optional[str] = None) -> Dict[str, Any]:
@@ -764,22 +786,22 @@ class Store:
             body["rows"] = rows
         if sql is not None:
             body["sql"] = sql
-        return self.client._call("POST", self._url("/fixtures"), body=body)
+        return cast(Dict[str, Any], self.client._call("POST", self._url("/fixtures"), body=body))
 
     def migrate(self, to: str = "latest") -> Dict[str, Any]:
         """Migrates the store: ``{"from": ..., "to": ..., "applied": [...]}``."""
-        answer = self.client._call("POST", self._url("/migrate"), body={"to": str(to)})
+        answer: Dict[str, Any] = self.client._call("POST", self._url("/migrate"), body={"to": str(to)})
         if isinstance(answer, dict) and "to" in answer:
             self.info["version"] = answer["to"]
         return answer
 
     def migrations(self) -> Dict[str, Any]:
         """GET /stores/{id}/migrations: the version and each migration's state."""
-        return self.client._call("GET", self._url("/migrations"))
+        return cast(Dict[str, Any], self.client._call("GET", self._url("/migrations")))
 
     def schema(self) -> Dict[str, Any]:
         """GET /stores/{id}/schema: tables, columns, indexes, foreign keys."""
-        return self.client._call("GET", self._url("/schema"))
+        return cast(Dict[str, Any], self.client._call("GET", self._url("/schema")))
 
     def reset(self) -> "Store":
         """POST /stores/{id}/reset: the contents back to what they were when
@@ -796,10 +818,10 @@ class Store:
         the rows listed per table, not the counts; `tables` narrows."""
         query: Dict[str, Any] = {}
         if tables is not None:
-            query["tables"] = ",".join(_names(tables))
+            query["tables"] = ",".join(_names(tables) or ())
         if limit is not None:
             query["limit"] = limit
-        return self.client._call("GET", self._url("/diff"), query=query or None)
+        return cast(Dict[str, Any], self.client._call("GET", self._url("/diff"), query=query or None))
 
     def artifact(self, path: Union[str, "os.PathLike[str]"], compression: Optional[str] = None) -> str:
         """Saves the store's artifact (a zip: store.sqlite, manifest.json)

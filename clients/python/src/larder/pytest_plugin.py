@@ -2,7 +2,12 @@
 entry point: installing the package activates it.
 
 - fixture `larder_client`: a `larder.Client` (one per session, so one per
-  pytest-xdist worker), from --larder-url / $LARDER_URL and $LARDER_TOKEN;
+  pytest-xdist worker) of --larder-url / $LARDER_URL, with $LARDER_TOKEN;
+  with neither, of the run's shared server, which `larder up` starts the
+  first time a test needs it (`larder.start_server`: the binary from
+  --larder-binary / $LARDER_BINARY, the package's own, or PATH; the
+  fixtures folder from --larder-fixtures / $LARDER_FIXTURES; serving this
+  process and, under xdist, the controller, so the workers share it);
 - fixture `larder_store`: a fresh store for each test, labelled with the
   test's node id and made as the closest `@pytest.mark.larder(...)` says
   (template, fixtures, version, snapshot, build, ttl_seconds);
@@ -38,11 +43,12 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Tuple
 
 import pytest
 
 from ._client import Client, LarderError, Store, _reference, assert_passed
+from ._up import start_server
 
 MARKER_FIELDS = ("template", "fixtures", "version", "snapshot", "build", "ttl_seconds")
 
@@ -83,8 +89,15 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("larder", "Larder stores for tests")
     group.addoption("--larder-url", default=None, metavar="URL",
-                    help="Larder server (default: $LARDER_URL, else http://127.0.0.1:7464); "
-                         "its token comes from $LARDER_TOKEN.")
+                    help="Larder server to use (default: $LARDER_URL; with neither, the run's own server "
+                         "is started by `larder up`); its token comes from $LARDER_TOKEN.")
+    group.addoption("--larder-binary", default=None, metavar="PATH",
+                    help="The larder binary that starts the run's server when no URL is given (default: "
+                         "$LARDER_BINARY, else the one in this package, else larder on PATH).")
+    group.addoption("--larder-fixtures", default=None, metavar="DIR",
+                    help="Fixtures folder of the server started when no URL is given (default: "
+                         "$LARDER_FIXTURES, else the first of fixtures/, tests/fixtures/, test/fixtures/, "
+                         "testdata/fixtures/ from the working directory up to the project's top).")
     group.addoption("--larder-template", default=None, metavar="NAME",
                     help="Template of a larder_store whose larder marker names none, when no "
                          "pytest_larder_build hook gives a build (default: $LARDER_TEMPLATE; "
@@ -171,26 +184,53 @@ def session_build(config: pytest.Config, client: Client) -> Optional[str]:
                 "larder_store: pytest_larder_build returned %r, not a build key (str) or None" % (key,), pytrace=False))
         else:
             config.stash[_build_key] = (key or None, None)
-    key, error = config.stash[_build_key]
-    if error is not None:
-        raise error
+    key, failure = config.stash[_build_key]
+    if failure is not None:
+        raise failure
     return key
 
 
+def server_url(config: pytest.Config) -> str:
+    """The server of this session: --larder-url / $LARDER_URL, else the
+    run's shared server, which `larder up` starts when none runs (in the
+    directory pytest was started from, serving this process and, in a
+    pytest-xdist worker, the controller: every worker of a run shares it).
+    Raises `LarderError` when there is neither a URL nor a binary, or when
+    `larder up` fails."""
+    url = _setting(config, "larder_url", "LARDER_URL")
+    if url:
+        return url
+    # In an xdist worker (`workerinput`), the parent is the controller, which lives for the whole run.
+    runner = os.getppid() if hasattr(config, "workerinput") else None
+    return start_server(binary=config.getoption("larder_binary") or None,
+                        fixtures=_setting(config, "larder_fixtures", "LARDER_FIXTURES"),
+                        runner_pid=runner, cwd=str(config.invocation_params.dir))
+
+
 @pytest.fixture(scope="session")
-def larder_client(pytestconfig: pytest.Config):
+def larder_client(pytestconfig: pytest.Config) -> Iterator[Client]:
     """The Larder client of this session (of this worker, under xdist)."""
-    client = Client(url=pytestconfig.getoption("larder_url"))
+    failure: Optional[str]
+    try:
+        url = server_url(pytestconfig)
+    except LarderError as error:
+        failure = error.message
+    else:
+        failure = None
+    if failure is not None:
+        pytest.fail(failure, pytrace=False)
+    client = Client(url=url)
     yield client
     client.close()
 
 
 @pytest.fixture
-def larder_store(request: pytest.FixtureRequest, larder_client: Client):
+def larder_store(request: pytest.FixtureRequest, larder_client: Client) -> Iterator[Store]:
     """A fresh store for this test; deleted after a pass, kept with its
     artifact saved after a failure."""
     item = request.node
     options = store_options(item, larder_client)
+    failure: Optional[str]
     try:
         store = larder_client.create_store(label=item.nodeid, **options)
     except LarderError as error:
@@ -232,7 +272,8 @@ def _record_kept(item: pytest.Item, store: Store) -> None:
 
 
 @pytest.fixture
-def larder_check_snapshot(request: pytest.FixtureRequest, larder_client: Client):
+def larder_check_snapshot(request: pytest.FixtureRequest,
+                          larder_client: Client) -> Callable[..., Dict[str, Any]]:
     """``check(path, *, migrate, build=None, template=None, version="latest",
     store=None, expect=None, data=True)``: `larder.Client.check_snapshot`
     with the session's client, the store labelled with the test's node id.
@@ -271,7 +312,7 @@ def larder_check_snapshot(request: pytest.FixtureRequest, larder_client: Client)
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     outcome = yield
     report = outcome.get_result()
     item.stash.setdefault(_reports_key, {})[report.when] = report

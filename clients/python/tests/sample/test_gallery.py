@@ -1,8 +1,6 @@
 """Sample suite for test_plugin.py (run by it in a subprocess, not collected
 by the client's own test run): one test that passes, one that fails."""
 import contextlib
-import json
-import os
 import sqlite3
 
 import pytest
@@ -15,20 +13,15 @@ def open_db(path):
     return contextlib.closing(sqlite3.connect(str(path), isolation_level=None))
 
 
-def record(store, name):
-    with open(os.path.join(os.environ["SAMPLE_RECORDS"], name + ".json"), "w") as f:
-        json.dump(store.info, f)
-
-
 @pytest.mark.larder(fixtures=["artists"])
-def test_passes(larder_store):
+def test_passes(larder_store, record):
     record(larder_store, "passes")
     with open_db(larder_store.path) as db:
         assert db.execute("SELECT count(*) FROM artists").fetchone()[0] == 4
 
 
 @pytest.mark.larder(fixtures=["artists", "artworks"])
-def test_fails(larder_store):
+def test_fails(larder_store, record):
     record(larder_store, "fails")
     with open_db(larder_store.path) as db:
         db.execute("INSERT INTO artworks (artist_id, title, year) VALUES (3, 'Abaporu', 1928)")
