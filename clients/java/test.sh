@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Builds the Java client with plain javac/jar and runs its JUnit 5 tests against a real server.
-#   clients/java/test.sh path/to/larder
+#   clients/java/test.sh path/to/larder [PORTABLE_DIR]
 # Needs JDK 17+ and Debian's junit5 and libxerial-sqlite-jdbc-java packages (jars in /usr/share/java,
 # or set JAVA_LIBS to a directory holding junit-platform-console-standalone.jar and sqlite-jdbc.jar).
+# The jar with the server inside (package.sh) is made of PORTABLE_DIR (scripts/portable's folder), else of
+# the binary's own folder when it holds lib/ (a portable build), else of the binary alone.
 set -euo pipefail
 
 BINARY=${1:-${LARDER_BINARY:-}}
-if [[ -z "$BINARY" ]]; then
-    echo "usage: $0 path/to/larder" >&2
+if [[ -z "$BINARY" || $# -gt 2 ]]; then
+    echo "usage: $0 path/to/larder [PORTABLE_DIR]" >&2
     exit 2
 fi
 if [[ ! -x "$BINARY" ]]; then
@@ -38,6 +40,19 @@ JUNIT_JAR="$CONSOLE" ./build.sh "$OUT" >/dev/null
 "${JAVAC[@]}" -cp "$OUT/larder-client.jar:$CONSOLE" -d "$OUT/sample" $(find src/sample/java -name '*.java' | sort)
 "${JAVAC[@]}" -cp "$OUT/larder-client.jar:$CONSOLE:$SQLITE" -d "$OUT/test" $(find src/test/java -name '*.java' | sort)
 
+# The published jar: the classes and the server.
+PORTABLE=${2:-}
+if [[ -z "$PORTABLE" ]]; then
+    if [[ -d "$(dirname "$BINARY")/lib" ]]; then
+        PORTABLE=$(dirname "$BINARY")
+    else
+        PORTABLE=$OUT/portable
+        mkdir -p "$PORTABLE"
+        ln -s "$BINARY" "$PORTABLE/larder"
+    fi
+fi
+PACKED=$(JUNIT_JAR="$CONSOLE" ./package.sh "$PORTABLE" "$OUT/dist" | tail -1)
+
 export LARDER_BINARY="$BINARY"
 export LARDER_FIXTURES="$REPO/fixtures"
 # The tests use their own server; a LARDER_URL/TOKEN from the environment must not leak in.
@@ -45,7 +60,10 @@ unset LARDER_URL LARDER_TOKEN LARDER_ARTIFACTS
 
 java -Dlarder.test.console="$CONSOLE" \
      -Dlarder.test.defaults="$HERE/../defaults.json" \
-     -Dlarder.test.sample.classpath="$OUT/larder-client.jar:$OUT/sample" \
+     -Dlarder.test.repo="$REPO" \
+     -Dlarder.test.client="$OUT/larder-client.jar" \
+     -Dlarder.test.sample="$OUT/sample" \
+     -Dlarder.test.jar="$PACKED" \
      -jar "$CONSOLE" --disable-banner --details=tree --disable-ansi-colors \
      --class-path "$OUT/test:$OUT/larder-client.jar:$SQLITE" \
      --scan-class-path "$OUT/test" --include-engine=junit-jupiter \

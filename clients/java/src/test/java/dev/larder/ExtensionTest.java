@@ -14,10 +14,9 @@ import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.ResultSet;
 import java.sql.Statement;
-import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 import java.util.zip.ZipEntry;
 import java.util.zip.ZipFile;
 import org.junit.jupiter.api.AfterAll;
@@ -44,32 +43,19 @@ class ExtensionTest {
         if (server != null) server.close();
     }
 
-    private static String property(String name) {
-        String v = System.getProperty(name);
-        if (v == null || v.isBlank()) throw new IllegalStateException("-D" + name + " is not set (run clients/java/test.sh BINARY)");
-        return v;
-    }
-
     @Test
     void failedTestKeepsItsStoreAndSavesTheArtifactPassedTestDeletesIt(@TempDir Path work) throws Exception {
         Path artifacts = work.resolve("artifacts");
         Path ids = Files.createDirectories(work.resolve("ids"));
         Path output = work.resolve("launcher.out");
-        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        List<String> cmd = new ArrayList<>(List.of(java, "-jar", property("larder.test.console"),
-                "--disable-banner", "--details=tree", "--disable-ansi-colors",
-                "--class-path", property("larder.test.sample.classpath"),
-                "--select-class", "dev.larder.sample.SampleGalleryTest", "--include-engine=junit-jupiter"));
-        ProcessBuilder pb = new ProcessBuilder(cmd).directory(work.toFile())
-                .redirectErrorStream(true).redirectOutput(output.toFile())
-                .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")));
-        Map<String, String> env = pb.environment();
+        List<String> cmd = SampleRun.command(List.of(), SampleRun.client() + File.pathSeparator + SampleRun.samples(),
+                "dev.larder.sample.SampleGalleryTest");
+        Map<String, String> env = new HashMap<>();
         env.put("LARDER_URL", server.url);
-        env.remove("LARDER_TOKEN");
         env.put("LARDER_ARTIFACTS", artifacts.toString());
         env.put("LARDER_SAMPLE_IDS", ids.toString());
-        Process p = pb.start();
-        assertTrue(p.waitFor(60, TimeUnit.SECONDS), "the console launcher did not finish");
+        Process p = SampleRun.start(cmd, work, env, output);
+        SampleRun.finish(p, 60, output);
         String out = Files.readString(output);
         assertEquals(1, p.exitValue(), "the launcher exits 1 when a test failed:\n" + out);
         assertTrue(out.contains("1 tests successful"), out);

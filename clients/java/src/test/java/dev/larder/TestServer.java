@@ -12,8 +12,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
 /**
- * A real Larder server for the tests: {@code $LARDER_BINARY serve --port 0 --root <new dir>
- * --fixtures $LARDER_FIXTURES}, stopped with SIGTERM.
+ * A real Larder server for the tests: {@code BINARY serve --port 0 --root <new dir> --fixtures FIXTURES},
+ * stopped with SIGTERM. BINARY is {@link #binary()}, FIXTURES {@link #fixtures()}.
  */
 final class TestServer {
     final Process process;
@@ -29,10 +29,8 @@ final class TestServer {
     }
 
     static TestServer start(String... extraArgs) throws Exception {
-        String binary = System.getenv("LARDER_BINARY");
-        String fixtures = System.getenv("LARDER_FIXTURES");
-        if (binary == null || binary.isBlank()) throw new IllegalStateException("LARDER_BINARY is not set (run clients/java/test.sh BINARY)");
-        if (fixtures == null || fixtures.isBlank()) throw new IllegalStateException("LARDER_FIXTURES is not set");
+        String binary = binary().toString();
+        String fixtures = fixtures().toString();
         Path dir = Files.createTempDirectory("larder-java-test");
         Path root = dir.resolve("root"); // must not exist yet
         Path stderr = dir.resolve("server.stderr");
@@ -74,6 +72,36 @@ final class TestServer {
         drain.setDaemon(true);
         drain.start();
         return new TestServer(p, line.substring(prefix.length()).trim(), root, stderr);
+    }
+
+    /** The repository: {@code -Dlarder.test.repo} (test.sh sets it), else two folders up from the working directory (Maven's: clients/java). */
+    static Path repo() {
+        String given = System.getProperty("larder.test.repo");
+        return (given != null ? Path.of(given) : Path.of("..", "..")).toAbsolutePath().normalize();
+    }
+
+    /** The repository's fixtures: {@code LARDER_FIXTURES}, else {@code fixtures/} of {@link #repo()}. */
+    static Path fixtures() {
+        String given = System.getenv("LARDER_FIXTURES");
+        return given != null && !given.isBlank() ? Path.of(given).toAbsolutePath() : repo().resolve("fixtures");
+    }
+
+    /**
+     * The server binary the tests run: {@code LARDER_BINARY} (test.sh sets it), else {@code -Dlarder.binary},
+     * else {@code larder} on PATH, else the repository's own build ({@code .build/release} or {@code .build/debug}).
+     */
+    static Path binary() {
+        String given = System.getenv("LARDER_BINARY");
+        if (given == null || given.isBlank()) given = System.getProperty("larder.binary");
+        if (given != null && !given.isBlank()) return Path.of(given).toAbsolutePath();
+        Path onPath = SharedServer.onPath("larder");
+        if (onPath != null) return onPath;
+        for (String build : List.of("release", "debug")) {
+            Path built = repo().resolve(".build").resolve(build).resolve("larder");
+            if (Files.isExecutable(built)) return built;
+        }
+        throw new IllegalStateException("no larder binary for the tests: set LARDER_BINARY (clients/java/test.sh BINARY does), "
+                + "put larder on PATH, or build it (swift build) in " + repo());
     }
 
     static String tail(Path file) {

@@ -1,7 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0
 package dev.larder.junit;
 
 import dev.larder.Larder;
 import dev.larder.LarderException;
+import dev.larder.SharedServer;
 import dev.larder.Store;
 import dev.larder.StoreOptions;
 import java.lang.reflect.Method;
@@ -31,7 +33,10 @@ import org.junit.platform.commons.support.AnnotationSupport;
  * }
  * }</pre>
  *
- * <p>The client is {@link Larder#fromEnvironment()} ({@code LARDER_URL}, {@code LARDER_TOKEN}). The
+ * <p>The server is {@link SharedServer#client()}'s: the URL given by {@code -Dlarder.url} or
+ * {@code LARDER_URL}, else one that {@code larder up} starts once per JVM and shares with the other
+ * processes of the run (the binary: {@code -Dlarder.binary}, {@code LARDER_BINARY}, the one this jar
+ * carries, {@code larder} on {@code PATH}); {@code LARDER_TOKEN} is sent when set. The
  * store is labelled with the test's name. After the test, a store is deleted when the test passed;
  * when it failed the store is kept ({@code PATCH keep}) and its artifact saved into
  * {@code LARDER_ARTIFACTS} (default {@code larder-artifacts/} in the working directory) as
@@ -46,7 +51,6 @@ public final class LarderExtension implements ParameterResolver, AfterEachCallba
     public static final int ARTIFACT_NAME_MAX = 120;
 
     private static final ExtensionContext.Namespace NAMESPACE = ExtensionContext.Namespace.create(LarderExtension.class);
-    private static final String CLIENT = "client";
     private static final String STORES = "stores";
     private static final Object NO_ANNOTATION = new Object();
 
@@ -76,9 +80,16 @@ public final class LarderExtension implements ParameterResolver, AfterEachCallba
             Store existing = stores.byKey.get(key);
             if (existing != null) return existing;
             StoreOptions options = options(annotation, testName(context));
+            Larder larder;
+            try {
+                larder = SharedServer.client();
+            } catch (LarderException e) {
+                // No server to use, or `larder up` failed: its message says why, first.
+                throw new ParameterResolutionException(e.getMessage(), e);
+            }
             Store store;
             try {
-                store = client(context).createStore(options);
+                store = larder.createStore(options);
             } catch (LarderException e) {
                 throw new ParameterResolutionException("Larder could not make the store " + options + ": " + e, e);
             }
@@ -126,10 +137,6 @@ public final class LarderExtension implements ParameterResolver, AfterEachCallba
     static Path artifactsDirectory() {
         String dir = System.getenv("LARDER_ARTIFACTS");
         return Path.of(dir == null || dir.isBlank() ? DEFAULT_ARTIFACTS_DIR : dir).toAbsolutePath();
-    }
-
-    private static Larder client(ExtensionContext context) {
-        return context.getRoot().getStore(NAMESPACE).getOrComputeIfAbsent(CLIENT, k -> Larder.fromEnvironment(), Larder.class);
     }
 
     private static Optional<LarderStore> findOnClass(ExtensionContext context) {

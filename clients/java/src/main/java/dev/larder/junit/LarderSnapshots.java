@@ -1,7 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0
 package dev.larder.junit;
 
 import dev.larder.CheckResult;
 import dev.larder.Larder;
+import dev.larder.SharedServer;
 import dev.larder.SnapshotCheck;
 import java.nio.file.Path;
 import java.util.List;
@@ -30,9 +32,12 @@ import org.junit.jupiter.api.DynamicTest;
 public final class LarderSnapshots {
     private LarderSnapshots() {}
 
-    /** {@link #tests(Larder, Path, SnapshotCheck)} with {@link Larder#fromEnvironment()}. */
+    /**
+     * {@link #tests(Larder, Path, SnapshotCheck)} with {@link SharedServer#client()}: the server of
+     * {@code LARDER_URL}, else one started with {@code larder up} (as {@link LarderExtension}'s).
+     */
     public static Stream<DynamicTest> tests(Path dir, SnapshotCheck check) {
-        return tests(Larder.fromEnvironment(), dir, check);
+        return tests(SharedServer.client(), dir, check);
     }
 
     /**
