@@ -55,6 +55,8 @@ def only(pattern):
 
 TARBALL = only("larder-*-linux-*.tar.gz")
 # The Python client's platform wheel, with the server inside (clients/python/package.sh).
+JAR = next(iter(glob.glob(os.path.join(DIST, "larder-client-*[0-9].jar"))), None)
+JAVA_LIBS = os.environ.get("JAVA_LIBS", "/usr/share/java")
 NODE_TARBALL = next(iter(glob.glob(os.path.join(DIST, "larder-sqlite-*.tgz"))), None)
 WHEEL = next(iter(glob.glob(os.path.join(DIST, "larder_sqlite-*-manylinux*_%s.whl" % os.uname().machine))), None)
 DEB = only("larder_*_*.deb")
@@ -275,7 +277,9 @@ class CleanDebian(unittest.TestCase):
                 subprocess.run(["tar", "-C", target, "-xf", CleanDebian.clean_debian()], check=True)
                 shutil.copy("/etc/resolv.conf", os.path.join(target, "etc/resolv.conf"))
                 install = "apt-get update -qq && apt-get install -y -qq --no-install-recommends %s >/dev/null && rm -rf /var/lib/apt/lists/*"
-                subprocess.run(["chroot", target, "/bin/sh", "-c", install % " ".join(extra_packages)],
+                # With a /proc of its own: some packages' scripts need one (Java's).
+                subprocess.run(["unshare", "--mount", "--pid", "--fork", "--mount-proc=" + os.path.join(target, "proc"),
+                                "chroot", target, "/bin/sh", "-c", install % " ".join(extra_packages)],
                                check=True, env={"PATH": CLEAN_PATH, "DEBIAN_FRONTEND": "noninteractive"})
             else:
                 subprocess.run(["debootstrap", "--variant=minbase", "bookworm", target, apt_mirror()],
@@ -579,6 +583,100 @@ class NodeTarballTests(CleanDebian):
         with open(os.path.join(self.chroot, "project", "first-store")) as f:
             print("\n    node --test start to the first store, self-started server: %.2f s" % (float(f.read()) - started), file=sys.stderr)
         artifacts = glob.glob(os.path.join(self.chroot, "project", "larder-artifacts", "*fails*purpose*.zip"))
+        self.assertEqual(len(artifacts), 1, out)
+        with zipfile.ZipFile(artifacts[0]) as z:
+            self.assertTrue(any(n.endswith(".sqlite") for n in z.namelist()))
+
+
+JAVA_SAMPLE_TEST = """
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import dev.larder.Store;
+import dev.larder.junit.LarderExtension;
+import dev.larder.junit.LarderStore;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+@ExtendWith(LarderExtension.class)
+class SampleTest {
+    static void mark() throws Exception {
+        Path marker = Path.of("/project/first-store");
+        if (!Files.exists(marker)) Files.writeString(marker, Double.toString(System.currentTimeMillis() / 1000.0));
+    }
+
+    @Test
+    void first(@LarderStore(template = "gallery", fixtures = {"artists"}) Store store) throws Exception {
+        mark();
+        assertEquals(4L, store.counts("artists").get("artists"));
+    }
+
+    @Test
+    void second(@LarderStore(template = "gallery") Store store) throws Exception {
+        mark();
+        assertEquals(0L, store.counts("artists").get("artists"));
+    }
+
+    @Test
+    void failsOnPurpose(@LarderStore(template = "gallery", fixtures = {"artists"}) Store store) throws Exception {
+        mark();
+        store.query("DELETE FROM artists");
+        assertEquals(4L, store.counts("artists").get("artists"));
+    }
+}
+"""
+
+# After a run in the clean Debian: wait up to 5 s until the server's folder is
+# gone and no larder runs, then say what is left.
+SETTLE = """
+state() { echo "left: $(ls -A /tmp/larder-0 2>/dev/null | wc -l) running: $(for p in /proc/[0-9]*; do readlink $p/exe; done 2>/dev/null | grep -c '/larder$')"; }
+i=0; while [ $i -lt 100 ] && [ "$(state)" != "left: 0 running: 0" ]; do sleep 0.05; i=$((i+1)); done
+state"""
+
+
+@needs_root("debootstrap, chroot and namespaces")
+@unittest.skipUnless(JAR or IN_CI, "no Java jar in dist/")
+class JarTests(CleanDebian):
+    """The Java package as a new team meets it: a clean Debian 12 with only a
+    Java runtime from apt, the jar from dist/ and JUnit's console launcher
+    on the class path (what Maven or Gradle would put there), and a test
+    class using the extension run with no server named anywhere."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.unpack_debian(extra_packages=("openjdk-17-jre-headless",))
+        project = os.path.join(cls.chroot, "project")
+        os.makedirs(os.path.join(project, "src"))
+        shutil.copytree(os.path.join(REPO, "fixtures", "gallery"), os.path.join(project, "fixtures", "gallery"))
+        with open(os.path.join(project, "src", "SampleTest.java"), "w") as f:
+            f.write(JAVA_SAMPLE_TEST)
+        # Compiled here, as a build tool would before running the tests.
+        subprocess.run(["javac", "--release", "17", "-d", os.path.join(project, "classes"),
+                        "-cp", "%s:%s/junit-jupiter-api.jar:%s/apiguardian-api.jar" % (JAR, JAVA_LIBS, JAVA_LIBS),
+                        os.path.join(project, "src", "SampleTest.java")], check=True)
+        os.makedirs(os.path.join(cls.chroot, "opt", "test"))
+        shutil.copy(JAR, os.path.join(cls.chroot, "opt", "test", "larder-client.jar"))
+        shutil.copy(os.path.join(JAVA_LIBS, "junit-platform-console-standalone.jar"), os.path.join(cls.chroot, "opt", "test"))
+
+    def test_junit_gets_a_store_per_test_from_the_server_in_the_jar(self):
+        script = ("cd /project && started=$(date +%s.%N) && java -jar /opt/test/junit-platform-console-standalone.jar "
+                  "--disable-banner --details=summary --class-path /opt/test/larder-client.jar:/project/classes "
+                  "--select-class SampleTest; echo \"java exit $?\"; echo \"$started\" > /project/started" + SETTLE)
+        done = self.inside(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=600)
+        out = done.stdout + done.stderr
+        self.assertIn("java exit 1", out)
+        self.assertRegex(out, r"2 tests successful")
+        self.assertRegex(out, r"1 tests failed")
+        self.assertIn("left: 0 running: 0", out, "the server stopped and removed its folder after the run")
+        with open(os.path.join(self.chroot, "project", "started")) as f:
+            started = float(f.read())
+        with open(os.path.join(self.chroot, "project", "first-store")) as f:
+            print("\n    JUnit start to the first store, server unpacked from the jar: %.2f s" % (float(f.read()) - started),
+                  file=sys.stderr)
+        # Unpacked once into the user's cache, and run from there.
+        self.assertTrue(glob.glob(os.path.join(self.chroot, "root", ".cache", "larder", "*", "*", "larder")))
+        artifacts = glob.glob(os.path.join(self.chroot, "project", "larder-artifacts", "*ailsOnPurpose*.zip"))
         self.assertEqual(len(artifacts), 1, out)
         with zipfile.ZipFile(artifacts[0]) as z:
             self.assertTrue(any(n.endswith(".sqlite") for n in z.namelist()))
