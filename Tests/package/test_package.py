@@ -277,10 +277,13 @@ class CleanDebian(unittest.TestCase):
                 subprocess.run(["tar", "-C", target, "-xf", CleanDebian.clean_debian()], check=True)
                 shutil.copy("/etc/resolv.conf", os.path.join(target, "etc/resolv.conf"))
                 install = "apt-get update -qq && apt-get install -y -qq --no-install-recommends %s >/dev/null && rm -rf /var/lib/apt/lists/*"
-                # With a /proc of its own: some packages' scripts need one (Java's).
-                subprocess.run(["unshare", "--mount", "--pid", "--fork", "--mount-proc=" + os.path.join(target, "proc"),
-                                "chroot", target, "/bin/sh", "-c", install % " ".join(extra_packages)],
-                               check=True, env={"PATH": CLEAN_PATH, "DEBIAN_FRONTEND": "noninteractive"})
+                # With a /proc of its own: some packages' scripts need one (Java's). apt's chatter is shown only on failure.
+                done = subprocess.run(["unshare", "--mount", "--pid", "--fork", "--mount-proc=" + os.path.join(target, "proc"),
+                                       "chroot", target, "/bin/sh", "-c", install % " ".join(extra_packages)],
+                                      env={"PATH": CLEAN_PATH, "DEBIAN_FRONTEND": "noninteractive"},
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                if done.returncode != 0:
+                    raise RuntimeError("apt-get install %s in a clean Debian failed:\n%s" % (" ".join(extra_packages), done.stdout))
             else:
                 subprocess.run(["debootstrap", "--variant=minbase", "bookworm", target, apt_mirror()],
                                check=True, stdout=subprocess.DEVNULL)
@@ -301,6 +304,30 @@ class CleanDebian(unittest.TestCase):
     def tearDownClass(cls):
         subprocess.run(["umount", "-R", os.path.join(cls.chroot, "proc")], stderr=subprocess.DEVNULL)
         shutil.rmtree(cls.chroot, ignore_errors=True)
+
+    def run_sample(self, command, what):
+        """Runs `command` in /project of the chroot, a sample run with three
+        tests of which one fails on purpose (it writes /project/first-store,
+        the time of its first store), and checks what a new team would
+        see: the command failed for that test, the failed test's artifact
+        is a zip holding its database, and 5 s later nothing of Larder's
+        runs and its folder is gone. Answers the command's output."""
+        script = ('cd /project && started=$(date +%s.%N) && ' + command + '; echo "sample exit $?"; '
+                  'echo "$started" > /project/started' + SETTLE)
+        done = self.inside(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=600)
+        out = done.stdout + done.stderr
+        self.assertIn("sample exit 1", out)
+        self.assertIn("left: 0 running: 0", out, "the server stopped and removed its folder after the run")
+        with open(os.path.join(self.chroot, "project", "started")) as f:
+            started = float(f.read())
+        with open(os.path.join(self.chroot, "project", "first-store")) as f:
+            print("\n    %s start to the first store, self-started server: %.2f s" % (what, float(f.read()) - started), file=sys.stderr)
+        artifacts = glob.glob(os.path.join(self.chroot, "project", "larder-artifacts", "*ails*n*urpose*.zip"))
+        self.assertEqual(len(artifacts), 1, out)
+        with zipfile.ZipFile(artifacts[0]) as z:
+            database = next(n for n in z.namelist() if n.endswith(".sqlite"))
+            self.assertGreater(len(z.read(database)), 0)
+        return out
 
     @classmethod
     def inside(cls, command, env=None, popen=False, **options):
@@ -432,31 +459,12 @@ def test_fails_on_purpose(larder_store):
     assert larder_store.counts()["artists"] == 4
 """
 
-# Run in the chroot after pytest: how long after pytest started the first
-# store came, and whether anything of Larder's still runs 5 s after pytest.
-AFTER = """
-import json, os, sys, time
-started = float(sys.argv[1])
-with open("/project/first-store") as f:
-    first = float(f.read())
-deadline = time.time() + 5
-def larders():
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                command = f.read().split(b"\\0")
-        except OSError:
-            continue
-        if any(part.endswith(b"/larder") for part in command[:1]):
-            found.append(b" ".join(command).decode())
-    return found
-while larders() and time.time() < deadline:
-    time.sleep(0.05)
-left = os.path.join("/tmp", "larder-%d" % os.getuid())
-print(json.dumps({"first_store_seconds": first - started, "running": larders(),
-                  "folders": os.listdir(left) if os.path.isdir(left) else []}))
-"""
+# After a sample project's run in the clean Debian: wait up to 5 s until the
+# server's folder is gone and no larder runs, then say what is left.
+SETTLE = """
+state() { echo "left: $(ls -A /tmp/larder-0 2>/dev/null | wc -l) running: $(for p in /proc/[0-9]*; do readlink $p/exe; done 2>/dev/null | grep -c '/larder$')"; }
+i=0; while [ $i -lt 100 ] && [ "$(state)" != "left: 0 running: 0" ]; do sleep 0.05; i=$((i+1)); done
+state"""
 
 
 @needs_root("debootstrap, chroot and namespaces")
@@ -484,8 +492,6 @@ class WheelTests(CleanDebian):
         shutil.copytree(os.path.join(REPO, "fixtures", "gallery"), os.path.join(project, "fixtures", "gallery"))
         with open(os.path.join(project, "tests", "test_sample.py"), "w") as f:
             f.write(SAMPLE_TEST)
-        with open(os.path.join(cls.chroot, "after.py"), "w") as f:
-            f.write(AFTER)
 
     def test_the_chroot_has_none_of_the_servers_libraries(self):
         lib = os.path.join(self.chroot, "usr/lib/x86_64-linux-gnu")
@@ -495,23 +501,8 @@ class WheelTests(CleanDebian):
         self.assertFalse(glob.glob(os.path.join(self.chroot, "usr/lib/swift*")))
 
     def test_pytest_gets_a_store_per_test_from_the_server_in_the_wheel(self):
-        script = ("cd /project && started=$(python3 -c 'import time; print(time.time())') && "
-                  "/venv/bin/pytest -q -p no:cacheprovider tests; echo \"pytest exit $?\"; python3 /after.py \"$started\"")
-        done = self.inside(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=600)
-        out = done.stdout + done.stderr
-        self.assertIn("pytest exit 1", out)
+        out = self.run_sample("/venv/bin/pytest -q -p no:cacheprovider tests", "pytest")
         self.assertRegex(out, r"1 failed, 2 passed")
-        after = json.loads(done.stdout.strip().splitlines()[-1])
-        print("\n    pytest start to the first store, self-started server: %.2f s" % after["first_store_seconds"], file=sys.stderr)
-        self.assertEqual(after["running"], [], "nothing of Larder's runs after pytest")
-        self.assertEqual(after["folders"], [], "the server's folder is removed")
-        # The failed test's store was kept until the run ended, and its artifact stays: a zip holding the database.
-        artifacts = glob.glob(os.path.join(self.chroot, "project", "larder-artifacts", "*fails_on_purpose*.zip"))
-        self.assertEqual(len(artifacts), 1, out)
-        with zipfile.ZipFile(artifacts[0]) as z:
-            names = z.namelist()
-            database = next(n for n in names if n.endswith(".sqlite"))
-            self.assertGreater(len(z.read(database)), 0)
         self.assertRegex(out, r"larder.*kept|kept.*larder|artifact", "the report says where the failed test's store went")
 
 
@@ -562,30 +553,11 @@ class NodeTarballTests(CleanDebian):
         os.makedirs(os.path.join(project, "test"))
         with open(os.path.join(project, "test", "sample.test.js"), "w") as f:
             f.write(NODE_SAMPLE_TEST)
-        with open(os.path.join(cls.chroot, "after.py"), "w") as f:
-            f.write(AFTER)
 
     def test_node_test_gets_a_store_per_test_from_the_server_in_the_tarball(self):
-        # After the run: wait up to 5 s for the server's folder to go, then count what still runs a larder.
-        script = """
-            cd /project && started=$(date +%s.%N) && node --test test/; echo "node exit $?"; echo "$started" > /project/started
-            state() { echo "left: $(ls -A /tmp/larder-0 2>/dev/null | wc -l) running: $(for p in /proc/[0-9]*; do readlink $p/exe; done 2>/dev/null | grep -c '/larder$')"; }
-            i=0; while [ $i -lt 100 ] && [ "$(state)" != "left: 0 running: 0" ]; do sleep 0.05; i=$((i+1)); done
-            state"""
-        done = self.inside(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=600)
-        out = done.stdout + done.stderr
-        self.assertIn("node exit 1", out)
+        out = self.run_sample("node --test test/", "node --test")
         self.assertRegex(out, r"# pass 2")
         self.assertRegex(out, r"# fail 1")
-        self.assertIn("left: 0 running: 0", out, "the server stopped and removed its folder after the run")
-        with open(os.path.join(self.chroot, "project", "started")) as f:
-            started = float(f.read())
-        with open(os.path.join(self.chroot, "project", "first-store")) as f:
-            print("\n    node --test start to the first store, self-started server: %.2f s" % (float(f.read()) - started), file=sys.stderr)
-        artifacts = glob.glob(os.path.join(self.chroot, "project", "larder-artifacts", "*fails*purpose*.zip"))
-        self.assertEqual(len(artifacts), 1, out)
-        with zipfile.ZipFile(artifacts[0]) as z:
-            self.assertTrue(any(n.endswith(".sqlite") for n in z.namelist()))
 
 
 JAVA_SAMPLE_TEST = """
@@ -627,14 +599,6 @@ class SampleTest {
 }
 """
 
-# After a run in the clean Debian: wait up to 5 s until the server's folder is
-# gone and no larder runs, then say what is left.
-SETTLE = """
-state() { echo "left: $(ls -A /tmp/larder-0 2>/dev/null | wc -l) running: $(for p in /proc/[0-9]*; do readlink $p/exe; done 2>/dev/null | grep -c '/larder$')"; }
-i=0; while [ $i -lt 100 ] && [ "$(state)" != "left: 0 running: 0" ]; do sleep 0.05; i=$((i+1)); done
-state"""
-
-
 @needs_root("debootstrap, chroot and namespaces")
 @unittest.skipUnless(JAR or IN_CI, "no Java jar in dist/")
 class JarTests(CleanDebian):
@@ -660,26 +624,13 @@ class JarTests(CleanDebian):
         shutil.copy(os.path.join(JAVA_LIBS, "junit-platform-console-standalone.jar"), os.path.join(cls.chroot, "opt", "test"))
 
     def test_junit_gets_a_store_per_test_from_the_server_in_the_jar(self):
-        script = ("cd /project && started=$(date +%s.%N) && java -jar /opt/test/junit-platform-console-standalone.jar "
-                  "--disable-banner --details=summary --class-path /opt/test/larder-client.jar:/project/classes "
-                  "--select-class SampleTest; echo \"java exit $?\"; echo \"$started\" > /project/started" + SETTLE)
-        done = self.inside(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=600)
-        out = done.stdout + done.stderr
-        self.assertIn("java exit 1", out)
+        out = self.run_sample("java -jar /opt/test/junit-platform-console-standalone.jar --disable-banner --details=summary "
+                              "--class-path /opt/test/larder-client.jar:/project/classes --select-class SampleTest",
+                              "JUnit (the server unpacked from the jar)")
         self.assertRegex(out, r"2 tests successful")
         self.assertRegex(out, r"1 tests failed")
-        self.assertIn("left: 0 running: 0", out, "the server stopped and removed its folder after the run")
-        with open(os.path.join(self.chroot, "project", "started")) as f:
-            started = float(f.read())
-        with open(os.path.join(self.chroot, "project", "first-store")) as f:
-            print("\n    JUnit start to the first store, server unpacked from the jar: %.2f s" % (float(f.read()) - started),
-                  file=sys.stderr)
         # Unpacked once into the user's cache, and run from there.
         self.assertTrue(glob.glob(os.path.join(self.chroot, "root", ".cache", "larder", "*", "*", "larder")))
-        artifacts = glob.glob(os.path.join(self.chroot, "project", "larder-artifacts", "*ailsOnPurpose*.zip"))
-        self.assertEqual(len(artifacts), 1, out)
-        with zipfile.ZipFile(artifacts[0]) as z:
-            self.assertTrue(any(n.endswith(".sqlite") for n in z.namelist()))
 
 
 if __name__ == "__main__":
