@@ -20,8 +20,10 @@ public struct LarderStore: Sendable, Identifiable {
         /// Rows per user table (no `sqlite_*`, no migration bookkeeping).
         public var counts: [String: Int64]
         public var createdAt: Date
-        public var expiresAt: Date
-        /// A kept store outlives its ttl until deleted.
+        /// When the server removes it: its ttl, or the server's
+        /// `--kept-ttl-seconds` after it was kept; nil when kept forever.
+        public var expiresAt: Date?
+        /// A kept store (a failed test's) outlives its ttl.
         public var keep: Bool
         public var sizeBytes: Int64
         /// Absolute URLs: `self`, `artifact`, `database`, `counts`, `query`, ...
@@ -186,10 +188,12 @@ public struct LarderStore: Sendable, Identifiable {
         try await client.download(base + "/database", to: file)
     }
 
-    /// `PATCH /stores/{id} {"keep": true}`: it outlives its ttl until deleted.
+    /// `PATCH /stores/{id} {"keep": true}`: it outlives its ttl, for the
+    /// server's `--kept-ttl-seconds` (7 days by default); `forever: true`
+    /// keeps it until it is deleted.
     @discardableResult
-    public func keep() async throws -> Info {
-        try await client.send("PATCH", base, body: .object(["keep": .bool(true)]))
+    public func keep(forever: Bool = false) async throws -> Info {
+        try await client.send("PATCH", base, body: .object(["keep": forever ? .string("forever") : .bool(true)]))
     }
 
     /// `DELETE /stores/{id}`: every file of the store goes.

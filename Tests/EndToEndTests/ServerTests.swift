@@ -33,6 +33,16 @@ final class ServerTests: XCTestCase {
 
         let patched = try await server.request("PATCH", "/stores/\(id)", json: #"{"keep": true, "ttl_seconds": 86400}"#)
         XCTAssertEqual(patched.json?["keep"], true)
+        // Kept: --kept-ttl-seconds from now (the ttl_seconds given with it wins); "forever": no expiry at all.
+        let keptFor = try await server.request("PATCH", "/stores/\(id)", json: #"{"keep": true}"#)
+        let until = try XCTUnwrap(keptFor.json?["expires_at"]?.stringValue.flatMap { ISO8601DateFormatter.withFractions.date(from: $0) })
+        XCTAssertEqual(until.timeIntervalSinceNow, Double(server.app.configuration.keptTTLSeconds), accuracy: 60)
+        let forever = try await server.request("PATCH", "/stores/\(id)", json: #"{"keep": "forever"}"#)
+        XCTAssertEqual(forever.json?["keep"], true)
+        XCTAssertEqual(forever.json?["expires_at"], .null)
+        let refused = try await server.request("PATCH", "/stores/\(id)", json: #"{"keep": "always"}"#)
+        XCTAssertEqual(refused.status, 400)
+        XCTAssertEqual(refused.json?["error"]?["message"]?.stringValue, #"field 'keep' must be true, false or "forever", not "always""#)
         let listed = try await server.request("GET", "/stores?label=e2e")
         XCTAssertEqual(listed.json?["stores"]?.arrayValue?.count, 1)
         let deleted = try await server.request("DELETE", "/stores/\(id)")
@@ -283,5 +293,14 @@ final class ServerTests: XCTestCase {
         XCTAssertEqual(denied.code, "unauthorized")
         let allowed = try await server.request("GET", "/stores", headers: ["Authorization": "Bearer sesame"])
         XCTAssertEqual(allowed.status, 200)
+    }
+}
+
+extension ISO8601DateFormatter {
+    /// RFC 3339 with milliseconds, as the server writes times.
+    static var withFractions: ISO8601DateFormatter {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter
     }
 }

@@ -19,7 +19,7 @@ final class LarderClientTests: XCTestCase {
         XCTAssertEqual(store.info.counts["artworks"], 12)
         XCTAssertFalse(store.info.keep)
         XCTAssertGreaterThan(store.info.sizeBytes, 0)
-        XCTAssertGreaterThan(store.info.expiresAt, store.info.createdAt)
+        XCTAssertGreaterThan(try XCTUnwrap(store.info.expiresAt), store.info.createdAt)
         XCTAssertEqual(store.info.links["self"], ClientTestServer.server.base + "/stores/" + store.id)
 
         // The test side opens the live file with its own SQLite, as an app would.
@@ -178,6 +178,12 @@ final class LarderClientTests: XCTestCase {
         let store = try await larder.createStore(template: "gallery", fixtures: ["artists", "artworks"], label: "client-artifact")
         let kept = try await store.keep()
         XCTAssertTrue(kept.keep)
+        // Kept for the server's --kept-ttl-seconds (7 days by default), then forever.
+        let keptUntil = try XCTUnwrap(kept.expiresAt).timeIntervalSince(kept.createdAt)
+        XCTAssertEqual(keptUntil, 7 * 86_400, accuracy: 60)
+        let forever = try await store.keep(forever: true)
+        XCTAssertTrue(forever.keep)
+        XCTAssertNil(forever.expiresAt)
         let keep = try await store.refresh().info.keep
         XCTAssertTrue(keep)
         let scratch = Scratch()

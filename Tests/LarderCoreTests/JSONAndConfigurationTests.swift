@@ -38,6 +38,15 @@ final class JSONAndConfigurationTests: XCTestCase {
         XCTAssertTrue(c.listensOnLoopbackOnly)
     }
 
+    func testAStoreAnOlderLarderKeptIsKeptForeverAsItWasPromised() throws {
+        let old = try JSONValue.parse(Array(#"{"id": "st_1", "sequence": 1, "created_at": 1, "expires_at": 2, "keep": true}"#.utf8))
+        XCTAssertEqual(StoreRecord(json: old)?.keptForever, true)
+        let kept = try JSONValue.parse(Array(#"{"id": "st_1", "sequence": 1, "created_at": 1, "expires_at": 2, "keep": true, "kept_forever": false}"#.utf8))
+        XCTAssertEqual(StoreRecord(json: kept)?.keptForever, false)
+        let record = try XCTUnwrap(StoreRecord(json: kept))
+        XCTAssertEqual(StoreRecord(json: record.json)?.keptForever, false)
+    }
+
     func testEverySettingHasAFlagAnEnvironmentVariableAndIsInTheREADME() throws {
         let readme = try String(contentsOfFile: repositoryRoot + "/README.md", encoding: .utf8)
         XCTAssertEqual(Set(Configuration.settings.map(\.name)).count, Configuration.settings.count, "a setting is listed twice")

@@ -27,10 +27,20 @@ final class StoreRegistryTests: XCTestCase {
         let page2 = try registry.list(limit: 2, cursor: page1.nextCursor)
         XCTAssertEqual(page2.stores.map(\.id), [ids[2], ids[1]])
         XCTAssertEqual(try registry.list(label: "even").stores.count, 3)
-        let kept = try registry.update(ids[0], StoreRegistry.Patch(keep: true, ttlSeconds: 1, label: .some("kept")))
+        let kept = try registry.update(ids[0], StoreRegistry.Patch(keep: .yes, label: .some("kept")))
         XCTAssertTrue(kept.record.keep)
+        XCTAssertFalse(kept.record.keptForever)
         XCTAssertEqual(registry.reapExpired(now: Timestamp.now.adding(seconds: 7200)).count, 4, "kept stores outlive their ttl")
-        try registry.delete(ids[0])
+        // ... for --kept-ttl-seconds (7 days by default), unless kept forever.
+        let forever = try provisioner.createEmpty(label: "forever", ttlSeconds: nil).0.id
+        XCTAssertTrue(try registry.update(forever, StoreRegistry.Patch(keep: .forever)).record.keptForever)
+        XCTAssertEqual(registry.reapExpired(now: Timestamp.now.adding(seconds: 6 * 86_400)), [])
+        XCTAssertEqual(registry.reapExpired(now: Timestamp.now.adding(seconds: 8 * 86_400)), [ids[0]])
+        XCTAssertEqual(registry.reapExpired(now: Timestamp.now.adding(seconds: 800 * 86_400)), [])
+        // Unkept: its ordinary ttl from now.
+        let unkept = try registry.update(forever, StoreRegistry.Patch(keep: .no))
+        XCTAssertFalse(unkept.record.keep || unkept.record.keptForever)
+        XCTAssertEqual(registry.reapExpired(now: Timestamp.now.adding(seconds: 3601)), [forever])
         XCTAssertEqual(registry.count, 0)
         XCTAssertLarderError(.storeNotFound, try registry.get(ids[0]))
         XCTAssertEqual(FileManager.default.fileExists(atPath: scratch.path + "/root/stores/" + ids[0]), false)

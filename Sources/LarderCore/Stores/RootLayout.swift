@@ -32,6 +32,8 @@ public struct RootLayout: Sendable {
 public struct StoreLimits: Sendable {
     /// A new store's lifetime unless it says otherwise (`--ttl-seconds`).
     public var ttlSeconds: Int
+    /// A kept store's lifetime from when it was kept (`--kept-ttl-seconds`).
+    public var keptTTLSeconds: Int
     /// Live stores and builds under way at most (`--max-stores`).
     public var maxStores: Int
     /// What stores may take on disk, 0 for no limit (`--max-disk-bytes`).
@@ -45,6 +47,7 @@ public struct StoreLimits: Sendable {
 
     public init(_ configuration: Configuration) {
         ttlSeconds = configuration.ttlSeconds
+        keptTTLSeconds = configuration.keptTTLSeconds
         maxStores = configuration.maxStores
         maxDiskBytes = configuration.maxDiskBytes
         operationTimeoutMs = configuration.operationTimeoutMs

@@ -25,8 +25,11 @@ public struct StoreRecord: Sendable {
     public var build: String?
     public var label: String?
     public var createdAt: Timestamp
+    /// When the reaper removes it; a kept store's is `--kept-ttl-seconds` after it was kept.
     public var expiresAt: Timestamp
     public var keep: Bool
+    /// Kept with `"keep": "forever"`: never removed but by a delete.
+    public var keptForever: Bool
     /// What the store was made as, which a reset returns it to (its
     /// contents are the `base.sqlite` beside it); nil for stores an older
     /// Larder made, which kept no base.
@@ -54,7 +57,7 @@ public struct StoreRecord: Sendable {
 
     public init(id: String, sequence: Int64, template: String? = nil, version: String? = nil, snapshot: String? = nil,
                 fixtures: [String] = [], build: String? = nil, label: String? = nil, createdAt: Timestamp, expiresAt: Timestamp, keep: Bool = false,
-                creation: Creation? = nil) {
+                keptForever: Bool = false, creation: Creation? = nil) {
         self.id = id
         self.sequence = sequence
         self.template = template
@@ -66,6 +69,7 @@ public struct StoreRecord: Sendable {
         self.createdAt = createdAt
         self.expiresAt = expiresAt
         self.keep = keep
+        self.keptForever = keep && keptForever
         self.creation = creation
     }
 
@@ -75,7 +79,7 @@ public struct StoreRecord: Sendable {
             ("template", JSONValue(template)), ("version", JSONValue(version)), ("snapshot", JSONValue(snapshot)),
             ("fixtures", JSONValue(fixtures)), ("build", JSONValue(build)), ("label", JSONValue(label)),
             ("created_at", .double(createdAt.seconds)), ("expires_at", .double(expiresAt.seconds)),
-            ("keep", .bool(keep)),
+            ("keep", .bool(keep)), ("kept_forever", .bool(keptForever)),
             ("creation", creation.map { .object([("version", JSONValue($0.version)), ("fixtures", JSONValue($0.fixtures)),
                                                  ("source", JSONValue($0.source))]) } ?? .null),
         ])
@@ -97,6 +101,8 @@ public struct StoreRecord: Sendable {
                   fixtures: json["fixtures"]?.arrayValue?.compactMap(\.stringValue) ?? [], build: json["build"]?.stringValue,
                   label: json["label"]?.stringValue, createdAt: Timestamp(seconds: c), expiresAt: Timestamp(seconds: e),
                   keep: json["keep"]?.boolValue ?? false,
+                  // A store an older Larder kept was promised to outlive its ttl until deleted.
+                  keptForever: json["kept_forever"]?.boolValue ?? (json["keep"]?.boolValue ?? false),
                   creation: json["creation"]?["fixtures"]?.arrayValue.map { fixtures in
                       Creation(version: json["creation"]?["version"]?.stringValue, fixtures: fixtures.compactMap(\.stringValue),
                                source: json["creation"]?["source"]?.stringValue)

@@ -312,22 +312,38 @@ public final class StoreRegistry: Sendable {
     }
 
     public struct Patch: Sendable {
-        public var keep: Bool?
+        public var keep: Keep?
         public var ttlSeconds: Int?
         public var label: String??
-        public init(keep: Bool? = nil, ttlSeconds: Int? = nil, label: String?? = nil) {
+        public init(keep: Keep? = nil, ttlSeconds: Int? = nil, label: String?? = nil) {
             self.keep = keep
             self.ttlSeconds = ttlSeconds
             self.label = label
         }
     }
 
+    /// `"keep"` of a PATCH: `false`, `true` (for `--kept-ttl-seconds`, or
+    /// the `ttl_seconds` given with it) or `"forever"`.
+    public enum Keep: Sendable, Equatable { case no, yes, forever }
+
     public func update(_ id: String, _ patch: Patch) throws -> Store {
         if let label = patch.label { try StoreRecord.check(label: label) }
         let store = try get(id)
+        let now = Timestamp.now
         _ = store.update { r in
-            if let keep = patch.keep { r.keep = keep }
-            if let ttl = patch.ttlSeconds { r.expiresAt = Timestamp.now.adding(seconds: ttl) }
+            switch patch.keep {
+            case .yes?:
+                (r.keep, r.keptForever) = (true, false)
+                r.expiresAt = now.adding(seconds: limits.keptTTLSeconds)
+            case .forever?:
+                (r.keep, r.keptForever) = (true, true)
+            case .no?:
+                (r.keep, r.keptForever) = (false, false)
+                r.expiresAt = now.adding(seconds: limits.ttlSeconds)
+            case nil:
+                break
+            }
+            if let ttl = patch.ttlSeconds { r.expiresAt = now.adding(seconds: ttl) }
             if let label = patch.label { r.label = label }
         }
         try save(store)
@@ -370,10 +386,11 @@ public final class StoreRegistry: Sendable {
         return doomed.filter { (try? delete($0.id)) != nil }.count
     }
 
-    /// Deletes every store past its expiry that is not kept; answers their ids.
+    /// Deletes every store past its expiry (a kept one's is later) that is
+    /// not kept forever; answers their ids.
     @discardableResult
     public func reapExpired(now: Timestamp = .now) -> [String] {
-        let expired = live.withLock { l in l.stores.values.filter { !$0.record.keep && $0.record.expiresAt < now } }
+        let expired = live.withLock { l in l.stores.values.filter { !$0.record.keptForever && $0.record.expiresAt < now } }
         var removed: [String] = []
         for store in expired {
             if (try? delete(store.id)) != nil { removed.append(store.id) }

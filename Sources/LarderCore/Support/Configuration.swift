@@ -15,6 +15,7 @@ public struct Configuration: Sendable {
     /// public URL's host) that requests may name in `Host` and `Origin`.
     public var allowedHosts: [String] = []
     public var ttlSeconds = 3600
+    public var keptTTLSeconds = 7 * 86_400
     public var maxBodyBytes = 512 * 1024 * 1024
     public var maxStores = 100_000
     public var maxDiskBytes: Int64 = 0
@@ -117,6 +118,8 @@ public struct Configuration: Sendable {
                     c.allowedHosts = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
                 }),
         .int("ttl-seconds", \.ttlSeconds, StoreRecord.ttlSeconds, "Default lifetime of a store that is not kept."),
+        .int("kept-ttl-seconds", \.keptTTLSeconds, StoreRecord.ttlSeconds,
+             "Lifetime of a kept store (a failed test's), from when it was kept; PATCH {\"keep\": \"forever\"} keeps one until deleted."),
         .int("max-body-bytes", \.maxBodyBytes, 1...Int(Int32.max) * 4, "Largest request body (uploads included), in bytes."),
         .int("max-stores", \.maxStores, 1...10_000_000, "Most live stores at once; past it POST /stores answers quota_exceeded."),
         .bytes("max-disk-bytes", \.maxDiskBytes, "Most bytes the stores may take on disk: their files, their own bases, ready copies, builds under way and the trash, writes into live stores included (0: no limit); past it quota_exceeded."),

@@ -13,7 +13,10 @@ enum StoreAnswer {
         ("path", ["type": "string", "description": "The live SQLite file, under --client-root when set: open it with your own driver."]),
         ("template", OpenAPI.nullableString), ("version", OpenAPI.nullableString), ("snapshot", OpenAPI.nullableString),
         ("fixtures", OpenAPI.strings), ("build", OpenAPI.nullableString), ("label", OpenAPI.nullableString), ("counts", OpenAPI.counts),
-        ("created_at", OpenAPI.time), ("expires_at", OpenAPI.time), ("keep", OpenAPI.boolean), ("size_bytes", OpenAPI.nonNegative),
+        ("created_at", OpenAPI.time),
+        ("expires_at", ["type": ["string", "null"], "format": "date-time",
+                        "description": "When it is removed: its ttl, or --kept-ttl-seconds after it was kept; null when kept forever."]),
+        ("keep", OpenAPI.boolean), ("size_bytes", OpenAPI.nonNegative),
         ("links", OpenAPI.answer(links.map { ($0, ["type": "string", "format": "uri"]) })),
     ])
 
@@ -46,7 +49,7 @@ enum StoreAnswer {
             ("template", JSONValue(record.template)), ("version", JSONValue(record.version)),
             ("snapshot", JSONValue(record.snapshot)), ("fixtures", JSONValue(record.fixtures)), ("build", JSONValue(record.build)),
             ("label", JSONValue(record.label)), ("counts", JSONValue(counts: counts)),
-            ("created_at", .string(record.createdAt.rfc3339)), ("expires_at", .string(record.expiresAt.rfc3339)),
+            ("created_at", .string(record.createdAt.rfc3339)), ("expires_at", record.keptForever ? .null : .string(record.expiresAt.rfc3339)),
             ("keep", .bool(record.keep)), ("size_bytes", .int(store.sizeBytes)),
             ("links", .object(links.map { ($0, .string($0 == "self" ? base : base + "/" + $0)) })),
         ])

@@ -119,7 +119,7 @@ enum Dashboard {
             html += "<td class=\"num\" title=\"not read since the server started\">—</td>"
         }
         html += "<td class=\"num\">\(byteCount(store.sizeBytes))</td>"
-        html += "<td>\(time(r.createdAt))</td><td>\(r.keep ? "kept" : time(r.expiresAt))</td>"
+        html += "<td>\(time(r.createdAt))</td><td>\(r.keptForever ? "kept forever" : (r.keep ? "kept, " : "") + time(r.expiresAt))</td>"
         html += "<td><a href=\"/stores/\(id)/artifact\">zip</a> · <a href=\"/stores/\(id)/database\">sqlite</a></td>"
         html += "<td><button type=\"button\" data-delete=\"\(id)\">delete</button></td></tr>"
         return html

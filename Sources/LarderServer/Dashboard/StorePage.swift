@@ -39,7 +39,7 @@ extension Dashboard {
             ("label", escape(r.label ?? "")), ("template", escape(r.template ?? "")), ("version", escape(r.version ?? "")),
             ("snapshot", escape(r.snapshot ?? "")), ("fixtures", escape(r.fixtures.joined(separator: ", "))),
             ("created as", escape(r.creationDescription)), ("created", time(r.createdAt)),
-            ("expires", r.keep ? "kept" : time(r.expiresAt)), ("size", byteCount(store.sizeBytes)),
+            ("expires", r.keptForever ? "kept forever" : (r.keep ? "kept, " : "") + time(r.expiresAt)), ("size", byteCount(store.sizeBytes)),
             ("path", "<code>\(escape(s.registry.clientPath(store.databasePath)))</code>"),
         ]
         for (name, value) in facts { html += "<tr><th>\(name)</th><td>\(value)</td></tr>" }

@@ -42,7 +42,9 @@ enum RequestBody {
     static let signIn = ContractObject("SignIn", OpenAPI.object([("token", ["type": "string", "minLength": 1, "maxLength": 1024])], required: ["token"]))
 
     static let patchStore = ContractObject("PatchStore", OpenAPI.object(
-        [("keep", ["type": ["boolean", "null"]]), ("ttl_seconds", ttl), ("label", OpenAPI.label)],
+        [("keep", ["oneOf": [["type": ["boolean", "null"]], ["const": "forever"]],
+                   "description": "true: kept for --kept-ttl-seconds (or ttl_seconds) from now; \"forever\": until deleted; false: its ordinary ttl from now"]),
+         ("ttl_seconds", ttl), ("label", OpenAPI.label)],
         extra: [("examples", [["keep": true, "ttl_seconds": 86400]])]))
 
     static let loadFixtures = ContractObject("LoadFixtures", OpenAPI.object([

@@ -71,7 +71,16 @@ enum StoreRoutes {
         let s = c.server, id = c["id"]
         let body = try JSONBody(request, allowed: ["keep", "ttl_seconds", "label"])
         var patch = StoreRegistry.Patch()
-        patch.keep = try body.bool("keep")
+        if let keep = body.value("keep"), !keep.isNull {
+            switch (keep.boolValue, keep.stringValue) {
+            case (true?, _): patch.keep = .yes
+            case (false?, _): patch.keep = .no
+            case (_, "forever"?): patch.keep = .forever
+            default:
+                throw LarderError(.badRequest, "field 'keep' must be true, false or \"forever\", not \(keep.stringValue.map { "\"\($0.prefix(40))\"" } ?? keep.typeName)",
+                                  details: [("field", .string("keep"))])
+            }
+        }
         patch.ttlSeconds = try body.int("ttl_seconds", in: StoreRecord.ttlSeconds)
         if body.has("label") { patch.label = .some(try body.string("label")) }
         let change = patch
