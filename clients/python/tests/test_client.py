@@ -12,6 +12,7 @@ import sqlite3
 import threading
 import time
 import urllib.request
+import uuid
 import zipfile
 
 import pytest
@@ -425,6 +426,29 @@ def test_keep_then_delete(client):
     with pytest.raises(larder.LarderError) as caught:
         store.delete()
     assert caught.value.status == 404
+
+
+def test_delete_stores_by_label_or_prefix(client):
+    run = "run-" + uuid.uuid4().hex[:8]
+    this_run = [client.create_store(label="%s/tests/test_%s.py/test_a" % (run, n)) for n in (1, 2)]
+    this_run[0].keep()
+    # Another run whose name starts with this one's; a label that is the prefix without its slash.
+    others = [client.create_store(label=run + "0/tests/test_1.py/test_a").keep(),
+              client.create_store(label=run).keep()]
+    assert client.delete_stores(label_prefix=run + "/") == 2  # the kept one too
+    for store in this_run:
+        with pytest.raises(larder.LarderError) as caught:
+            client.store(store.id)
+        assert caught.value.code == "store_not_found"
+    assert [client.store(store.id).id for store in others] == [store.id for store in others]
+    # One label exactly.
+    assert client.delete_stores(label=run) == 1
+    assert client.delete_stores(label=run) == 0
+    assert client.delete_stores(label_prefix=run) == 1
+    with pytest.raises(ValueError):
+        client.delete_stores()
+    with pytest.raises(ValueError):
+        client.delete_stores(label_prefix="")
 
 
 def test_a_store_as_a_context_manager_is_deleted_on_leaving(client):

@@ -19,6 +19,8 @@ CONSTANTS = {
     "retry_after_max_ms": _client.RETRY_AFTER_MAX * 1000,
     "artifacts_dir": pytest_plugin.ARTIFACTS_DIR,
     "artifact_name_max_chars": pytest_plugin.ARTIFACT_NAME_MAX,
+    "run_variables": [list(pair) for pair in _client.RUN_VARIABLES],
+    "label_max_bytes": _client.LABEL_MAX_BYTES,
 }
 
 

@@ -2,7 +2,8 @@
 (tests/sample: one test passes, one fails, one takes the default template)
 in a subprocess, with the package installed in this environment and nothing
 but its `pytest11` entry point to load the plugin. Then the failing test's
-store must be kept with its artifact saved, the passing tests' stores gone.
+store must be kept with its artifact saved, the passing tests' stores gone;
+every store labelled RUN/PACKAGE/TEST, and a run's stores removed by its prefix.
 """
 import contextlib
 import json
@@ -18,6 +19,7 @@ import zipfile
 import pytest
 
 import larder
+from larder._client import RUN_VARIABLES
 
 SAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sample")
 
@@ -27,14 +29,24 @@ def open_db(path):
     return contextlib.closing(sqlite3.connect(str(path), isolation_level=None))
 
 
+# The variables a run prefix comes from: not inherited by the suites run here
+# (a CI system running these tests sets some), only set where a test says.
+RUN_ENVIRONMENT = {name for pair in RUN_VARIABLES for name in pair if name}
+
+
+def clean_environment():
+    """This process's environment without Larder's, pytest's and the run prefix's variables."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("LARDER_", "PYTEST_")) and k != "PYTHONPATH" and k not in RUN_ENVIRONMENT}
+
+
 def run_sample(server, work, *args, env=None):
     """pytest on a copy of the sample suite in `work`; (exit code, output, records)."""
     suite = work / "suite"
     shutil.copytree(SAMPLE, str(suite))
     records = work / "records"
     records.mkdir()
-    environment = {k: v for k, v in os.environ.items()
-                   if not k.startswith(("LARDER_", "PYTEST_")) and k != "PYTHONPATH"}
+    environment = clean_environment()
     environment["SAMPLE_RECORDS"] = str(records)
     environment.update(env or {})
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(suite),
@@ -50,7 +62,10 @@ def run_sample(server, work, *args, env=None):
     return result.returncode, output, found
 
 
-def check_outcome(server, work, artifacts, code, output, records):
+def check_outcome(server, work, artifacts, code, output, records, run=None):
+    """The sample's outcome, its stores labelled RUN/PACKAGE/TEST (`run`:
+    RUN, or None for none); answers the failing test's kept store."""
+    prefix = run + "/" if run else ""
     assert code == 1, output
     assert "1 failed, 2 passed" in output, output
     assert set(records) == {"passes", "fails", "default"}, output
@@ -61,17 +76,18 @@ def check_outcome(server, work, artifacts, code, output, records):
         with pytest.raises(larder.LarderError) as caught:
             client.store(records[name]["id"])
         assert caught.value.code == "store_not_found", name
-    assert records["passes"]["label"] == "test_gallery.py::test_passes"
+    assert records["passes"]["label"] == prefix + "test_gallery.py/test_passes"
+    assert records["default"]["label"] == prefix + "test_default.py/test_default_template"
     assert records["default"]["template"] == "gallery"
 
-    # The failing test's store is kept, labelled with its node id.
+    # The failing test's store is kept, labelled with its run, file and name.
     failed_id = records["fails"]["id"]
     kept = client.store(failed_id)
     assert kept.info["keep"] is True
-    assert kept.info["label"] == "test_gallery.py::test_fails"
+    assert kept.info["label"] == prefix + "test_gallery.py/test_fails"
     assert kept.counts("artworks") == {"artworks": 13}
 
-    # Its artifact is saved, named after the test and the store.
+    # Its artifact is saved, named after the test (its node id, without the run) and the store.
     zip_path = artifacts / ("test_gallery.py_test_fails-%s.zip" % failed_id)
     assert sorted(os.listdir(str(artifacts))) == [zip_path.name], output
     with zipfile.ZipFile(str(zip_path)) as archive:
@@ -92,25 +108,154 @@ def check_outcome(server, work, artifacts, code, output, records):
     assert cases["test_fails"].find("failure") is not None
     assert not list(cases["test_passes"].iter("property"))
 
-    kept.delete()
     client.close()
+    return kept
 
 
 def test_failed_test_keeps_its_store_and_saves_the_artifact(server, tmp_path):
-    # The URL and the template from the command line; artifacts in the default place.
+    # The URL and the template from the command line; artifacts in the default place; no run prefix.
     code, output, records = run_sample(server, tmp_path, "--larder-url", server.url, "--larder-template", "gallery")
-    check_outcome(server, tmp_path, tmp_path / "suite" / "larder-artifacts", code, output, records)
+    check_outcome(server, tmp_path, tmp_path / "suite" / "larder-artifacts", code, output, records).delete()
 
 
 def test_with_xdist(server, tmp_path):
     pytest.importorskip("xdist", reason="pytest-xdist is not installed")
-    # The URL, the template and the artifacts directory from the environment.
+    # The URL, the template and the artifacts directory from the environment;
+    # the run prefix from the command line, which every worker gets.
     artifacts = tmp_path / "from-env"
-    code, output, records = run_sample(server, tmp_path, "-p", "xdist", "-n", "2",
+    run = "xdist-" + uuid.uuid4().hex[:8]
+    code, output, records = run_sample(server, tmp_path, "-p", "xdist", "-n", "2", "--larder-run", run,
                                        env={"LARDER_URL": server.url, "LARDER_TEMPLATE": "gallery",
-                                            "LARDER_ARTIFACTS": str(artifacts)})
+                                            "LARDER_ARTIFACTS": str(artifacts), "LARDER_RUN": "not-this-one"})
     assert "2 workers" in output, output
-    check_outcome(server, tmp_path, artifacts, code, output, records)
+    check_outcome(server, tmp_path, artifacts, code, output, records, run=run).delete()
+
+
+def test_a_runs_stores_are_removed_by_its_prefix(server, tmp_path):
+    # A CI run (GitHub Actions' run id, as its runner sets it): the failing test's store is kept ...
+    run = str(uuid.uuid4().int % 10 ** 10)
+    code, output, records = run_sample(server, tmp_path, "--larder-url", server.url, "--larder-template", "gallery",
+                                       env={"GITHUB_ACTIONS": "true", "GITHUB_RUN_ID": run})
+    kept = check_outcome(server, tmp_path, tmp_path / "suite" / "larder-artifacts", code, output, records, run=run)
+    client = larder.Client(url=server.url)
+    # ... beside the kept stores of other runs, one whose id starts with this one's.
+    others = [client.create_store(label="%s/test_gallery.py/test_fails" % other).keep() for other in (run + "7", "other")]
+    # The one-line clean-up of a run: DELETE /stores?label_prefix=RUN/.
+    assert client.delete_stores(label_prefix=run + "/") == 1
+    with pytest.raises(larder.LarderError) as caught:
+        client.store(kept.id)
+    assert caught.value.code == "store_not_found"
+    for other in others:
+        assert client.store(other.id).info["keep"] is True
+    assert client.delete_stores(label_prefix=run + "/") == 0
+    for other in others:
+        other.delete()
+    client.close()
+
+
+# --- labels: RUN/PACKAGE/TEST ------------------------------------------------------
+
+LABEL_CONFTEST = '''
+import json
+import os
+
+import pytest
+
+
+@pytest.fixture
+def record(request):
+    """Notes the label the server has for this test's store."""
+    def write(store):
+        with open(os.path.join(os.environ["RECORDS"], "labels.jsonl"), "a", encoding="utf-8") as f:
+            f.write(json.dumps({"nodeid": request.node.nodeid, "label": store.info["label"]}) + "\\n")
+    return write
+'''
+
+LONG_NAME = "test_long_x" + "日本語" * 40  # 371 bytes of UTF-8
+
+LABEL_ONE = '''
+def test_same(larder_store, record):
+    record(larder_store)
+
+
+def %s(larder_store, record):
+    record(larder_store)
+''' % LONG_NAME
+
+LABEL_TWO = '''
+import pytest
+
+
+def test_same(larder_store, record):
+    record(larder_store)
+
+
+class TestGroup:
+    def test_same(self, larder_store, record):
+        record(larder_store)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_param(larder_store, record, n):
+    record(larder_store)
+'''
+
+SHORT_LABELS = {
+    "test_one.py::test_same": "test_one.py/test_same",
+    "sub/test_two.py::test_same": "sub/test_two.py/test_same",
+    "sub/test_two.py::TestGroup::test_same": "sub/test_two.py/TestGroup::test_same",
+    "sub/test_two.py::test_param[1]": "sub/test_two.py/test_param[1]",
+    "sub/test_two.py::test_param[2]": "sub/test_two.py/test_param[2]",
+}
+
+
+@pytest.mark.parametrize("args, env, run", [
+    ([], {}, None),
+    ([], {"LARDER_RUN": "run-7"}, "run-7"),
+    ([], {"GITHUB_ACTIONS": "true", "GITHUB_RUN_ID": "123"}, "123"),
+    # A CI system's run id without its own variable is another system's: ignored.
+    ([], {"GITHUB_RUN_ID": "123", "CI_PIPELINE_ID": "456", "GITLAB_CI": ""}, None),
+    ([], {"LARDER_RUN": "run-7", "GITHUB_ACTIONS": "true", "GITHUB_RUN_ID": "123"}, "run-7"),
+    # The option wins over every variable.
+    (["--larder-run", "opt-1"], {"LARDER_RUN": "run-7", "GITHUB_ACTIONS": "true", "GITHUB_RUN_ID": "123"}, "opt-1"),
+], ids=["none", "LARDER_RUN", "github", "ci-id-alone", "LARDER_RUN-first", "option"])
+def test_the_labels_of_a_run(server, tmp_path, args, env, run):
+    suite = tmp_path / "suite"
+    (suite / "sub").mkdir(parents=True)
+    (suite / "conftest.py").write_text(LABEL_CONFTEST)
+    (suite / "test_one.py").write_text(LABEL_ONE, encoding="utf-8")
+    (suite / "sub" / "test_two.py").write_text(LABEL_TWO)
+    records = tmp_path / "records"
+    records.mkdir()
+    environment = clean_environment()
+    environment.update({"LARDER_URL": server.url, "RECORDS": str(records), "PYTHONIOENCODING": "utf-8"})
+    environment.update(env)
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(suite), *args],
+                            cwd=str(suite), env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    output = result.stdout.decode("utf-8", "replace")
+    assert result.returncode == 0, output
+    assert "6 passed" in output, output
+    labels = {}
+    for line in (records / "labels.jsonl").read_text(encoding="utf-8").splitlines():
+        entry = json.loads(line)
+        labels[entry["nodeid"]] = entry["label"]
+    prefix = run + "/" if run else ""
+
+    long_node = "test_one.py::" + LONG_NAME
+    assert sorted(labels) == sorted(list(SHORT_LABELS) + [long_node])
+    for node, label in SHORT_LABELS.items():
+        assert labels[node] == prefix + label
+    # The same test name in two files, and in a class of the same file: labels of their own.
+    same = [labels[node] for node in SHORT_LABELS if node.endswith("test_same")]
+    assert len(set(same)) == 3, same
+
+    # The long one: its start, as many whole characters as fit in 256 bytes.
+    full = prefix + "test_one.py/" + LONG_NAME
+    cut = labels[long_node]
+    assert len(full.encode("utf-8")) > 256
+    assert full.startswith(cut), cut
+    assert len(cut.encode("utf-8")) <= 256
+    assert len(full[:len(cut) + 1].encode("utf-8")) > 256, cut  # one character more would not fit
 
 
 def test_marker_is_registered_and_options_are_listed(tmp_path):
@@ -121,7 +266,8 @@ def test_marker_is_registered_and_options_are_listed(tmp_path):
     result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--help"], cwd=str(tmp_path),
                             env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
     text = result.stdout.decode()
-    for option in ("--larder-url", "--larder-binary", "--larder-fixtures", "--larder-template", "--larder-artifacts"):
+    for option in ("--larder-url", "--larder-binary", "--larder-fixtures", "--larder-template", "--larder-run",
+                   "--larder-artifacts"):
         assert option in text
 
 
@@ -237,8 +383,7 @@ def run_build_suite(server, work, *args, env=None, tests=BUILD_TESTS):
     (suite / "test_app.py").write_text(tests)
     records = work / "records"
     records.mkdir()
-    environment = {k: v for k, v in os.environ.items()
-                   if not k.startswith(("LARDER_", "PYTEST_")) and k != "PYTHONPATH"}
+    environment = clean_environment()
     environment.update({"RECORDS": str(records), "LARDER_URL": server.url})
     environment.update(env or {})
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(suite), *args]

@@ -671,10 +671,10 @@ def test_the_plugin_makes_one_test_per_snapshot(server, tmp_path):
         (suite / name).write_text(text)
     make_snapshot_folder(snapshots)
 
-    key = unique("plugin-app")
+    key, run = unique("plugin-app"), unique("run")
     environment = {k: v for k, v in os.environ.items()
                    if not k.startswith(("LARDER_", "PYTEST_")) and k != "PYTHONPATH"}
-    environment.update({"LARDER_URL": server.url, "BUILD_KEY": key})
+    environment.update({"LARDER_URL": server.url, "BUILD_KEY": key, "LARDER_RUN": run})
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-W", "error::ResourceWarning",
                "--rootdir", str(suite), "--junitxml", str(tmp_path / "junit.xml"), "-v", "test_snapshots.py"]
     result = subprocess.run(command, cwd=str(suite), env=environment, stdout=subprocess.PIPE,
@@ -695,11 +695,13 @@ def test_the_plugin_makes_one_test_per_snapshot(server, tmp_path):
 
     client = larder.Client(url=server.url)
     # The passing snapshot's store is gone; the failing ones' are kept, labelled with their
-    # test, their artifacts saved and named in the report, as a failed larder_store's.
-    assert stores_labelled(client, nodes["v1.sqlite"]) == []
+    # run and test (RUN/PACKAGE/TEST), their artifacts saved and named in the report (by
+    # node id), as a failed larder_store's.
+    labels = {name: "%s/test_snapshots.py/test_snapshot_migrates[%s]" % (run, name) for name in nodes}
+    assert stores_labelled(client, labels["v1.sqlite"]) == []
     cases = {case.get("name"): case for case in ElementTree.parse(str(tmp_path / "junit.xml")).iter("testcase")}
     for name in ("crash.sqlite", "v0-legacy.sqlite", "v1-before.sqlite"):
-        (kept,) = stores_labelled(client, nodes[name])
+        (kept,) = stores_labelled(client, labels[name])
         assert kept["keep"] is True
         artifact = suite / "larder-artifacts" / ("%s-%s.zip" % (file_safe(nodes[name]), kept["id"]))
         assert "store %s kept; artifact: %s" % (kept["id"], artifact) in output, output

@@ -24,7 +24,9 @@ def use(client: larder.Client) -> List[str]:
     counts: Dict[str, int] = store.counts("artists")
     url: str = larder.start_server(fixtures="fixtures", runner_pid=1)
     other = larder.Client.for_tests(url)
-    return [store.id, str(counts), url, other.url]
+    label: str = larder.store_label("tests/test_a.py", "TestB::test_c", larder.run_prefix())
+    deleted: int = client.delete_stores(label_prefix="run-1/")
+    return [store.id, str(counts), url, other.url, label, str(deleted)]
 '''
 
 MISUSES = '''

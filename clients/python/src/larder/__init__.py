@@ -20,6 +20,12 @@
     # started by `larder up` when none runs (and stopped by itself once
     # this process has ended).
     client = larder.Client.for_tests()
+    # A test's store labelled as the pytest plugin labels them, RUN/PACKAGE/TEST
+    # (RUN: $LARDER_RUN, else the CI system's run id, else none).
+    run = larder.run_prefix()
+    store = client.create_store(label=larder.store_label("tests/test_a.py", "test_b", run))
+    # One run's stores, kept ones too, removed at once.
+    client.delete_stores(label_prefix=run + "/")
 
 Installing the package also installs a pytest plugin (larder.pytest_plugin):
 the fixtures `larder_store`, `larder_client` and `larder_check_snapshot`,
@@ -31,11 +37,12 @@ import os
 from typing import Any, List, Union
 
 from ._client import (DEFAULT_URL, Client, LarderError, SnapshotCheckFailed, Store, Timeout, assert_passed,
-                      check_snapshots, snapshot_files)
+                      check_snapshots, run_prefix, snapshot_files, store_label)
 from ._up import find_binary, start_server
 
 __all__ = ["Client", "Store", "LarderError", "Timeout", "SnapshotCheckFailed", "DEFAULT_URL",
-           "assert_passed", "check_snapshots", "snapshot_files", "snapshots", "start_server", "find_binary"]
+           "assert_passed", "check_snapshots", "snapshot_files", "snapshots", "start_server", "find_binary",
+           "run_prefix", "store_label"]
 __version__ = "0.1.0"
 
 
@@ -52,6 +59,6 @@ def snapshots(directory: Union[str, "os.PathLike[str]"]) -> List[Any]:
 
 # Tracebacks and reprs name them as users import them.
 for _public in (Client, Store, LarderError, Timeout, SnapshotCheckFailed, assert_passed, check_snapshots,
-                snapshot_files, start_server, find_binary):
+                snapshot_files, start_server, find_binary, run_prefix, store_label):
     _public.__module__ = __name__
 del _public

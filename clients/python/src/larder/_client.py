@@ -20,10 +20,10 @@ import threading
 import time
 import traceback
 import urllib.parse
-from typing import IO, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union, cast
+from typing import IO, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 __all__ = ["Client", "Store", "LarderError", "Timeout", "SnapshotCheckFailed", "DEFAULT_URL",
-           "assert_passed", "check_snapshots", "snapshot_files"]
+           "assert_passed", "check_snapshots", "snapshot_files", "run_prefix", "store_label"]
 
 DEFAULT_URL = "http://127.0.0.1:7464"
 
@@ -52,7 +52,53 @@ FINISH_ATTEMPTS = 5
 RETRY_AFTER_DEFAULT = 1.0
 RETRY_AFTER_MAX = 10.0
 
+# A test helper's labels, RUN/PACKAGE/TEST (clients/README.md, "How a test
+# helper labels its stores"): where RUN comes from when the caller names
+# none, the first (variable, only when this one is set too) pair whose
+# variables are both non-empty ("": no condition); and the longest label the
+# server takes, in UTF-8 bytes.
+RUN_VARIABLES: Tuple[Tuple[str, str], ...] = (
+    ("LARDER_RUN", ""),
+    ("GITHUB_RUN_ID", "GITHUB_ACTIONS"),
+    ("CI_PIPELINE_ID", "GITLAB_CI"),
+    ("BUILDKITE_BUILD_ID", "BUILDKITE"),
+    ("BUILD_TAG", "JENKINS_URL"),
+    ("CIRCLE_WORKFLOW_ID", "CIRCLECI"),
+)
+LABEL_MAX_BYTES = 256
+
 _USER_AGENT = "larder-python/0.1.0"
+
+
+def run_prefix(run: Optional[str] = None, environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """The run a test helper's labels start with: `run` when given (not
+    empty), else the value of the first of `RUN_VARIABLES` that is set and
+    non-empty while its condition variable is too ($LARDER_RUN, else the CI
+    system's run id), else None. `environ` defaults to `os.environ`."""
+    if run:
+        return run
+    environ = os.environ if environ is None else environ
+    for variable, condition in RUN_VARIABLES:
+        value = environ.get(variable)
+        if value and (not condition or environ.get(condition)):
+            return value
+    return None
+
+
+def store_label(package: str, test: str, run: Optional[str] = None) -> str:
+    """A test's store label: ``RUN/PACKAGE/TEST``, or ``PACKAGE/TEST`` when
+    `run` is None or empty (`run_prefix()` gives it), cut to
+    `LABEL_MAX_BYTES` of UTF-8 at a character boundary, keeping its start.
+    For pytest, PACKAGE is the test file as the node id names it and TEST
+    the rest of the node id: ``store_label("tests/test_a.py", "TestB::test_c")``."""
+    label = "%s/%s" % (package, test)
+    if run:
+        label = "%s/%s" % (run, label)
+    data = label.encode("utf-8")
+    if len(data) <= LABEL_MAX_BYTES:
+        return label
+    # Cut inside a character, its partial bytes are all that does not decode.
+    return data[:LABEL_MAX_BYTES].decode("utf-8", "ignore")
 
 
 class LarderError(Exception):
@@ -249,6 +295,17 @@ class Client:
             return Store(self, self._call("POST", "/stores", query=query, raw=bytes(database)))
         with open(os.fspath(database), "rb") as file:
             return Store(self, self._call("POST", "/stores", query=query, raw=file))
+
+    def delete_stores(self, *, label: Optional[str] = None, label_prefix: Optional[str] = None) -> int:
+        """DELETE /stores?label=...&label_prefix=...: removes every store
+        whose label is `label` or starts with `label_prefix`, kept ones
+        too, and answers how many. ``delete_stores(label_prefix=RUN + "/")``
+        removes one run's stores (a test helper labels them RUN/PACKAGE/TEST).
+        Naming neither is a `ValueError`."""
+        if not label and not label_prefix:
+            raise ValueError("delete_stores: say which stores: label= or label_prefix= (not empty)")
+        answer = self._call("DELETE", "/stores", query={"label": label or None, "label_prefix": label_prefix or None})
+        return int(answer["deleted"])
 
     def store(self, store_id: str) -> "Store":
         """GET /stores/{id}: a store that exists already (404 `store_not_found` if not)."""

@@ -8,9 +8,12 @@ entry point: installing the package activates it.
   --larder-binary / $LARDER_BINARY, the package's own, or PATH; the
   fixtures folder from --larder-fixtures / $LARDER_FIXTURES; serving this
   process and, under xdist, the controller, so the workers share it);
-- fixture `larder_store`: a fresh store for each test, labelled with the
-  test's node id and made as the closest `@pytest.mark.larder(...)` says
-  (template, fixtures, version, snapshot, build, ttl_seconds);
+- fixture `larder_store`: a fresh store for each test, labelled
+  RUN/PACKAGE/TEST (`item_label`: the run from --larder-run, $LARDER_RUN
+  or the CI system's run id, else none and the label is PACKAGE/TEST; the
+  test file as its node id names it; the rest of the node id) and made as
+  the closest `@pytest.mark.larder(...)` says (template, fixtures, version,
+  snapshot, build, ttl_seconds);
 - hook `pytest_larder_build(client, config)`, for a conftest.py: builds
   the session's app-built template, typically
   ``return client.build("app-" + digest, migrate)``, and returns its key
@@ -33,7 +36,8 @@ entry point: installing the package activates it.
   (a snapshot the repository keeps) migrated by the application's own
   migrator, `Client.check_snapshot`, and fails the test with every failure
   when the check fails; the store is then kept and its artifact saved and
-  reported like a failed `larder_store`'s. Parametrize a test over a
+  reported like a failed `larder_store`'s; its store is labelled like a
+  `larder_store`. Parametrize a test over a
   directory's snapshots with ``larder.snapshots(directory)``.
 
 State lives on the config and the items only, never in module globals, so
@@ -47,7 +51,7 @@ from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Tup
 
 import pytest
 
-from ._client import Client, LarderError, Store, _reference, assert_passed
+from ._client import Client, LarderError, Store, _reference, assert_passed, run_prefix, store_label
 from ._up import start_server
 
 MARKER_FIELDS = ("template", "fixtures", "version", "snapshot", "build", "ttl_seconds")
@@ -102,6 +106,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="Template of a larder_store whose larder marker names none, when no "
                          "pytest_larder_build hook gives a build (default: $LARDER_TEMPLATE; "
                          "without one, an empty store).")
+    group.addoption("--larder-run", default=None, metavar="RUN",
+                    help="The run every store's label starts with, RUN/PACKAGE/TEST, so that "
+                         "DELETE /stores?label_prefix=RUN/ removes this run's stores, kept ones too (default: "
+                         "$LARDER_RUN, else the CI system's run id: $GITHUB_RUN_ID, $CI_PIPELINE_ID, "
+                         "$BUILDKITE_BUILD_ID, $BUILD_TAG or $CIRCLE_WORKFLOW_ID, each on its own CI system; "
+                         "with none, labels are PACKAGE/TEST).")
     group.addoption("--larder-artifacts", default=None, metavar="DIR",
                     help="Where the artifacts of failed tests' stores are saved (default: $LARDER_ARTIFACTS, "
                          "else larder-artifacts/ in the working directory).")
@@ -130,6 +140,20 @@ def file_safe(name: str, limit: int = ARTIFACT_NAME_MAX) -> str:
     `_` and `-` become one `_`; at most `limit` characters."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")
     return safe[:limit].rstrip("._-") or "test"
+
+
+def item_label(item: pytest.Item) -> str:
+    """The label of a test's stores: RUN/PACKAGE/TEST, where RUN is
+    --larder-run, else $LARDER_RUN, else the CI system's run id
+    (`larder.run_prefix`; with none, the label is PACKAGE/TEST), PACKAGE
+    the test file as the node id names it (relative to the rootdir:
+    ``tests/test_gallery.py``) and TEST the rest of the node id
+    (``TestSync::test_adds_album[param]``); at most `LABEL_MAX_BYTES`
+    (UTF-8), cut keeping its start."""
+    package, separator, test = item.nodeid.partition("::")
+    if not separator:  # an item of a file with no name within it
+        test = item.name
+    return store_label(package, test, run_prefix(item.config.getoption("larder_run") or None))
 
 
 def store_options(item: pytest.Item, client: Optional[Client] = None) -> Dict[str, Any]:
@@ -232,7 +256,7 @@ def larder_store(request: pytest.FixtureRequest, larder_client: Client) -> Itera
     options = store_options(item, larder_client)
     failure: Optional[str]
     try:
-        store = larder_client.create_store(label=item.nodeid, **options)
+        store = larder_client.create_store(label=item_label(item), **options)
     except LarderError as error:
         failure = "larder_store: no store from %s with %r: %s" % (larder_client.url, options, error)
     else:
@@ -276,7 +300,8 @@ def larder_check_snapshot(request: pytest.FixtureRequest,
                           larder_client: Client) -> Callable[..., Dict[str, Any]]:
     """``check(path, *, migrate, build=None, template=None, version="latest",
     store=None, expect=None, data=True)``: `larder.Client.check_snapshot`
-    with the session's client, the store labelled with the test's node id.
+    with the session's client, the store labelled as a `larder_store` is
+    (`item_label`).
     Returns the result when the check passed; fails the test with
     `larder.SnapshotCheckFailed` (the snapshot, its versions, every failure)
     when it did not, the store kept and its artifact saved like a failed
@@ -305,7 +330,7 @@ def larder_check_snapshot(request: pytest.FixtureRequest,
                 pytest.fail("larder_check_snapshot: nothing to check against: pass build=, template= or store=, "
                             "or return a build key from pytest_larder_build", pytrace=False)
         against = _reference(build, template, version, store)
-        result = larder_client._check_snapshot(path, migrate, against, expect, data, item.nodeid, kept=kept)
+        result = larder_client._check_snapshot(path, migrate, against, expect, data, item_label(item), kept=kept)
         return assert_passed(result)
 
     return check
