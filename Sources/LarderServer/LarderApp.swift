@@ -59,6 +59,8 @@ public final class LarderApp: Sendable {
     }
 
     public var port: UInt16 { server.port }
+    /// The templates of the fixtures folder now.
+    public var templateNames: [String] { context.catalog.names() }
     public var baseURL: String { context.baseURL.withLock { $0 } }
     /// The address actually listened on, for the "listening" line.
     public var listenURL: String {

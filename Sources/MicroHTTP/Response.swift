@@ -14,6 +14,8 @@ public struct Response: Sendable {
     public var status: Int
     public var headers: [(name: String, value: String)]
     public var body: Body
+    /// The contract's error code of an error answer, for the access log (not sent).
+    public var errorCode: String?
 
     public init(status: Int, headers: [(name: String, value: String)] = [], body: Body = .bytes([])) {
         self.status = status

@@ -63,6 +63,15 @@ struct Serve: ParsableCommand {
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         signal(SIGPIPE, SIG_IGN)
 
+        // A fixtures folder that is not there is a mistake to say now, not at the first 404.
+        guard FileSystem.isDirectory(configuration.fixtures) else {
+            let what = FileSystem.exists(configuration.fixtures) ? "is not a folder" : "does not exist"
+            FileHandle.standardError.write(Data("""
+                larder: the fixtures folder \(configuration.fixtures) \(what): make it (one sub-folder per template), \
+                or name yours with --fixtures DIR or LARDER_FIXTURES\n
+                """.utf8))
+            throw ExitCode(2)
+        }
         let app: LarderApp
         do {
             app = try LarderApp(configuration: configuration)
@@ -73,8 +82,14 @@ struct Serve: ParsableCommand {
             throw ExitCode(2)
         }
         FileHandle.standardOutput.write(Data("larder listening on \(app.listenURL)\n".utf8))
+        let templates = app.templateNames
         app.logger.notice("listening", metadata: ["url": .string(app.listenURL), "root": .string(app.registry.root),
-                                                  "fixtures": .string(configuration.fixtures)])
+                                                  "fixtures": .string(configuration.fixtures),
+                                                  "templates": .string(templates.joined(separator: ","))])
+        if templates.isEmpty, run == nil {
+            app.logger.warning("no templates in the fixtures folder: stores can only be empty, uploaded or built; add one sub-folder per template",
+                               metadata: ["fixtures": .string(configuration.fixtures)])
+        }
         let ending = run.map { run in
             try? run.write(SharedRun.State(url: app.listenURL, pid: getpid()))
             return SharedServerWatch(run: run)
@@ -163,7 +178,8 @@ struct Health: ParsableCommand {
                 }
                 let version = body?["version"]?.stringValue ?? "?"
                 let stores = body?["stores"]?.intValue.map(String.init) ?? "?"
-                LinePrinter().print("ok: larder \(version) at \(base), \(stores) stores")
+                let templates = body?["templates"]?.intValue.map { $0 == 0 ? "no templates (its fixtures folder has none)" : "\($0) templates" }
+                LinePrinter().print("ok: larder \(version) at \(base), \(stores) stores" + (templates.map { ", " + $0 } ?? ""))
                 return
             } catch {
                 guard ContinuousClock.now < deadline else {

@@ -33,9 +33,9 @@ FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", 
 class Larder(Server):
     """The server as a subprocess on a free port, its log in a file (the harness of every black-box test)."""
 
-    def __init__(self, root, *extra):
+    def __init__(self, root, *extra, fixtures=FIXTURES):
         self.root = root
-        super().__init__(BINARY, root, FIXTURES, *extra)
+        super().__init__(BINARY, root, fixtures, *extra)
 
     def call(self, method, path, body=None, content_type="application/json", raw=False):
         data = None
@@ -356,6 +356,36 @@ class ClientTests(unittest.TestCase):
         self.assertIsInstance(health["ms"], (int, float))
         self.assertTrue(health["ts"].endswith("Z"))
         self.assertEqual(requests[made]["status"], 404)
+        # An error answer's line names the contract's code; a success's has none.
+        self.assertEqual(requests[made]["error"], "store_not_found")
+        self.assertNotIn("error", health)
+
+    def test_a_fixtures_folder_that_is_not_there_is_refused_at_start(self):
+        scratch = tempfile.mkdtemp(prefix="larder-fixtures-")
+        self.addCleanup(shutil.rmtree, scratch, True)
+        a_file = os.path.join(scratch, "a-file")
+        open(a_file, "w").close()
+        for fixtures, said in [(os.path.join(scratch, "nope"), "does not exist"), (a_file, "is not a folder")]:
+            done = subprocess.run([BINARY, "serve", "--port", "0", "--root", os.path.join(scratch, "root"), "--fixtures", fixtures],
+                                  capture_output=True, text=True, timeout=30)
+            self.assertEqual(done.returncode, 2, done.stdout + done.stderr)
+            self.assertIn("the fixtures folder %s %s" % (fixtures, said), done.stderr)
+            self.assertIn("--fixtures DIR or LARDER_FIXTURES", done.stderr)
+            self.assertEqual(done.stdout, "", "it never said it was listening")
+        # An empty folder starts (uploads and builds need no template), and says so.
+        empty = os.path.join(scratch, "empty")
+        os.mkdir(empty)
+        server = Larder(os.path.join(scratch, "root"), fixtures=empty)
+        try:
+            self.assertEqual(server.call("GET", "/health")[1]["templates"], 0)
+            health = subprocess.run([BINARY, "health", "--url", server.base], capture_output=True, text=True, timeout=30)
+            self.assertEqual(health.returncode, 0)
+            self.assertIn("no templates (its fixtures folder has none)", health.stdout)
+            time.sleep(0.2)
+            self.assertIn("no templates in the fixtures folder", server.log_text())
+        finally:
+            server.stop()
+        self.assertEqual(self.larder.call("GET", "/health")[1]["templates"], len(os.listdir(FIXTURES)))
 
     def test_sigterm_exits_cleanly(self):
         self.assertEqual(self.larder.stop(signal.SIGTERM), 0)

@@ -143,6 +143,8 @@ class Server:
             self.process.kill()
             self.process.wait(timeout=10)
             code = None
+        if self.process.stdout:
+            self.process.stdout.close()
         if self.log_path:
             try:
                 os.unlink(self.log_path)

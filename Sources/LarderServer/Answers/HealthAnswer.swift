@@ -5,13 +5,17 @@ import LarderCore
 enum HealthAnswer {
     static let object = ContractObject("Health", OpenAPI.answer([
         ("status", ["type": "string", "enum": ["ok"]]), ("version", OpenAPI.string), ("sqlite_version", OpenAPI.string),
-        ("stores", OpenAPI.nonNegative), ("started_at", OpenAPI.time),
+        ("stores", OpenAPI.nonNegative),
+        ("templates", ["type": "integer", "minimum": 0,
+                       "description": "Templates in the fixtures folder: 0 says the server has nothing to make stores from but uploads and builds."]),
+        ("started_at", OpenAPI.time),
     ]))
 
     static func json(_ s: ServerContext) -> JSONValue {
         [
             "status": "ok", "version": .string(LarderVersion.current), "sqlite_version": .string(LarderVersion.sqlite),
-            "stores": JSONValue(s.registry.count), "started_at": .string(s.startedAt.rfc3339),
+            "stores": JSONValue(s.registry.count), "templates": JSONValue(s.catalog.names().count),
+            "started_at": .string(s.startedAt.rfc3339),
         ]
     }
 }

@@ -45,6 +45,7 @@ extension LarderError {
 
 func errorResponse(_ error: LarderError) -> Response {
     var response = json(error.code.status, error.body)
+    response.errorCode = error.code.rawValue
     if error.code == .unauthorized { response.addHeader("WWW-Authenticate", "Bearer") }
     if error.code == .conflict { response.addHeader("Retry-After", "1") }
     return response

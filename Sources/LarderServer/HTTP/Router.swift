@@ -72,8 +72,10 @@ final class Router: Sendable {
             let elapsed = (ContinuousClock.now - started).components
             let seconds = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
             server.metrics.record(route: name, status: response.status, seconds: seconds)
-            logger.info("request", metadata: ["method": .string(request.method), "path": .string(request.path),
-                                              "status": .stringConvertible(response.status), "ms": .stringConvertible((seconds * 1e6).rounded() / 1e3)])
+            var line: Logger.Metadata = ["method": .string(request.method), "path": .string(request.path),
+                                         "status": .stringConvertible(response.status), "ms": .stringConvertible((seconds * 1e6).rounded() / 1e3)]
+            if let code = response.errorCode { line["error"] = .string(code) }
+            logger.info("request", metadata: line)
             var answered = response
             answered.addHeader("X-Request-Id", requestID)
             return answered
