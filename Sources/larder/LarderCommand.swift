@@ -64,11 +64,12 @@ struct Serve: ParsableCommand {
         signal(SIGPIPE, SIG_IGN)
 
         // A fixtures folder that is not there is a mistake to say now, not at the first 404.
-        guard FileSystem.isDirectory(configuration.fixtures) else {
+        let present = FileSystem.isDirectory(configuration.fixtures)
+        if !present, FileSystem.exists(configuration.fixtures) || configuration.missingFixtures != "wait" {
             let what = FileSystem.exists(configuration.fixtures) ? "is not a folder" : "does not exist"
             FileHandle.standardError.write(Data("""
                 larder: the fixtures folder \(configuration.fixtures) \(what): make it (one sub-folder per template), \
-                or name yours with --fixtures DIR or LARDER_FIXTURES\n
+                or name yours with --fixtures DIR or LARDER_FIXTURES (--missing-fixtures wait: start and wait for it)\n
                 """.utf8))
             throw ExitCode(2)
         }
@@ -86,7 +87,10 @@ struct Serve: ParsableCommand {
         app.logger.notice("listening", metadata: ["url": .string(app.listenURL), "root": .string(app.registry.root),
                                                   "fixtures": .string(configuration.fixtures),
                                                   "templates": .string(templates.joined(separator: ","))])
-        if templates.isEmpty, run == nil {
+        if !present {
+            app.logger.warning("the fixtures folder does not exist yet: its templates are served once it appears",
+                               metadata: ["fixtures": .string(configuration.fixtures)])
+        } else if templates.isEmpty, run == nil {
             app.logger.warning("no templates in the fixtures folder: stores can only be empty, uploaded or built; add one sub-folder per template",
                                metadata: ["fixtures": .string(configuration.fixtures)])
         }

@@ -401,6 +401,9 @@ class ImageTests(CleanDebian):
         self.assertTrue(self.env["LARDER_ROOT"].startswith("/var/lib/larder/"))
         self.assertEqual(self.env["LARDER_STORE_MODE"], "0660")
         self.assertEqual(self.env["LARDER_FIXTURES"], "/srv/larder/fixtures")
+        # The .deb put the samples where its settings point (the server refuses a missing fixtures folder).
+        self.assertTrue(os.path.isdir(os.path.join(self.chroot, "srv/larder/fixtures/gallery")))
+        self.assertFalse(os.path.exists(os.path.join(self.chroot, "srv/larder/fixtures/fixtures")))
         self.assertFalse(os.path.exists(os.path.join(self.chroot, "opt/swift")) or glob.glob(os.path.join(self.chroot, "usr/lib/swift*")))
 
     def test_the_container_serves_warm_healthy_and_as_larder(self):

@@ -9,6 +9,8 @@ public struct Configuration: Sendable {
     public var port = 7464
     public var root = (ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp") + "/larder"
     public var fixtures = "./fixtures"
+    /// `refuse` (a missing fixtures folder stops the start) or `wait` (serve it once it appears).
+    public var missingFixtures = "refuse"
     public var token: String?
     public var publicURL: String?
     /// Host names (besides loopback names, the listen address and the
@@ -108,6 +110,8 @@ public struct Configuration: Sendable {
         .int("port", \.port, 0...65535, "Port to listen on; 0 takes a free port."),
         .text("root", \.root, "Directory the stores, the template cache and temporary files live in."),
         .text("fixtures", \.fixtures, "The fixtures directory: one sub-folder per template."),
+        .choice("missing-fixtures", \.missingFixtures, ["refuse", "wait"],
+                "refuse: a fixtures folder that does not exist stops the start; wait: start anyway and serve it once it appears (a CI service that starts before the checkout)."),
         .optional("token", \.token, "Bearer token required on every request but GET /health; a browser signs in to the dashboard with it.", shown: { _ in "(set)" }),
         .optional("public-url", \.publicURL, "Base URL used in `links` (default: http://HOST:PORT).",
                   check: { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }),
