@@ -117,7 +117,7 @@ struct Check: ParsableCommand {
 
     @Option(help: "The fixtures directory: one sub-folder per template.") var fixtures: String?
     @Option(help: "Check only this template.") var template: String?
-    @Option(help: "Also write the results as JUnit XML to this file.") var junit: String?
+    @Option(help: "Also write the results as JUnit XML to this file (its folder is made).") var junit: String?
     @Flag(help: "Skip the round trips (up, down to nothing, up again) of templates with down migrations.") var noRoundTrip = false
     @Flag(help: "Skip the check that every table and column of a snapshot that held data still holds it after migrating.") var noDataCheck = false
 
@@ -145,10 +145,31 @@ struct Check: ParsableCommand {
             for note in result.notes { line += "\n       note: " + note }
             printer.print(line)
         }
-        if let junit { try MigrationCheck.junit(results).write(toFile: junit, atomically: true, encoding: .utf8) }
+        if let junit {
+            // Its folder made (test-reports/ is rarely there yet); a file that cannot be written is not a failed check.
+            do {
+                let folder = (junit as NSString).deletingLastPathComponent
+                if !folder.isEmpty { try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+                try FileSystem.writeAtomically(Array(MigrationCheck.junit(results).utf8), to: junit)
+            } catch {
+                FileHandle.standardError.write(Data("larder check: cannot write the JUnit report \(junit): \(Check.reason(error))\n".utf8))
+                throw ExitCode(2)
+            }
+        }
         let failed = results.filter { !$0.passed }.count
         printer.print("\(results.count - failed) passed, \(failed) failed")
         if failed > 0 { throw ExitCode(1) }
+    }
+}
+
+extension Check {
+    /// What went wrong writing a file, in words (not Foundation's error domain and code).
+    static func reason(_ error: Error) -> String {
+        if let failure = error as? FileSystem.Failure { return failure.description }
+        if let cocoa = error as? CocoaError, let underlying = cocoa.underlying as? POSIXError {
+            return String(cString: strerror(underlying.code.rawValue))
+        }
+        return (error as NSError).localizedFailureReason ?? error.localizedDescription
     }
 }
 

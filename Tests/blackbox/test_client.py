@@ -387,6 +387,23 @@ class ClientTests(unittest.TestCase):
             server.stop()
         self.assertEqual(self.larder.call("GET", "/health")[1]["templates"], len(os.listdir(FIXTURES)))
 
+    def test_check_makes_the_junit_reports_folder_and_says_when_it_cannot_write(self):
+        scratch = tempfile.mkdtemp(prefix="larder-junit-")
+        self.addCleanup(shutil.rmtree, scratch, True)
+        report = os.path.join(scratch, "test-reports", "larder", "migrations.xml")
+        done = subprocess.run([BINARY, "check", "--fixtures", FIXTURES, "--template", "gallery", "--junit", report],
+                              capture_output=True, text=True, timeout=300)
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        with open(report) as f:
+            self.assertIn("<testsuites", f.read())
+        blocker = os.path.join(scratch, "a-file")
+        open(blocker, "w").close()
+        done = subprocess.run([BINARY, "check", "--fixtures", FIXTURES, "--template", "gallery", "--junit", os.path.join(blocker, "m.xml")],
+                              capture_output=True, text=True, timeout=300)
+        self.assertEqual(done.returncode, 2, "a report it cannot write is not a failed check")
+        self.assertIn("larder check: cannot write the JUnit report %s/m.xml: " % blocker, done.stderr)
+        self.assertNotIn("NSCocoaErrorDomain", done.stderr)
+
     def test_sigterm_exits_cleanly(self):
         self.assertEqual(self.larder.stop(signal.SIGTERM), 0)
 
