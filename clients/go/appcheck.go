@@ -368,10 +368,13 @@ func readExpect(path string) (map[string]any, error) {
 // CheckSnapshots runs one subtest of t per *.sqlite file of dir (t.Run with
 // the file's name, in file name order), each checking its file with
 // Client.CheckSnapshot and opts, on the server of TestClient (the one
-// StoreForTest uses). A snapshot that fails fails its subtest with
-// the result's String: the snapshot, its versions, the kept store and every
-// failure on a line of its own. A dir without *.sqlite files fails t, lest a
-// mistyped path pass; so do an Expect or Label in opts.
+// StoreForTest uses), its store labelled as StoreForTest labels a test's
+// (RUN/PACKAGE/TEST, TEST the subtest's name, e.g.
+// TestMigrations/v1.sqlite), so that a kept one goes with its run. A
+// snapshot that fails fails its subtest with the result's String: the
+// snapshot, its versions, the kept store and every failure on a line of its
+// own. A dir without *.sqlite files fails t, lest a mistyped path pass; so
+// do an Expect or Label in opts.
 func CheckSnapshots(t *testing.T, dir string, opts SnapshotOptions) {
 	t.Helper()
 	if err := perDirectory(opts); err != nil {
@@ -389,9 +392,12 @@ func CheckSnapshots(t *testing.T, dir string, opts SnapshotOptions) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pkg := testPackage() // found here: the subtests run a function of package larder
 	for _, f := range files {
 		path := filepath.Join(dir, f)
 		t.Run(f, func(t *testing.T) {
+			opts := opts
+			opts.Label = testLabel(pkg, t.Name())
 			r, err := client.CheckSnapshot(context.Background(), path, opts)
 			if err != nil {
 				t.Fatal(err)

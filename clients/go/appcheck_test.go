@@ -329,11 +329,13 @@ func TestCheckSnapshotFailures(t *testing.T) {
 // whose test calls CheckSnapshots(t, ...) on v1.sqlite (its migrator
 // leaves an index behind, and its expect.json's before is false) and
 // v2.sqlite (passes): one subtest per snapshot, the failing one's output
-// listing every failure, the snapshot's versions and the kept store.
+// listing every failure, the snapshot's versions and the kept store,
+// labelled RUN/appcheck/TestMigrations/v1.sqlite.
 func TestCheckSnapshotsInASubprocess(t *testing.T) {
 	dir := snapshotsDir(t, `{"before": ["SELECT count(*) = 5 FROM notes"]}`)
 	migrations, _ := json.Marshal(notesMigrations["forgetful"])
 	output, err := runSampleModule(t, "appcheck",
+		"LARDER_RUN=go-appcheck-run",
 		"SAMPLE_SNAPSHOTS="+dir,
 		"SAMPLE_BUILD="+notesBuild(t, "good"),
 		"SAMPLE_MIGRATIONS="+string(migrations),
@@ -357,6 +359,13 @@ func TestCheckSnapshotsInASubprocess(t *testing.T) {
 	if m[2] != "before is false (got 0): SELECT count(*) = 5 FROM notes" ||
 		!strings.HasPrefix(m[3], "schema differs from the reference: index notes_tag on notes ") {
 		t.Errorf("the failure's lines: %q, %q; want the false before and the index left behind\n%s", m[2], m[3], output)
+	}
+	// Labelled as StoreForTest labels a test's store: RUN/PACKAGE/TEST, the
+	// subtest's name.
+	if s, err := FromEnvironment().GetStore(testContext(t), m[1]); err != nil {
+		t.Errorf("the kept store %s: %v", m[1], err)
+	} else if want := "go-appcheck-run/appcheck/TestMigrations/v1.sqlite"; s.Info.Label != want {
+		t.Errorf("the kept store %s is labelled %q, want %q", m[1], s.Info.Label, want)
 	}
 	wantKept(t, m[1])
 }

@@ -26,6 +26,8 @@ func TestDefaultsAreTheSharedOnes(t *testing.T) {
 		"retry_after_max_ms":      ms(retryAfterMax),
 		"artifacts_dir":           defaultArtifactsDir,
 		"artifact_name_max_chars": float64(artifactNameMax),
+		"run_variables":           pairs(runVariables),
+		"label_max_bytes":         float64(labelMaxBytes),
 	}
 	data, err := os.ReadFile(filepath.Join("..", "defaults.json"))
 	if err != nil {
@@ -50,10 +52,19 @@ func TestDefaultsAreTheSharedOnes(t *testing.T) {
 		t.Fatalf("the constants checked are %v, clients/defaults.json has %v", names, want)
 	}
 	for name, want := range table {
-		if got := constants[name]; got != want {
+		if got := constants[name]; !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: the client has %v, clients/defaults.json %v", name, got, want)
 		}
 	}
+}
+
+// pairs is vars as JSON decodes an array of pairs.
+func pairs(vars [][2]string) []any {
+	list := make([]any, len(vars))
+	for i, v := range vars {
+		list[i] = []any{v[0], v[1]}
+	}
+	return list
 }
 
 func keys(m map[string]any) []string {

@@ -24,7 +24,8 @@ import (
 // TestStoreForTestStartsAServer runs `go test -p 1 ./...` on the selfstart
 // sample with LARDER_BINARY and no LARDER_URL: each test gets a store from
 // one server that both packages share, although they run one after another
-// with a pause between them; the failing test's store is kept (a later test
+// with a pause between them, labelled PACKAGE/TEST (the two packages' tests
+// TestNamedAlike get two labels); the failing test's store is kept (a later test
 // of its package finds it) and its artifact saved, the passing test's is
 // deleted; and within a few seconds of `go test` returning, the server is
 // gone and its folder under TMPDIR removed.
@@ -61,7 +62,7 @@ func TestStoreForTestStartsAServer(t *testing.T) {
 	}
 
 	records := map[string]selfstartRecord{}
-	for _, name := range []string{"one-TestPasses", "two-TestFails"} {
+	for _, name := range []string{"one-TestPasses", "two-TestFails", "one-TestNamedAlike", "two-TestNamedAlike"} {
 		data, err := os.ReadFile(filepath.Join(out, name+".json"))
 		if err != nil {
 			t.Fatalf("%s got no store: %v; output:\n%s", name, err, output)
@@ -71,6 +72,19 @@ func TestStoreForTestStartsAServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		records[name] = r
+	}
+	// Labelled PACKAGE/TEST (no run prefix here) by the package of the
+	// test, although the sample's own helper in selfstart/record calls
+	// StoreForTest: tests of one name in two packages are told apart.
+	for name, want := range map[string]string{
+		"one-TestPasses":     "selfstart/one/TestPasses",
+		"two-TestFails":      "selfstart/two/TestFails",
+		"one-TestNamedAlike": "selfstart/one/TestNamedAlike",
+		"two-TestNamedAlike": "selfstart/two/TestNamedAlike",
+	} {
+		if got := records[name].Label; got != want {
+			t.Errorf("%s's store is labelled %q, want %q", name, got, want)
+		}
 	}
 	one, two := records["one-TestPasses"], records["two-TestFails"]
 	t.Logf("go test start to the first store: %v; StoreForTest with `larder up` took %d ms (one) and %d ms (two)",
@@ -162,6 +176,7 @@ type selfstartRecord struct {
 	URL       string `json:"url"`
 	StartedAt string `json:"started_at"`
 	ID        string `json:"id"`
+	Label     string `json:"label"`
 	Path      string `json:"path"`
 	PID       int    `json:"pid"`
 	PPID      int    `json:"ppid"`
@@ -226,11 +241,11 @@ func copyTree(from, to string) error {
 	})
 }
 
-// sampleEnv is this process's environment without any LARDER_ variable or
-// TMPDIR.
+// sampleEnv is this process's environment without any LARDER_ variable,
+// TMPDIR, or variable a run prefix comes from.
 func sampleEnv() []string {
 	var env []string
-	for _, e := range os.Environ() {
+	for _, e := range withoutRunVariables(os.Environ()) {
 		if !strings.HasPrefix(e, "LARDER_") && !strings.HasPrefix(e, "TMPDIR=") {
 			env = append(env, e)
 		}

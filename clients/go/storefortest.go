@@ -25,9 +25,10 @@ const (
 // StoreForTest gives the test t a fresh store made with opts on the server
 // of TestClient: TestServer.URL or LARDER_URL when set, else one that
 // `larder up` starts for this run (once per process), with the token
-// LARDER_TOKEN. The store's label is t.Name() unless opts.Label is set. When
-// there is no server, or the store cannot be made, the test stops with
-// t.Fatal.
+// LARDER_TOKEN. The store's label is TestLabel(t), RUN/PACKAGE/TEST (e.g.
+// 123/github.com/acme/shop/orders/TestCheckout/empty_cart), unless
+// opts.Label is set: then that, as it is. When there is no server, or the
+// store cannot be made, the test stops with t.Fatal.
 //
 // When the test ends (t.Cleanup), a store of a test that passed (or was
 // skipped) is deleted. A store of a test that failed is kept (PATCH keep) and
@@ -38,7 +39,7 @@ const (
 func StoreForTest(t testing.TB, opts StoreOptions) *Store {
 	t.Helper()
 	if opts.Label == "" {
-		opts.Label = t.Name()
+		opts.Label = testLabel(testPackage(), t.Name())
 	}
 	client, err := TestClient()
 	if err != nil {

@@ -19,7 +19,8 @@ import (
 // server, as every Larder client's helpers do (clients/README.md): a URL when
 // one is given, else a server that `larder up` starts for this run.
 
-// TestServerOptions say where the test helpers get their server.
+// TestServerOptions say where the test helpers get their server, and how
+// they label the stores they make.
 type TestServerOptions struct {
 	// URL is a running server to use; when empty, LARDER_URL. When both are
 	// empty, the helpers start a server with Binary.
@@ -32,6 +33,12 @@ type TestServerOptions struct {
 	// fixtures, tests/fixtures, test/fixtures and testdata/fixtures from the
 	// working directory up to the module's top.
 	Fixtures string
+	// Run is the run prefix of the labels the helpers give their stores
+	// (RUN/PACKAGE/TEST, see TestLabel); when empty, LARDER_RUN, else the
+	// CI system's run id (GITHUB_RUN_ID, CI_PIPELINE_ID, BUILDKITE_BUILD_ID,
+	// BUILD_TAG, CIRCLE_WORKFLOW_ID, each only on its own CI system), else
+	// none.
+	Run string
 }
 
 // TestServer is where StoreForTest, CheckSnapshots and TestClient get their

@@ -42,3 +42,10 @@ func TestThePassedStoreIsDeleted(t *testing.T) {
 		t.Errorf("the passed test's store %s: %v, want 404", passed, err)
 	}
 }
+
+// TestNamedAlike has a namesake in package two: the two stores' labels
+// differ by their packages (selfstart/one/TestNamedAlike,
+// selfstart/two/TestNamedAlike).
+func TestNamedAlike(t *testing.T) {
+	record.StoreForTest(t, "one", larder.StoreOptions{Template: "gallery"})
+}

@@ -26,6 +26,7 @@ type Store struct {
 	URL       string `json:"url"`        // the server the helpers used
 	StartedAt string `json:"started_at"` // that server's /health started_at
 	ID        string `json:"id"`
+	Label     string `json:"label"` // the store's, as the server answered it
 	Path      string `json:"path"`
 	PID       int    `json:"pid"`
 	PPID      int    `json:"ppid"`
@@ -52,11 +53,13 @@ func Setup() {
 }
 
 // StoreForTest is larder.StoreForTest that writes the record of the store.
+// Called here, in package record, it labels the store with the package of
+// the test (selfstart/one or selfstart/two), not this one.
 func StoreForTest(t *testing.T, pkg string, opts larder.StoreOptions) *larder.Store {
 	t.Helper()
 	start := time.Now()
 	store := larder.StoreForTest(t, opts)
-	r := Store{Package: pkg, Test: t.Name(), ID: store.ID, Path: store.Path,
+	r := Store{Package: pkg, Test: t.Name(), ID: store.ID, Label: store.Info.Label, Path: store.Path,
 		PID: os.Getpid(), PPID: os.Getppid(), ReadyAt: time.Now().UnixNano(), TookMS: time.Since(start).Milliseconds()}
 	client, err := larder.TestClient()
 	if err != nil {

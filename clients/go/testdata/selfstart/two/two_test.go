@@ -49,3 +49,10 @@ func TestTheFailedStoreIsKept(t *testing.T) {
 		t.Errorf("the failed test's store: keep %v, %d artists; want kept, as the test left it (5)", store.Info.Keep, counts["artists"])
 	}
 }
+
+// TestNamedAlike has a namesake in package one: the two stores' labels
+// differ by their packages (selfstart/one/TestNamedAlike,
+// selfstart/two/TestNamedAlike).
+func TestNamedAlike(t *testing.T) {
+	record.StoreForTest(t, "two", larder.StoreOptions{Template: "gallery"})
+}

@@ -8,6 +8,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 
@@ -32,11 +33,35 @@ import java.util.concurrent.TimeUnit;
  *
  * <p>{@code larder up} shares the server among every process of the run (parallel forks included) and
  * stops it a second after the last one ends, removing its stores.
+ *
+ * <p>It also says how a helper labels the store it makes for a test (clients/README.md, "How a test helper
+ * labels its stores"): {@link #label(String, String)}, {@code RUN/PACKAGE/TEST}, with {@code RUN} from
+ * {@link #run()}.
  */
 public final class SharedServer {
     /** What the helpers say when there is neither a URL nor a binary (the same in every client). */
     public static final String NO_SERVER = "Larder: no server to use: set LARDER_URL to a running server's URL, "
             + "or install the larder binary (set LARDER_BINARY to it, or put it on PATH)";
+
+    /** The system property that names the run prefix of the labels ({@link #run()}); it wins over the variables. */
+    public static final String RUN_PROPERTY = "larder.run";
+
+    /**
+     * Where the run prefix comes from without {@code -Dlarder.run} (shared with the other clients:
+     * clients/defaults.json {@code run_variables}): the first {@code [variable, only when this one is set too]}
+     * pair whose variables are both non-empty; an empty second name is no condition. {@code LARDER_RUN}, then
+     * the run ids of GitHub Actions, GitLab CI, Buildkite, Jenkins and CircleCI.
+     */
+    public static final List<List<String>> RUN_VARIABLES = List.of(
+            List.of("LARDER_RUN", ""),
+            List.of("GITHUB_RUN_ID", "GITHUB_ACTIONS"),
+            List.of("CI_PIPELINE_ID", "GITLAB_CI"),
+            List.of("BUILDKITE_BUILD_ID", "BUILDKITE"),
+            List.of("BUILD_TAG", "JENKINS_URL"),
+            List.of("CIRCLE_WORKFLOW_ID", "CIRCLECI"));
+
+    /** The longest label the server takes (shared with the other clients): a longer one is cut to it. */
+    public static final int LABEL_MAX_BYTES = 256;
 
     /** How long {@code larder up} may take (it gives up on a server that does not listen within 60 s). */
     static final long UP_TIMEOUT_SECONDS = 120;
@@ -82,6 +107,67 @@ public final class SharedServer {
     /** The URL of {@link #client()}. */
     public static String url() {
         return client().url();
+    }
+
+    /**
+     * This run's label prefix: {@code -Dlarder.run}, else the first of {@link #RUN_VARIABLES} that is set in
+     * the environment (with its condition variable); null when there is none.
+     */
+    public static String run() {
+        return run(System.getProperty(RUN_PROPERTY), System.getenv());
+    }
+
+    /**
+     * {@link #run()} of an option and an environment: {@code option} when it is not null or blank, else the
+     * value of the first {@link #RUN_VARIABLES} pair whose variable and condition variable (when it names
+     * one) are both set and not blank in {@code environment}, else null. Values are trimmed.
+     */
+    public static String run(String option, Map<String, String> environment) {
+        if (option != null && !option.isBlank()) return option.strip();
+        for (List<String> pair : RUN_VARIABLES) {
+            String value = environment.get(pair.get(0));
+            if (value == null || value.isBlank()) continue;
+            String condition = pair.get(1);
+            if (!condition.isEmpty()) {
+                String set = environment.get(condition);
+                if (set == null || set.isBlank()) continue;
+            }
+            return value.strip();
+        }
+        return null;
+    }
+
+    /**
+     * The label of the store a helper makes for the test {@code test} of {@code packageName}, in this run:
+     * {@link #label(String, String, String)} with {@link #run()}. For a JUnit test, {@code packageName} is the
+     * test class's fully qualified name ({@code com.acme.shop.OrdersTest}, a nested class with {@code $})
+     * and {@code test} the method's name.
+     */
+    public static String label(String packageName, String test) {
+        return label(run(), packageName, test);
+    }
+
+    /**
+     * {@code RUN/PACKAGE/TEST}, or {@code PACKAGE/TEST} when {@code run} is null or empty, cut to
+     * {@link #LABEL_MAX_BYTES} bytes of UTF-8 ({@link #cut}).
+     */
+    public static String label(String run, String packageName, String test) {
+        String label = packageName + "/" + test;
+        if (run != null && !run.isEmpty()) label = run + "/" + label;
+        return cut(label, LABEL_MAX_BYTES);
+    }
+
+    /**
+     * {@code text} when its UTF-8 takes at most {@code maxBytes} bytes, else its longest start that does,
+     * ending at a character boundary (a character is never split).
+     */
+    public static String cut(String text, int maxBytes) {
+        byte[] bytes = text.getBytes(StandardCharsets.UTF_8);
+        if (bytes.length <= maxBytes) return text;
+        int end = Math.max(0, maxBytes);
+        // A byte 10xxxxxx continues a character: back up to the first byte of the one that does not fit.
+        while (end > 0 && (bytes[end] & 0xC0) == 0x80) end--;
+        return new String(bytes, 0, end, StandardCharsets.UTF_8);
     }
 
     /** {@code -Dlarder.url}, else {@code LARDER_URL}; null when neither is set (or both are blank). */

@@ -59,6 +59,19 @@ public final class SnapshotCheck {
         return this;
     }
 
+    /**
+     * A copy of this check whose uploaded store is labelled {@code label} (as {@link #label}); this check is
+     * left as it is. {@link dev.larder.junit.LarderSnapshots} labels each snapshot's store so.
+     */
+    public SnapshotCheck labelled(String label) {
+        SnapshotCheck copy = new SnapshotCheck(against);
+        copy.migrate = migrate;
+        copy.expect = expect;
+        copy.skipDataCheck = skipDataCheck;
+        copy.label = label;
+        return copy;
+    }
+
     Reference reference() {
         return against;
     }

@@ -265,6 +265,14 @@ class AppCheckTest {
         assertTrue(m.matches(), message);
         assertEquals("before is false (got 0): SELECT count(*) = 5 FROM notes", m.group(2), message);
         assertTrue(m.group(3).startsWith("schema differs from the reference: index notes_tag on notes "), message);
+        // Labelled RUN/PACKAGE/TEST: this class, the method that asked for the tests and the file.
+        assertEquals(SharedServer.label(SharedServer.run(), "dev.larder.AppCheckTest",
+                        "dynamicTestsFailWithEveryMessageTheVersionsAndTheKeptStore v1.sqlite"),
+                larder.store(m.group(1)).info().get("label"));
+        if (SharedServer.run() == null) {
+            assertEquals("dev.larder.AppCheckTest/dynamicTestsFailWithEveryMessageTheVersionsAndTheKeptStore v1.sqlite",
+                    larder.store(m.group(1)).info().get("label"));
+        }
         assertKept(m.group(1));
         tests.get(1).getExecutable().execute(); // passes
 

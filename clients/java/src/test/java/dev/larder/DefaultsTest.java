@@ -33,6 +33,8 @@ class DefaultsTest {
         constants.put("retry_after_max_ms", ms(Larder.RETRY_AFTER_MAX));
         constants.put("artifacts_dir", LarderExtension.DEFAULT_ARTIFACTS_DIR);
         constants.put("artifact_name_max_chars", (long) LarderExtension.ARTIFACT_NAME_MAX);
+        constants.put("run_variables", SharedServer.RUN_VARIABLES);
+        constants.put("label_max_bytes", (long) SharedServer.LABEL_MAX_BYTES);
 
         Map<String, Object> table = new TreeMap<>();
         Map<String, Object> entries = Json.asObject(Json.parse(Files.readString(table())), "defaults");

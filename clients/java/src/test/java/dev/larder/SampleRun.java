@@ -24,7 +24,10 @@ import javax.tools.ToolProvider;
  * compiled here.
  */
 final class SampleRun {
-    /** The variables a sample must not inherit: each test says which it sets. */
+    /**
+     * The variables a sample must not inherit: each test says which it sets. The run prefix's
+     * ({@link SharedServer#RUN_VARIABLES}, CI systems' included) are left out too.
+     */
     static final List<String> LARDER_VARIABLES = List.of("LARDER_URL", "LARDER_TOKEN", "LARDER_BINARY", "LARDER_FIXTURES",
             "LARDER_ARTIFACTS", "LARDER_SAMPLE_IDS", "LARDER_SAMPLE_BARRIER", "LARDER_SAMPLE_PEERS", "XDG_CACHE_HOME");
 
@@ -92,6 +95,7 @@ final class SampleRun {
                 .redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")));
         Map<String, String> e = pb.environment();
         LARDER_VARIABLES.forEach(e::remove);
+        for (List<String> pair : SharedServer.RUN_VARIABLES) pair.forEach(e::remove);
         env.forEach((k, v) -> {
             if (v == null) e.remove(k);
             else e.put(k, v);

@@ -37,7 +37,10 @@ import org.junit.platform.commons.support.AnnotationSupport;
  * {@code LARDER_URL}, else one that {@code larder up} starts once per JVM and shares with the other
  * processes of the run (the binary: {@code -Dlarder.binary}, {@code LARDER_BINARY}, the one this jar
  * carries, {@code larder} on {@code PATH}); {@code LARDER_TOKEN} is sent when set. The
- * store is labelled with the test's name. After the test, a store is deleted when the test passed;
+ * store is labelled {@code RUN/PACKAGE/TEST} ({@link #label}): the run prefix of {@code -Dlarder.run}, else of
+ * {@code LARDER_RUN} or the CI system's run id ({@link SharedServer#run()}), the test class's fully
+ * qualified name, the method's name; unless {@link LarderStore#label()} names one. After the test, a store
+ * is deleted when the test passed;
  * when it failed the store is kept ({@code PATCH keep}) and its artifact saved into
  * {@code LARDER_ARTIFACTS} (default {@code larder-artifacts/} in the working directory) as
  * {@code <test name>-<store id>.zip}; the path is published as the report entry
@@ -79,7 +82,7 @@ public final class LarderExtension implements ParameterResolver, AfterEachCallba
         synchronized (stores) {
             Store existing = stores.byKey.get(key);
             if (existing != null) return existing;
-            StoreOptions options = options(annotation, testName(context));
+            StoreOptions options = options(annotation, label(context));
             Larder larder;
             try {
                 larder = SharedServer.client();
@@ -150,7 +153,7 @@ public final class LarderExtension implements ParameterResolver, AfterEachCallba
         return Optional.empty();
     }
 
-    private static StoreOptions options(LarderStore a, String testName) {
+    private static StoreOptions options(LarderStore a, String label) {
         StoreOptions o = StoreOptions.create();
         if (a != null) {
             if (!a.template().isEmpty()) o.template(a.template());
@@ -159,20 +162,38 @@ public final class LarderExtension implements ParameterResolver, AfterEachCallba
             if (!a.snapshot().isEmpty()) o.snapshot(a.snapshot());
             if (!a.build().isEmpty()) o.build(a.build());
         }
-        o.label(a != null && !a.label().isEmpty() ? a.label() : testName);
+        o.label(a != null && !a.label().isEmpty() ? a.label() : label);
         return o;
     }
 
-    /** {@code SimpleClassName.method}, plus the display name when it is not just {@code method()}. */
+    /**
+     * The label of the test's store, {@code RUN/PACKAGE/TEST} ({@link SharedServer#label(String, String)}):
+     * {@code RUN} from {@code -Dlarder.run}, else {@code LARDER_RUN} or the CI system's run id, else none;
+     * {@code PACKAGE} the test class's fully qualified name ({@code com.acme.shop.OrdersTest}, a nested
+     * class {@code com.acme.shop.OrdersTest$Refunds}); {@code TEST} {@link #testInClass}. Cut to
+     * {@link SharedServer#LABEL_MAX_BYTES} bytes at a character boundary.
+     */
+    static String label(ExtensionContext context) {
+        return SharedServer.label(context.getTestClass().map(Class::getName).orElse("test"), testInClass(context));
+    }
+
+    /** {@code SimpleClassName.method}, plus the display name when it is not just {@code method()}: the artifact's name. */
     static String testName(ExtensionContext context) {
-        String cls = context.getTestClass().map(Class::getSimpleName).orElse("test");
+        return context.getTestClass().map(Class::getSimpleName).orElse("test") + "." + testInClass(context);
+    }
+
+    /**
+     * The method's name, plus a space and the display name when that is not the default {@code method(Types)}:
+     * an invocation of a parameterized or repeated test ({@code counts [1] gallery},
+     * {@code retries repetition 2 of 3}), a test with a {@code @DisplayName}.
+     */
+    static String testInClass(ExtensionContext context) {
         Optional<Method> method = context.getTestMethod();
-        String name = method.map(Method::getName).orElse(context.getDisplayName());
         String display = context.getDisplayName();
-        String base = cls + "." + name;
+        String name = method.map(Method::getName).orElse(display);
         String defaultDisplay = method.map(m -> m.getName() + "(" + Arrays.stream(m.getParameterTypes())
                 .map(Class::getSimpleName).collect(Collectors.joining(", ")) + ")").orElse(display);
-        return display.equals(defaultDisplay) || display.equals(name) ? base : base + " " + display;
+        return display.equals(defaultDisplay) || display.equals(name) ? name : name + " " + display;
     }
 
     /** Letters, digits, {@code . _ -}; other runs become one {@code _}; at most 120 characters. */

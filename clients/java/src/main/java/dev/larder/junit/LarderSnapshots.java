@@ -25,11 +25,16 @@ import org.junit.jupiter.api.DynamicTest;
  * }</pre>
  *
  * <p>The tests are named by the files ({@code v1.sqlite}), in file name order, and point at them (their
- * test source URI). A snapshot that fails fails its test with an {@link AssertionError} whose message is
- * {@link CheckResult#report()}: the snapshot, its versions, the kept store, then every failure on a line
- * of its own.
+ * test source URI). Each one's store is labelled {@code RUN/PACKAGE/TEST} as {@link LarderExtension}'s
+ * are: {@code PACKAGE} the fully qualified name of the class that called {@code tests} (the test
+ * factory's), {@code TEST} the calling method's name, a space and the file's name
+ * ({@code 123/com.acme.shop.MigrationsTest/migrations v1.sqlite}). A snapshot that fails fails its test with
+ * an {@link AssertionError} whose message is {@link CheckResult#report()}: the snapshot, its versions, the
+ * kept store, then every failure on a line of its own.
  */
 public final class LarderSnapshots {
+    private static final StackWalker WALKER = StackWalker.getInstance(StackWalker.Option.RETAIN_CLASS_REFERENCE);
+
     private LarderSnapshots() {}
 
     /**
@@ -52,9 +57,18 @@ public final class LarderSnapshots {
         check.forDirectory();
         List<Path> files = Larder.snapshotFiles(dir);
         if (files.isEmpty()) throw new IllegalArgumentException("no *.sqlite file in " + dir.toAbsolutePath());
-        return files.stream().map(file -> DynamicTest.dynamicTest(file.getFileName().toString(), file.toUri(), () -> {
-            CheckResult result = larder.checkSnapshot(file, check);
-            if (!result.passed()) Assertions.fail(result.report());
-        }));
+        StackWalker.StackFrame caller = WALKER.walk(frames -> frames
+                .filter(f -> f.getDeclaringClass() != LarderSnapshots.class).findFirst()).orElse(null);
+        String packageName = caller == null ? "test" : caller.getDeclaringClass().getName();
+        String method = caller == null ? "tests" : caller.getMethodName();
+        String run = SharedServer.run();
+        return files.stream().map(file -> {
+            String name = file.getFileName().toString();
+            SnapshotCheck labelled = check.labelled(SharedServer.label(run, packageName, method + " " + name));
+            return DynamicTest.dynamicTest(name, file.toUri(), () -> {
+                CheckResult result = larder.checkSnapshot(file, labelled);
+                if (!result.passed()) Assertions.fail(result.report());
+            });
+        });
     }
 }

@@ -39,6 +39,10 @@ public @interface LarderStore {
     /** The key of an app-built template ({@code POST /builds}). */
     String build() default "";
 
-    /** The store's label; by default the test's name ({@code Class.method}, and the display name when it differs). */
+    /**
+     * The store's label, as it is; by default {@code RUN/PACKAGE/TEST}: the run prefix ({@code -Dlarder.run},
+     * {@code LARDER_RUN}, the CI system's run id), the test class's fully qualified name, the method's name
+     * (and the display name when it differs), e.g. {@code 123/com.acme.shop.OrdersTest/checkout}.
+     */
     String label() default "";
 }

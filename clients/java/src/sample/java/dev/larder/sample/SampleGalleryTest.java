@@ -7,15 +7,14 @@ import dev.larder.Store;
 import dev.larder.junit.LarderExtension;
 import dev.larder.junit.LarderStore;
 import java.io.IOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
  * Run by ExtensionTest in a subprocess (JUnit console launcher): one test passes, one fails on
- * purpose. Each writes its store id into $LARDER_SAMPLE_IDS/<method>.id so the outer test can look.
+ * purpose. Each writes its store id and label into $LARDER_SAMPLE_IDS/<method>.id and .label so the
+ * outer test can look.
  */
 @ExtendWith(LarderExtension.class)
 class SampleGalleryTest {
@@ -41,7 +40,6 @@ class SampleGalleryTest {
     }
 
     private static void record(String name, Store store) throws IOException {
-        String dir = System.getenv("LARDER_SAMPLE_IDS");
-        if (dir != null) Files.writeString(Path.of(dir, name + ".id"), store.id());
+        SampleRecord.record(name, store);
     }
 }
