@@ -1,7 +1,7 @@
 // Types of 'larder-sqlite/test', the node:test helper (the code is testing.js).
 
 import type { TestContext } from 'node:test';
-import type { test as nodeTest, it as nodeIt } from 'node:test';
+import type { describe as nodeDescribe, test as nodeTest, it as nodeIt } from 'node:test';
 import type { CheckResult, CheckSnapshotsOptions, CreateStoreOptions, Larder, SnapshotResult, Store } from './index.js';
 
 export interface WithStoreOptions extends CreateStoreOptions {
@@ -12,8 +12,9 @@ export interface WithStoreOptions extends CreateStoreOptions {
 }
 
 /**
- * A fresh store for the test, labelled with its name; deleted in t.after when
- * the test passed, kept with its artifact saved when it failed.
+ * A fresh store for the test, labelled RUN/PACKAGE/TEST (storeLabel(t)) unless
+ * `label` is given; deleted in t.after when the test passed, kept with its
+ * artifact saved when it failed.
  */
 export declare function withStore(t: TestContext, options?: WithStoreOptions): Promise<Store>;
 
@@ -25,6 +26,30 @@ export declare const DEFAULT_ARTIFACTS_DIR: string;
 /** The longest file-safe test name in an artifact's file name: 120. */
 export declare const ARTIFACT_NAME_MAX: number;
 
+/**
+ * Where a label's run prefix comes from when configure({run}) names none: the
+ * first [variable, condition] pair whose variables are both set and non-empty
+ * (an empty condition: none). LARDER_RUN, then GitHub Actions, GitLab CI,
+ * Buildkite, Jenkins and CircleCI run ids.
+ */
+export declare const RUN_VARIABLES: ReadonlyArray<readonly [string, string]>;
+/** The longest label the server takes: 256 (bytes of UTF-8). */
+export declare const LABEL_MAX_BYTES: number;
+
+/**
+ * The label the helper gives the store of the test of context `t`:
+ * RUN/PACKAGE/TEST, or PACKAGE/TEST without a run prefix. PACKAGE: the test
+ * file relative to process.cwd(); TEST: the test's name path (t.fullName:
+ * describes and parent tests joined with " > "). At most LABEL_MAX_BYTES.
+ */
+export declare function storeLabel(t: TestContext): string;
+
+/** The run prefix of the labels: configure({run}), else the first of RUN_VARIABLES set in `env`, else null. */
+export declare function runPrefix(env?: Record<string, string | undefined>): string | null;
+
+/** `label` cut to `maxBytes` (default LABEL_MAX_BYTES) of UTF-8 at a character boundary, keeping its start. */
+export declare function cutLabel(label: string, maxBytes?: number): string;
+
 /** A test name as artifact file names use it: [A-Za-z0-9._-], at most 120 characters. */
 export declare function fileSafeName(name: string): string;
 
@@ -32,7 +57,9 @@ export declare function fileSafeName(name: string): string;
 export declare const test: typeof nodeTest;
 /** node:test's `it`, wrapped as `test` is. */
 export declare const it: typeof nodeIt;
-export { describe, before, after, beforeEach, afterEach } from 'node:test';
+/** node:test's `describe`, which lets labels name the suites a test is in on a Node without t.fullName. */
+export declare const describe: typeof nodeDescribe;
+export { before, after, beforeEach, afterEach } from 'node:test';
 
 /** A snapshot that failed the migration check. */
 export declare class SnapshotCheckError extends Error {
@@ -48,7 +75,8 @@ export interface TestSnapshotsOptions extends CheckSnapshotsOptions {
 /**
  * Registers one node:test test per *.sqlite of `dir`, named by the file:
  * Larder.checkSnapshot, failing with a SnapshotCheckError (snapshot, versions,
- * kept store, each failure on a line). Answers the file names.
+ * kept store, each failure on a line). Each snapshot's store is labelled
+ * RUN/PACKAGE/TEST. Answers the file names.
  */
 export declare function testSnapshots(dir: string, options: TestSnapshotsOptions): string[];
 
@@ -70,6 +98,11 @@ export interface HelperSettings {
   fixtures?: string;
   /** More `larder serve` settings for a server the helper starts, e.g. ['--build-lease-seconds', '60']. */
   serverArgs?: string[];
+  /**
+   * The run prefix of the labels the helper gives (RUN/PACKAGE/TEST); default:
+   * the first of RUN_VARIABLES that is set (LARDER_RUN, a CI system's run id).
+   */
+  run?: string | null;
 }
 
 /**

@@ -3,7 +3,8 @@
 // withStore(t, options) gives the test a fresh store and registers a
 // t.after hook: the store is deleted when the test passed, or kept and its
 // artifact saved to LARDER_ARTIFACTS (default larder-artifacts/) as
-// `<test name>-<store id>.zip` when it failed.
+// `<test name>-<store id>.zip` when it failed. The store is labelled
+// RUN/PACKAGE/TEST (storeLabel).
 //
 // Whether the test failed is read, in that hook, from three sources:
 //  - TestContext.passed (Node 20.12+, 21.7+): false once the test function
@@ -26,11 +27,16 @@
 // The server: a test that names no client gets defaultLarder(), of the URL
 // configured (configure({url})) or in LARDER_URL, else of a server this
 // process starts through `larder up` (see "The server the helper uses").
+//
+// Labels: every store the helper makes for a test is labelled
+// RUN/PACKAGE/TEST (clients/README.md, "How a test helper labels its
+// stores"; see "Labels" below).
 
 import * as nodeTest from 'node:test';
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { execFile } from 'node:child_process';
-import { accessSync, chmodSync, constants as fsConstants, existsSync, statSync } from 'node:fs';
-import { delimiter, join, resolve } from 'node:path';
+import { accessSync, chmodSync, constants as fsConstants, existsSync, realpathSync, statSync } from 'node:fs';
+import { delimiter, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Larder, LarderError, formatCheckFailure, snapshotFiles } from './index.js';
 
@@ -39,6 +45,21 @@ import { Larder, LarderError, formatCheckFailure, snapshotFiles } from './index.
 // name in an artifact's file name.
 export const DEFAULT_ARTIFACTS_DIR = 'larder-artifacts';
 export const ARTIFACT_NAME_MAX = 120;
+// Where the run prefix of a label comes from when configure({run}) names
+// none: the first [variable, only when this one is set too] pair whose
+// variables are both non-empty (an empty second name: no condition).
+export const RUN_VARIABLES = Object.freeze(
+  [
+    ['LARDER_RUN', ''],
+    ['GITHUB_RUN_ID', 'GITHUB_ACTIONS'],
+    ['CI_PIPELINE_ID', 'GITLAB_CI'],
+    ['BUILDKITE_BUILD_ID', 'BUILDKITE'],
+    ['BUILD_TAG', 'JENKINS_URL'],
+    ['CIRCLE_WORKFLOW_ID', 'CIRCLECI'],
+  ].map((pair) => Object.freeze(pair))
+);
+// The longest label the server takes; a longer one is cut to it.
+export const LABEL_MAX_BYTES = 256;
 
 const states = new WeakMap();
 
@@ -86,7 +107,7 @@ function wrapFn(fn, parent) {
     if (parent) t.after(() => { if (testFailed(t)) markFailed(parent); });
   };
   if (fn.length >= 2) {
-    return function (t, done) {
+    return named(function (t, done) {
       enter(t);
       try {
         return fn.call(this, t, (err) => {
@@ -97,9 +118,9 @@ function wrapFn(fn, parent) {
         markFailed(t);
         throw err;
       }
-    };
+    }, fn);
   }
-  return async function (t) {
+  return named(async function (t) {
     enter(t);
     try {
       return await fn.call(this, t);
@@ -107,7 +128,15 @@ function wrapFn(fn, parent) {
       markFailed(t);
       throw err;
     }
-  };
+  }, fn);
+}
+
+// node:test names a test or suite given no name by its function: keep the name.
+function named(wrapper, fn) {
+  try {
+    Object.defineProperty(wrapper, 'name', { value: fn.name, configurable: true });
+  } catch {}
+  return wrapper;
 }
 
 function wrapArgs(args, parent) {
@@ -163,7 +192,160 @@ function wrapRunner(run) {
 export const test = wrapRunner(nodeTest.test);
 /** node:test's `it`, wrapped as `test` is. */
 export const it = wrapRunner(nodeTest.it);
-export { describe, before, after, beforeEach, afterEach } from 'node:test';
+export { before, after, beforeEach, afterEach } from 'node:test';
+
+// The names of the describe()s (this module's) a test was registered in, for
+// a Node whose TestContext has no fullName. node:test runs a test in the
+// async context it was made in, so the store reaches the test's function.
+const suiteNames = new AsyncLocalStorage();
+
+function wrapSuite(run) {
+  const suiteArgs = (args) => {
+    const i = args.findLastIndex((a) => typeof a === 'function');
+    if (i < 0) return args;
+    const fn = args[i];
+    const name = typeof args[0] === 'string' ? args[0] : fn.name || '<anonymous>';
+    const names = [...(suiteNames.getStore() ?? []), name];
+    const copy = [...args];
+    copy[i] = named(function (...a) {
+      return suiteNames.run(names, () => fn.apply(this, a));
+    }, fn);
+    return copy;
+  };
+  const wrapped = (...args) => run(...suiteArgs(args));
+  for (const variant of ['skip', 'todo', 'only']) {
+    if (typeof run[variant] === 'function') wrapped[variant] = (...args) => run[variant](...suiteArgs(args));
+  }
+  return wrapped;
+}
+
+/**
+ * node:test's `describe` (also `.skip`, `.todo`, `.only`), which, on a Node
+ * whose TestContext has no `fullName`, lets the helper's labels name the
+ * suites a test is in.
+ */
+export const describe = wrapSuite(nodeTest.describe);
+
+// --- Labels -----------------------------------------------------------------
+//
+// clients/README.md, "How a test helper labels its stores": RUN/PACKAGE/TEST,
+// cut to LABEL_MAX_BYTES at a UTF-8 character boundary.
+//  - RUN: configure({run}), else the first RUN_VARIABLES pair that is set,
+//    else none (the label is then PACKAGE/TEST).
+//  - PACKAGE: the test file, relative to process.cwd(), with `/`: the
+//    context's filePath (Node 22.6+); else, in a process `node --test`
+//    started for one test file (NODE_TEST_CONTEXT set), that file
+//    (process.argv[1]); else the outermost frame of the caller's stack that
+//    is neither this module, Node's own nor under node_modules (for
+//    testSnapshots: of the call that registered the tests); else
+//    process.argv[1].
+//  - TEST: the context's fullName (names of the enclosing describes and
+//    tests and its own, joined with " > "); on a Node without it (18), the
+//    names this module saw: the describes of this module the test is in,
+//    the tests whose subtest it is (t.test of a context withStore or `test`
+//    has seen), its own name.
+
+const SELF = fileURLToPath(import.meta.url);
+
+/**
+ * The run prefix of the helper's labels: configure({run}), else the first
+ * of RUN_VARIABLES whose variables are set in `env`, else null.
+ */
+export function runPrefix(env = process.env) {
+  if (typeof settings.run === 'string' && settings.run !== '') return settings.run;
+  for (const [name, condition] of RUN_VARIABLES) {
+    if (env[name] && (!condition || env[condition])) return env[name];
+  }
+  return null;
+}
+
+/** `label` cut to `maxBytes` of UTF-8 at a character boundary, keeping its start. */
+export function cutLabel(label, maxBytes = LABEL_MAX_BYTES) {
+  const bytes = Buffer.from(String(label), 'utf8');
+  if (bytes.length <= maxBytes) return String(label);
+  let end = maxBytes;
+  while (end > 0 && (bytes[end] & 0xc0) === 0x80) end -= 1; // a continuation byte: back to its lead
+  return bytes.subarray(0, end).toString('utf8');
+}
+
+// The file of the outermost stack frame outside this module, Node's own
+// code and node_modules: the test file that called (or registered) us.
+function callerFile() {
+  const { prepareStackTrace, stackTraceLimit } = Error;
+  let sites = [];
+  try {
+    Error.stackTraceLimit = 100;
+    Error.prepareStackTrace = (_, callSites) => callSites;
+    const holder = {};
+    Error.captureStackTrace(holder, callerFile);
+    sites = Array.isArray(holder.stack) ? holder.stack : [];
+  } catch {
+    sites = [];
+  } finally {
+    Error.prepareStackTrace = prepareStackTrace;
+    Error.stackTraceLimit = stackTraceLimit;
+  }
+  let found = null;
+  for (const site of sites) {
+    let file = site?.getFileName?.() ?? site?.getScriptNameOrSourceURL?.();
+    if (!file) continue;
+    if (file.startsWith('file:')) {
+      try {
+        file = fileURLToPath(file);
+      } catch {
+        continue;
+      }
+    }
+    if (file.startsWith('node:') || !(file.startsWith('/') || /^[A-Za-z]:[\\/]/.test(file) || file.startsWith('\\\\'))) continue;
+    if (file === SELF || file.split(/[\\/]/).includes('node_modules')) continue;
+    found = file;
+  }
+  return found;
+}
+
+// `file` relative to the working directory, with `/` (through real paths when
+// the path as given lies outside it: a symbolic link).
+function relativeToCwd(file) {
+  if (file.startsWith('file:')) file = fileURLToPath(file);
+  const cwd = process.cwd();
+  let rel = relative(cwd, resolve(file));
+  if (rel.startsWith('..')) {
+    try {
+      const real = relative(realpathSync(cwd), realpathSync(file));
+      if (!real.startsWith('..')) rel = real;
+    } catch {}
+  }
+  return (rel || file).split(sep).join('/');
+}
+
+function testFile(t, fallback) {
+  if (typeof t?.filePath === 'string' && t.filePath) return t.filePath;
+  if (process.env.NODE_TEST_CONTEXT && process.argv[1]) return process.argv[1];
+  return fallback() || process.argv[1] || null;
+}
+
+function testNamePath(t) {
+  if (typeof t?.fullName === 'string' && t.fullName) return t.fullName;
+  const parent = states.get(t)?.parent;
+  if (parent) return `${testNamePath(parent)} > ${t.name}`;
+  return [...(suiteNames.getStore() ?? []), String(t?.name ?? '')].join(' > ');
+}
+
+function labelOf(t, fallbackFile) {
+  const file = testFile(t, fallbackFile);
+  const parts = [runPrefix(), file && relativeToCwd(file), testNamePath(t)].filter(Boolean);
+  return cutLabel(parts.join('/'));
+}
+
+/**
+ * The label the helper gives the store of the test of context `t`:
+ * RUN/PACKAGE/TEST (PACKAGE/TEST without a run prefix), at most
+ * LABEL_MAX_BYTES bytes. Call it from the test (its file is found from the
+ * caller's stack where the context does not say).
+ */
+export function storeLabel(t) {
+  return labelOf(t, callerFile);
+}
 
 // --- The server the helper uses ---------------------------------------------
 //
@@ -183,7 +365,7 @@ const NO_SERVER =
 // after waiting its turn on the run's lock.
 const UP_TIMEOUT_MS = 120_000;
 
-const SETTINGS = ['url', 'token', 'timeoutMs', 'binary', 'fixtures', 'serverArgs'];
+const SETTINGS = ['url', 'token', 'timeoutMs', 'binary', 'fixtures', 'serverArgs', 'run'];
 let settings = {};
 let sharedClient = null; // Promise<Larder>, made at first need
 
@@ -194,8 +376,10 @@ let sharedClient = null; // Promise<Larder>, made at first need
  * for a server it starts: `binary` (else LARDER_BINARY, the packaged one,
  * `larder` on PATH), `fixtures` (else LARDER_FIXTURES, else the conventional
  * folder `larder up` finds) and `serverArgs` (more `larder serve` settings,
- * e.g. ['--build-lease-seconds', '60']). Call it before the first test
- * needs a store; calling it again drops the client made so far.
+ * e.g. ['--build-lease-seconds', '60']). `run`: the run prefix of the
+ * labels the helper gives (else the first of RUN_VARIABLES that is set).
+ * Call it before the first test needs a store; calling it again drops the
+ * client made so far.
  */
 export function configure(options = {}) {
   for (const key of Object.keys(options ?? {})) {
@@ -203,6 +387,9 @@ export function configure(options = {}) {
   }
   if (options?.serverArgs !== undefined && !(Array.isArray(options.serverArgs) && options.serverArgs.every((a) => typeof a === 'string'))) {
     throw new TypeError('configure: serverArgs must be an array of strings');
+  }
+  if (options?.run !== undefined && options.run !== null && typeof options.run !== 'string') {
+    throw new TypeError('configure: run must be a string (the run prefix of the labels)');
   }
   settings = { ...options };
   sharedClient = null;
@@ -328,9 +515,9 @@ function startServer() {
 }
 
 /**
- * Creates a store for the test of context `t`, labelled with the test's
- * name (unless `label` is given), and cleans it up in t.after: deleted
- * when the test passed; kept, with its artifact saved, when it failed.
+ * Creates a store for the test of context `t`, labelled RUN/PACKAGE/TEST
+ * (storeLabel(t); unless `label` is given), and cleans it up in t.after:
+ * deleted when the test passed; kept, with its artifact saved, when it failed.
  *
  * @param {import('node:test').TestContext} t
  * @param {object} [options] createStore options, plus `larder` (a Larder client;
@@ -350,8 +537,10 @@ export async function withStore(t, options = {}) {
     );
   }
   track(t);
+  // Before the first await: the caller's stack still holds the test file.
+  const label = createOptions.label === undefined ? labelOf(t, callerFile) : createOptions.label;
   const client = larder ?? (await defaultLarder());
-  const store = await client.createStore({ label: t.name, ...createOptions });
+  const store = await client.createStore({ ...createOptions, label });
 
   t.after(async () => {
     try {
@@ -394,7 +583,8 @@ export class SnapshotCheckError extends Error {
  * `options` (migrate, build | template + version | store, data; expect from
  * each NAME.expect.json) and fails with a SnapshotCheckError whose message
  * is the snapshot, its versions, the kept store and every failure, one per
- * line. `larder`: the client (default: defaultLarder()).
+ * line. `larder`: the client (default: defaultLarder()). Each snapshot's
+ * store is labelled RUN/PACKAGE/TEST, as withStore labels a test's store.
  * A directory without *.sqlite files is an error: a mistyped path would
  * otherwise pass.
  */
@@ -408,10 +598,12 @@ export function testSnapshots(dir, options = {}) {
   }
   const files = snapshotFiles(dir);
   if (files.length === 0) throw new Error(`testSnapshots: no *.sqlite file in ${resolve(dir)}`);
+  const registeredIn = callerFile(); // the test file calling us, for the labels
   for (const file of files) {
-    nodeTest.test(file, async () => {
+    nodeTest.test(file, async (t) => {
+      const label = labelOf(t, () => registeredIn);
       const client = larder ?? (await defaultLarder());
-      const result = await client.checkSnapshot(join(dir, file), checkOptions);
+      const result = await client.checkSnapshot(join(dir, file), { ...checkOptions, label });
       if (!result.passed) throw new SnapshotCheckError(result);
     });
   }

@@ -18,6 +18,7 @@ import { Larder, LarderError, formatCheckFailure, snapshotFiles } from 'larder-s
 import { SnapshotCheckError, testSnapshots } from 'larder-sqlite/test';
 import { MIGRATIONS, makeSnapshot, migrator, sqlite } from './appmigrator.js';
 import { startServer } from './support.js';
+import { RUN_VARIABLE_NAMES } from './project.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const clientDir = resolve(here, '..');
@@ -224,6 +225,9 @@ testSnapshots(process.env.SAMPLE_SNAPSHOTS, { build: process.env.SAMPLE_BUILD, m
     const env = { ...process.env, LARDER_URL: server.url, SAMPLE_SNAPSHOTS: dir, SAMPLE_BUILD: builds.good };
     delete env.LARDER_TOKEN;
     delete env.NODE_TEST_CONTEXT; // set in a test run; the child runs tests of its own
+    for (const name of RUN_VARIABLE_NAMES) delete env[name];
+    const runId = `node-snapshots-${randomUUID()}`;
+    env.LARDER_RUN = runId;
     const run = await new Promise((resolvePromise) => {
       execFile(process.execPath, ['--test', '--test-reporter=spec', 'migrations.test.mjs'], { cwd: project, env, timeout: 60_000 },
         (error, stdout, stderr) => resolvePromise({ code: error ? error.code : 0, stdout, stderr }));
@@ -238,6 +242,8 @@ testSnapshots(process.env.SAMPLE_SNAPSHOTS, { build: process.env.SAMPLE_BUILD, m
     const lines = [m[2], m[3]].sort();
     assert.equal(lines[0], 'before is false (got 0): SELECT count(*) = 5 FROM notes', output);
     assert.match(lines[1], /^schema differs from the reference: index notes_tag on notes /, output);
+    // The snapshot's store is labelled as a test's: RUN/PACKAGE/TEST.
+    assert.equal((await larder.getStore(m[1])).info.label, `${runId}/migrations.test.mjs/v1.sqlite`);
     await assertKept(m[1]);
   });
 });

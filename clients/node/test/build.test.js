@@ -10,7 +10,7 @@ import { existsSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 import { Larder, LarderError, LarderTimeout } from 'larder-sqlite';
-import { withStore } from 'larder-sqlite/test';
+import { runPrefix, withStore } from 'larder-sqlite/test';
 import { startServer } from './support.js';
 
 let server;
@@ -324,7 +324,10 @@ describe('app-built templates', () => {
     const store = await withStore(t, { larder, build: key, timeoutMs: 5_000 });
     t.after(() => larder.discardBuild(key));
     assert.equal(store.info.build, key);
-    assert.equal(store.info.label, t.name);
+    // RUN/PACKAGE/TEST: this file relative to the working directory (test.sh
+    // runs in clients/node), the describe's name and the test's.
+    const run = runPrefix();
+    assert.equal(store.info.label, `${run ? `${run}/` : ''}test/build.test.js/app-built templates > withStore gives a test a store of a build`);
     assert.equal(store.info.counts.artworks, 2);
   });
 });

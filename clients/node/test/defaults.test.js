@@ -20,6 +20,8 @@ const constants = {
   retry_after_max_ms: client.RETRY_AFTER_MAX_MS,
   artifacts_dir: helper.DEFAULT_ARTIFACTS_DIR,
   artifact_name_max_chars: helper.ARTIFACT_NAME_MAX,
+  run_variables: helper.RUN_VARIABLES,
+  label_max_bytes: helper.LABEL_MAX_BYTES,
 };
 
 test('the constants are the shared defaults of clients/defaults.json', () => {
@@ -29,6 +31,6 @@ test('the constants are the shared defaults of clients/defaults.json', () => {
   );
   assert.deepEqual(Object.keys(constants).sort(), Object.keys(table).sort(), 'an entry of clients/defaults.json has no constant here, or one too many');
   for (const [name, value] of Object.entries(table)) {
-    assert.equal(constants[name], value, `${name}: the client has ${constants[name]}, clients/defaults.json ${value}`);
+    assert.deepEqual(constants[name], value, `${name}: the client has ${JSON.stringify(constants[name])}, clients/defaults.json ${JSON.stringify(value)}`);
   }
 });

@@ -9,7 +9,11 @@ import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, 
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { RUN_VARIABLES } from 'larder-sqlite/test';
 import { fixturesDir } from './support.js';
+
+/** Every variable a label's run prefix may come from (RUN_VARIABLES, both names of each pair). */
+export const RUN_VARIABLE_NAMES = [...new Set(RUN_VARIABLES.flat().filter(Boolean))];
 
 export const clientDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -28,12 +32,13 @@ export function makeProject(dir, { files = {}, link = true } = {}) {
 
 /**
  * The environment a sample runs in: this one without anything that says
- * where a server is, that it runs inside a test runner, or a token; then
- * `set` (a value of undefined removes the variable).
+ * where a server is, that it runs inside a test runner, a token, or a run
+ * prefix for the labels (LARDER_RUN, a CI system's run id); then `set` (a
+ * value of undefined removes the variable).
  */
 export function sampleEnv(set = {}) {
   const env = { ...process.env };
-  for (const name of ['LARDER_URL', 'LARDER_BINARY', 'LARDER_FIXTURES', 'LARDER_TOKEN', 'LARDER_ARTIFACTS', 'NODE_TEST_CONTEXT', 'JEST_WORKER_ID', 'NODE_OPTIONS']) {
+  for (const name of ['LARDER_URL', 'LARDER_BINARY', 'LARDER_FIXTURES', 'LARDER_TOKEN', 'LARDER_ARTIFACTS', 'NODE_TEST_CONTEXT', 'JEST_WORKER_ID', 'NODE_OPTIONS', ...RUN_VARIABLE_NAMES]) {
     delete env[name];
   }
   for (const [name, value] of Object.entries(set)) {

@@ -36,7 +36,7 @@ function servers() {
 
 export async function record(file, t, store) {
   const entry = {
-    file, name: t.name, id: store.id, at: Date.now(), url: (await defaultLarder()).url,
+    file, name: t.name, id: store.id, label: store.info.label, at: Date.now(), url: (await defaultLarder()).url,
     pid: process.pid, ppid: process.ppid, servers: servers(),
   };
   appendFileSync(process.env.SAMPLE_LOG, JSON.stringify(entry) + '\\n');
@@ -145,7 +145,7 @@ describe('a server the helper starts', () => {
     const tmp = join(work, 'run-tmp');
     mkdirSync(tmp);
     const log = join(project, 'log.jsonl');
-    const env = sampleEnv({ LARDER_BINARY: process.env.LARDER_BINARY, TMPDIR: tmp, SAMPLE_LOG: log });
+    const env = sampleEnv({ LARDER_BINARY: process.env.LARDER_BINARY, TMPDIR: tmp, SAMPLE_LOG: log, LARDER_RUN: 'up-run' });
 
     const run = await runNode(project, ['--test', '--test-reporter=tap', 'a.test.mjs', 'b.test.mjs'], env);
     const ended = Date.now();
@@ -171,6 +171,7 @@ describe('a server the helper starts', () => {
     // Each test got a store; both files (two processes) used one server.
     assert.deepEqual(entries.map((e) => e.name).sort(), ['a fails deliberately', 'a passes', 'b passes', 'b passes again'], output);
     assert.equal(new Set(entries.map((e) => e.id)).size, 4, 'four stores');
+    for (const e of entries) assert.equal(e.label, `up-run/${e.file}.test.mjs/${e.name}`, 'labelled RUN/PACKAGE/TEST');
     const pids = new Set(entries.map((e) => e.pid));
     assert.equal(pids.size, 2, `two test processes: ${[...pids]}`);
     assert.equal(new Set(entries.map((e) => e.ppid)).size, 1, 'one runner');
