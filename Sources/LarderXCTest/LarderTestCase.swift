@@ -31,6 +31,9 @@ open class LarderTestCase: XCTestCase {
     open class var snapshot: String? { nil }
     /// The key of an app-built template (`POST /builds`) instead of `template`.
     open class var build: String? { nil }
+    /// The run prefix of the stores' labels (`RUN/Module.Class/testMethod`):
+    /// nil takes `LARDER_RUN`, else the CI system's run id (``LarderLabel/run(_:environment:)``).
+    open class var run: String? { nil }
     /// The client: ``LarderTestServer/client`` (`LARDER_URL`, else a server
     /// this run starts itself; `LARDER_TOKEN`) unless overridden.
     open class var client: LarderClient { LarderTestServer.client }
@@ -61,7 +64,8 @@ open class LarderTestCase: XCTestCase {
         // The default client: fails here, saying why, when there is no server to use.
         if type.client === LarderTestServer.client { _ = try LarderTestServer.url() }
         store = try await type.client.createStore(template: type.template, fixtures: fixtures.isEmpty ? nil : fixtures,
-                                                  version: type.version, snapshot: type.snapshot, label: name, build: type.build)
+                                                  version: type.version, snapshot: type.snapshot,
+                                                  label: LarderLabel.label(of: self, name: name, run: type.run), build: type.build)
     }
 
     open override func tearDown() async throws {

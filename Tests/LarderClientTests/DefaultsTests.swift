@@ -20,6 +20,8 @@ final class DefaultsTests: XCTestCase {
             "retry_after_max_ms": ms(LarderClient.Defaults.retryAfterMax),
             "artifacts_dir": .string(LarderTestCase.defaultArtifactsDirectory),
             "artifact_name_max_chars": .int(Int64(LarderTestCase.artifactNameMax)),
+            "run_variables": .array(LarderLabel.runVariables.map { .array([.string($0.variable), .string($0.when)]) }),
+            "label_max_bytes": .int(Int64(LarderLabel.maxBytes)),
         ]
         let data = try Data(contentsOf: URL(fileURLWithPath: repositoryRoot + "/clients/defaults.json"))
         var table: [String: LarderValue] = [:]

@@ -50,7 +50,8 @@ final class FailedTestKeepsItsStoreTests: XCTestCase {
         let ids = scratch.path + "/ids", artifacts = scratch.path + "/artifacts"
         try FileManager.default.createDirectory(atPath: ids, withIntermediateDirectories: true)
         let run = try await Subprocess.runTests("LarderClientTests.LarderSampleTests", in: scratch.path,
-                                                environment: ["LARDER_ARTIFACTS": artifacts, "LARDER_SAMPLE_IDS": ids])
+                                                environment: ["LARDER_ARTIFACTS": artifacts, "LARDER_SAMPLE_IDS": ids,
+                                                              "LARDER_RUN": "swift-run-7"])
         let output = run.output
         XCTAssertEqual(run.status, 1, output)
         XCTAssertTrue(output.contains("Test Case 'LarderSampleTests.testPasses' passed"), output)
@@ -68,7 +69,7 @@ final class FailedTestKeepsItsStoreTests: XCTestCase {
         for test in ["testFails", "testThrows"] {
             let kept = try await larder.store(id: try id(test))
             XCTAssertTrue(kept.info.keep, test)
-            XCTAssertEqual(kept.info.label, "LarderSampleTests." + test)
+            XCTAssertEqual(kept.info.label, "swift-run-7/LarderClientTests.LarderSampleTests/" + test)
             XCTAssertTrue(output.contains("kept store \(kept.id)"), output)
             let zip = URL(fileURLWithPath: artifacts + "/LarderSampleTests.\(test)-\(kept.id).zip")
             XCTAssertTrue(FileManager.default.fileExists(atPath: zip.path),
@@ -81,8 +82,13 @@ final class FailedTestKeepsItsStoreTests: XCTestCase {
             let artists = try Connection(path: database).scalar("SELECT count(*) FROM artists")?.int64
             // testFails wrote a row before failing: the artifact has it.
             XCTAssertEqual(artists, test == "testFails" ? 5 : 4)
-            try await kept.delete()
         }
+        // The run's kept stores go with one call; another run's stay.
+        let other = try await larder.createStore(label: "swift-run-70/elsewhere")
+        let removed = try await larder.deleteStores(labelPrefix: "swift-run-7/")
+        XCTAssertEqual(removed, 2)
+        _ = try await larder.store(id: other.id)
+        try await other.delete()
         // Nothing else was saved.
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: artifacts).count, 2)
         #else

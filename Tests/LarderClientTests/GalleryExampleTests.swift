@@ -18,7 +18,8 @@ final class GalleryExampleTests: LarderTestCase {
         let counts = try await store.counts()
         XCTAssertEqual(counts["artists"], 4)
         XCTAssertEqual(counts["artworks"], 12)
-        XCTAssertEqual(store.info.label, name)
+        XCTAssertEqual(store.info.label, LarderLabel.label(run: LarderLabel.run(), package: "LarderClientTests.GalleryExampleTests",
+                                                           test: "testStartsWithTheFixtures"))
     }
 
     func testAppWritesAndTheTestWaits() async throws {
