@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
+#include <errno.h>
+#include <unistd.h>
 #include <microhttpd.h>
 
 /* Swift cannot call variadic C functions: MHD_start_daemon and MHD_get_daemon_info
@@ -52,7 +54,9 @@ static inline struct MHD_Daemon *larder_mhd_start(const larder_mhd_settings *s,
     struct sockaddr_in v4;
     struct sockaddr_in6 v6;
     struct sockaddr *addr;
-    unsigned int flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO | MHD_USE_ERROR_LOG;
+    /* No MHD_USE_ERROR_LOG: its lines (a client gone mid-answer, a bind that
+       failed) reach standard error unformatted; the server says what matters. */
+    unsigned int flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO;
     memset(&v4, 0, sizeof v4);
     memset(&v6, 0, sizeof v6);
     if (inet_pton(AF_INET, s->host, &v4.sin_addr) == 1) {
@@ -79,6 +83,35 @@ static inline struct MHD_Daemon *larder_mhd_start(const larder_mhd_settings *s,
                             MHD_OPTION_NOTIFY_CONNECTION, notify, notify_cls,
                             MHD_OPTION_UNESCAPE_CALLBACK, larder_mhd_unescape, NULL,
                             MHD_OPTION_END);
+}
+
+/* Why the daemon could not listen on host:port: binds a socket there the
+   same way and answers the errno (EINVAL for an address that is not numeric,
+   0 when binding works now). */
+static inline int larder_bind_error(const char *host, uint16_t port) {
+    struct sockaddr_in v4;
+    struct sockaddr_in6 v6;
+    struct sockaddr *addr;
+    socklen_t length;
+    int family;
+    memset(&v4, 0, sizeof v4);
+    memset(&v6, 0, sizeof v6);
+    if (inet_pton(AF_INET, host, &v4.sin_addr) == 1) {
+        v4.sin_family = AF_INET; v4.sin_port = htons(port);
+        addr = (struct sockaddr *)&v4; length = sizeof v4; family = AF_INET;
+    } else if (inet_pton(AF_INET6, host, &v6.sin6_addr) == 1) {
+        v6.sin6_family = AF_INET6; v6.sin6_port = htons(port);
+        addr = (struct sockaddr *)&v6; length = sizeof v6; family = AF_INET6;
+    } else {
+        return EINVAL;
+    }
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return errno;
+    int on = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    int rc = bind(fd, addr, length) == 0 ? 0 : errno;
+    close(fd);
+    return rc;
 }
 
 static inline uint16_t larder_mhd_bound_port(struct MHD_Daemon *d) {

@@ -80,7 +80,19 @@ public final class Server: @unchecked Sendable {
             return larder_mhd_start(&s, accessHandler, me, requestCompleted, me, connectionNotify, me)
         }
         guard let daemon else {
-            throw StartError.cannotListen("cannot listen on \(settings.host):\(settings.port) (address in use, or not a numeric address?)")
+            let address = host.contains(":") ? "[\(host)]:\(settings.port)" : "\(host):\(settings.port)"
+            switch larder_bind_error(host, settings.port) {
+            case EADDRINUSE:
+                throw StartError.cannotListen("\(address) is in use (another server on that port): choose another with --port, or --port 0 for a free one")
+            case EINVAL:
+                throw StartError.cannotListen("cannot listen on \(address): --host must be a numeric address (127.0.0.1, ::1, 0.0.0.0)")
+            case EADDRNOTAVAIL:
+                throw StartError.cannotListen("cannot listen on \(address): no network interface of this machine has that address")
+            case EACCES:
+                throw StartError.cannotListen("cannot listen on \(address): ports below 1024 need privileges; choose another with --port, or --port 0")
+            case let code:
+                throw StartError.cannotListen("cannot listen on \(address)" + (code == 0 ? "" : ": \(String(cString: strerror(code)))"))
+            }
         }
         self.daemon = daemon
         self.port = larder_mhd_bound_port(daemon)

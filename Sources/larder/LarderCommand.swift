@@ -38,7 +38,9 @@ struct ServeOptions: ParsableArguments {
             if serving { try configuration.validate() }
             return configuration
         } catch let error as Configuration.InvalidSetting {
-            throw ValidationError(error.description)
+            // One line that says what to change, not the whole usage.
+            FileHandle.standardError.write(Data("larder: \(error.description)\n".utf8))
+            throw ExitCode.validationFailure
         }
     }
 }

@@ -41,6 +41,8 @@ struct Up: ParsableCommand {
     func run() throws {
         do {
             print(try url())
+        } catch let exit as ExitCode {
+            throw exit // a setting's own message is out already
         } catch {
             FileHandle.standardError.write(Data("larder up: \(error)\n".utf8))
             throw ExitCode(2)

@@ -38,6 +38,17 @@ final class JSONAndConfigurationTests: XCTestCase {
         XCTAssertTrue(c.listensOnLoopbackOnly)
     }
 
+    func testAMistypedSettingGetsItsLikelyNameAndAVariableIsNamedAsGiven() throws {
+        var c = Configuration()
+        for (typed, meant) in [("prot", "port"), ("pool", "pool-size"), ("log-lvl", "log-level"), ("fixture", "fixtures"), ("ttl-second", "ttl-seconds")] {
+            XCTAssertThrowsError(try c.set(typed, "1")) { XCTAssertEqual("\($0)", "unknown setting --\(typed); did you mean --\(meant)?") }
+        }
+        XCTAssertThrowsError(try c.set("zzzzzz", "1")) { XCTAssertEqual("\($0)", "unknown setting --zzzzzz") }
+        XCTAssertThrowsError(try Configuration.fromEnvironment(["LARDER_PORT": "abc"])) {
+            XCTAssertEqual("\($0)", "LARDER_PORT must be a whole number in 0...65535, not 'abc'")
+        }
+    }
+
     func testAStoreAnOlderLarderKeptIsKeptForeverAsItWasPromised() throws {
         let old = try JSONValue.parse(Array(#"{"id": "st_1", "sequence": 1, "created_at": 1, "expires_at": 2, "keep": true}"#.utf8))
         XCTAssertEqual(StoreRecord(json: old)?.keptForever, true)

@@ -404,6 +404,25 @@ class ClientTests(unittest.TestCase):
         self.assertIn("larder check: cannot write the JUnit report %s/m.xml: " % blocker, done.stderr)
         self.assertNotIn("NSCocoaErrorDomain", done.stderr)
 
+    def test_a_start_that_fails_says_what_to_do_in_one_line(self):
+        port = self.larder.port  # in use by this test's server
+        scratch = tempfile.mkdtemp(prefix="larder-start-")
+        self.addCleanup(shutil.rmtree, scratch, True)
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("LARDER_")}
+        cases = [
+            (["--port", str(port)], {}, 2, "larder: 127.0.0.1:%d is in use (another server on that port): "
+                                           "choose another with --port, or --port 0 for a free one" % port),
+            (["--prot", "7464"], {}, 64, "larder: unknown setting --prot; did you mean --port?"),
+            (["--pool", "3"], {}, 64, "larder: unknown setting --pool; did you mean --pool-size?"),
+            ([], {"LARDER_PORT": "abc"}, 64, "larder: LARDER_PORT must be a whole number in 0...65535, not 'abc'"),
+        ]
+        for arguments, variables, code, said in cases:
+            done = subprocess.run([BINARY, "serve", "--root", os.path.join(scratch, "root"), "--fixtures", FIXTURES, *arguments],
+                                  capture_output=True, text=True, timeout=30, env=dict(environment, **variables))
+            self.assertEqual(done.returncode, code, arguments)
+            self.assertEqual(done.stderr.splitlines(), [said])
+            self.assertEqual(done.stdout, "")
+
     def test_sigterm_exits_cleanly(self):
         self.assertEqual(self.larder.stop(signal.SIGTERM), 0)
 

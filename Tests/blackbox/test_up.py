@@ -226,11 +226,11 @@ class UpTests(unittest.TestCase):
             (["--for", str(user.pid), "--root", "/tmp/x"], "--root is chosen by `larder up`"),
             (["--for", str(user.pid), "--port", "7464"], "--port is chosen by `larder up`"),
             (["--for", str(user.pid), "--fixtures", os.path.join(self.scratch, "nope")], "does not exist or is not a folder"),
-            (["--for", str(user.pid), "--prot", "1"], "unknown setting --prot"),
+            (["--for", str(user.pid), "--prot", "1"], "unknown setting --prot; did you mean --port?"),
         ]
         for arguments, said in cases:
             done = self.up(*arguments, check=False)
-            self.assertEqual(done.returncode, 2, arguments)
+            self.assertEqual(done.returncode, 64 if "--prot" in arguments else 2, arguments)
             self.assertIn(said, done.stderr)
             self.assertEqual(done.stdout, "")
         self.assertEqual(self.states(), [])

@@ -176,16 +176,43 @@ public struct Configuration: Sendable {
     /// Sets one setting by name from text, checking its type and range.
     public mutating func set(_ name: String, _ text: String) throws {
         guard let setting = Configuration.settings.first(where: { $0.name == name }) else {
-            throw InvalidSetting(description: "unknown setting --\(name)")
+            throw InvalidSetting(description: "unknown setting --\(name)" + (Configuration.nearest(to: name).map { "; did you mean --\($0)?" } ?? ""))
         }
         try setting.set(&self, text)
+    }
+
+    /// The setting a mistyped name most likely meant: within two edits, or the only one it begins.
+    static func nearest(to name: String) -> String? {
+        func distance(_ a: [Character], _ b: [Character]) -> Int {
+            var row = Array(0...b.count)
+            for (i, x) in a.enumerated() {
+                var previous = row[0]
+                row[0] = i + 1
+                for (j, y) in b.enumerated() {
+                    let substituted = previous + (x == y ? 0 : 1)
+                    previous = row[j + 1]
+                    row[j + 1] = min(substituted, row[j] + 1, row[j + 1] + 1)
+                }
+            }
+            return row[b.count]
+        }
+        let names = settings.map(\.name)
+        let begun = names.filter { $0.hasPrefix(name) }
+        if begun.count == 1 { return begun[0] }
+        return names.map { ($0, distance(Array(name), Array($0))) }.filter { $0.1 <= 2 }.min { $0.1 < $1.1 }?.0
     }
 
     /// Defaults, then every `LARDER_*` variable that is set.
     public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Configuration {
         var configuration = Configuration()
         for setting in settings {
-            if let value = environment[setting.environmentVariable] { try configuration.set(setting.name, value) }
+            guard let value = environment[setting.environmentVariable] else { continue }
+            do {
+                try configuration.set(setting.name, value)
+            } catch let error as InvalidSetting {
+                // Named as it was given: the variable, not the flag.
+                throw InvalidSetting(description: error.description.replacingOccurrences(of: setting.flag, with: setting.environmentVariable))
+            }
         }
         return configuration
     }
