@@ -24,12 +24,6 @@ struct ServeOptions: ParsableArguments {
     @Argument(parsing: .allUnrecognized, help: ArgumentHelp("Settings, `--name value`, listed by `larder serve --help`.", valueName: "settings"))
     var settings: [String] = []
 
-    static var settingsHelp: String {
-        Configuration.settings.map { s in
-            "  \(s.flag) (\(s.environmentVariable), default '\(s.value(in: Configuration()))')\n      \(s.help)"
-        }.joined(separator: "\n")
-    }
-
     /// `serving: false` (warm): what only a listening server needs is not asked for.
     func configuration(serving: Bool = true) throws -> Configuration {
         do {
@@ -46,14 +40,22 @@ struct ServeOptions: ParsableArguments {
 }
 
 struct Serve: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Serve the fixtures directory over HTTP (the default command).",
-                                                    discussion: "Settings:\n" + ServeOptions.settingsHelp)
+    // `--help` is answered by `run`: usage and examples first, the settings by group after.
+    static let configuration = CommandConfiguration(
+        abstract: "Serve the fixtures directory over HTTP (the default command).",
+        discussion: "Examples:\n" + Manual.examples.map { "  \($0.command)\n      \($0.what)" }.joined(separator: "\n")
+            + "\n\n`larder serve --help` lists every setting.",
+        helpNames: [])
 
     @Option(help: ArgumentHelp("Serve the processes named in this folder's users/ and stop, removing the folder, a second after the last has ended (what `larder up` starts).", valueName: "folder"))
     var shared: String?
     @OptionGroup var options: ServeOptions
 
     func run() throws {
+        if options.settings.contains(where: { $0 == "--help" || $0 == "-h" }) {
+            print(Manual.serveHelp())
+            return
+        }
         let configuration = try options.configuration()
         let run = shared.map(SharedRun.init(folder:))
         // Block the stop signals in every thread (threads inherit the mask),

@@ -38,6 +38,14 @@ final class JSONAndConfigurationTests: XCTestCase {
         XCTAssertTrue(c.listensOnLoopbackOnly)
     }
 
+    func testEverySettingIsInOneGroup() {
+        let grouped = Configuration.groups.flatMap(\.names)
+        XCTAssertEqual(grouped.count, Set(grouped).count, "a setting in two groups")
+        XCTAssertEqual(Set(grouped), Set(Configuration.settings.map(\.name)), "a setting in no group, or a group naming no setting")
+        XCTAssertEqual(Configuration.settings.first { $0.name == "log-level" }?.choices.count, 7)
+        XCTAssertEqual(Configuration.settings.first { $0.name == "port" }?.placeholder, "<n>")
+    }
+
     func testAMistypedSettingGetsItsLikelyNameAndAVariableIsNamedAsGiven() throws {
         var c = Configuration()
         for (typed, meant) in [("prot", "port"), ("pool", "pool-size"), ("log-lvl", "log-level"), ("fixture", "fixtures"), ("ttl-second", "ttl-seconds")] {

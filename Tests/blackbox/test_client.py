@@ -27,7 +27,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from processes import Server  # noqa: E402  (the one harness of the repository's Python scripts)
 
 BINARY = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".build/debug/larder")
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures")
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+FIXTURES = os.path.join(REPO, "fixtures")
 
 
 class Larder(Server):
@@ -422,6 +423,23 @@ class ClientTests(unittest.TestCase):
             self.assertEqual(done.returncode, code, arguments)
             self.assertEqual(done.stderr.splitlines(), [said])
             self.assertEqual(done.stdout, "")
+
+    def test_serve_help_leads_with_usage_and_examples_and_groups_every_setting(self):
+        text = subprocess.run([BINARY, "serve", "--help"], capture_output=True, text=True, timeout=30, check=True).stdout
+        lines = text.splitlines()
+        self.assertEqual(lines[2], "USAGE: larder serve [--<setting> <value> ...]")
+        self.assertEqual(lines[4], "EXAMPLES:")
+        self.assertLess(lines.index("NETWORK:"), lines.index("STORAGE:"))
+        for heading in ["STORES:", "TIME AND SIZE LIMITS:", "LOGGING:"]:
+            self.assertIn(heading, lines)
+        flags = re.findall(r"^  (--[a-z-]+) ", text, re.M)
+        self.assertEqual(len(flags), len(set(flags)), "each setting once")
+        self.assertIn("--missing-fixtures", flags)
+        self.assertIn("--kept-ttl-seconds", flags)
+        with open(os.path.join(REPO, "README.md")) as f:
+            self.assertEqual(sorted(flags), sorted(re.findall(r"^\| `(--[a-z-]+)` \| `LARDER_", f.read(), re.M)), "the README's table too")
+        self.assertEqual([l for l in lines if len(l) > 80], [])
+        self.assertEqual(subprocess.run([BINARY, "serve", "-h"], capture_output=True, text=True, timeout=30).stdout, text)
 
     def test_sigterm_exits_cleanly(self):
         self.assertEqual(self.larder.stop(signal.SIGTERM), 0)

@@ -61,8 +61,22 @@ public struct Configuration: Sendable {
     public struct Setting: Sendable {
         public let name: String
         public let help: String
+        /// What its value is, for help, completions and the manual: `<n>`, `<bytes>`, `<path>`, ...
+        public var placeholder = "<text>"
+        /// The values it takes, when they are a few words (completions offer them).
+        public var choices: [String] = []
         let show: @Sendable (Configuration) -> String
         let set: @Sendable (inout Configuration, String) throws -> Void
+
+        init(name: String, help: String, placeholder: String = "<text>", choices: [String] = [],
+             show: @escaping @Sendable (Configuration) -> String, set: @escaping @Sendable (inout Configuration, String) throws -> Void) {
+            self.name = name
+            self.help = help
+            self.placeholder = placeholder
+            self.choices = choices
+            self.show = show
+            self.set = set
+        }
 
         public var flag: String { "--" + name }
         public var environmentVariable: String { "LARDER_" + name.uppercased().replacingOccurrences(of: "-", with: "_") }
@@ -82,7 +96,7 @@ public struct Configuration: Sendable {
         }
 
         static func int(_ name: String, _ path: WritableKeyPath<Configuration, Int> & Sendable, _ range: ClosedRange<Int>, _ help: String) -> Setting {
-            Setting(name: name, help: help, show: { String($0[keyPath: path]) }, set: { c, text in
+            Setting(name: name, help: help, placeholder: "<n>", show: { String($0[keyPath: path]) }, set: { c, text in
                 guard let v = Int(text), range.contains(v) else {
                     throw InvalidSetting(description: "--\(name) must be a whole number in \(range.lowerBound)...\(range.upperBound), not '\(text)'")
                 }
@@ -91,21 +105,45 @@ public struct Configuration: Sendable {
         }
 
         static func bytes(_ name: String, _ path: WritableKeyPath<Configuration, Int64> & Sendable, _ help: String) -> Setting {
-            Setting(name: name, help: help, show: { String($0[keyPath: path]) }, set: { c, text in
+            Setting(name: name, help: help, placeholder: "<bytes>", show: { String($0[keyPath: path]) }, set: { c, text in
                 guard let v = Int64(text), v >= 0 else { throw InvalidSetting(description: "--\(name) must be a whole number of bytes, not '\(text)'") }
                 c[keyPath: path] = v
             })
         }
 
         static func choice(_ name: String, _ path: WritableKeyPath<Configuration, String> & Sendable, _ choices: [String], _ help: String) -> Setting {
-            Setting(name: name, help: help, show: { $0[keyPath: path] }, set: { c, text in
+            Setting(name: name, help: help, placeholder: "<" + choices.joined(separator: "|") + ">", choices: choices,
+                    show: { $0[keyPath: path] }, set: { c, text in
                 guard choices.contains(text) else { throw InvalidSetting(description: "--\(name) must be one of \(choices.joined(separator: ", ")), not '\(text)'") }
                 c[keyPath: path] = text
             })
         }
     }
 
-    public static let settings: [Setting] = [
+    /// Every setting, with the placeholders of those whose values are not plain text.
+    public static let settings: [Setting] = table.map { setting in
+        var setting = setting
+        let values: [String: (String, [String])] = [
+            "host": ("<address>", []), "root": ("<path>", []), "fixtures": ("<path>", []), "client-root": ("<path>", []),
+            "token": ("<token>", []), "public-url": ("<url>", []), "allowed-hosts": ("<name,...>", []), "store-mode": ("<octal>", []),
+            "store-group": ("<group>", []), "log-format": ("<text|json>", ["text", "json"]),
+        ]
+        if let (placeholder, choices) = values[setting.name] { (setting.placeholder, setting.choices) = (placeholder, choices) }
+        return setting
+    }
+
+    /// The settings by what they are about: `larder serve --help`, the manual and the README list them so.
+    public static let groups: [(title: String, names: [String])] = [
+        ("Network", ["host", "port", "token", "public-url", "allowed-hosts", "connection-limit", "connections-per-address",
+                     "connection-timeout-seconds", "header-timeout-seconds", "max-body-bytes", "threads"]),
+        ("Storage", ["root", "fixtures", "missing-fixtures", "client-root", "store-mode", "store-group", "cache-max-bytes", "pool-size"]),
+        ("Stores", ["ttl-seconds", "kept-ttl-seconds", "max-stores", "max-disk-bytes", "reap-interval-seconds", "build-lease-seconds"]),
+        ("Time and size limits", ["operation-timeout-ms", "busy-timeout-ms", "query-timeout-ms", "query-row-limit", "query-max-bytes",
+                                  "wait-timeout-max-ms"]),
+        ("Logging", ["log-format", "log-level"]),
+    ]
+
+    private static let table: [Setting] = [
         .text("host", \.host, "Address to listen on; any address but loopback requires a token."),
         .int("port", \.port, 0...65535, "Port to listen on; 0 takes a free port."),
         .text("root", \.root, "Directory the stores, the template cache and temporary files live in."),
