@@ -148,3 +148,31 @@ struct Up: ParsableCommand {
         return text.split(separator: "\n").suffix(20).map { "  " + $0 }.joined(separator: "\n")
     }
 }
+
+struct Completions: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the shell completion script for bash, zsh or fish.",
+        discussion: """
+            It completes every command, its options and the settings (with their values where they are a few words). \
+            bash: `larder completions bash > /etc/bash_completion.d/larder`; zsh: into a folder of $fpath as `_larder`; \
+            fish: `larder completions fish > ~/.config/fish/completions/larder.fish`. The .deb and the tarball carry all three.
+            """)
+
+    @Argument(help: "bash, zsh or fish.") var shell: String
+
+    func run() throws {
+        guard let script = Manual.completion(shell: shell) else {
+            FileHandle.standardError.write(Data("larder completions: no completion for '\(shell)': bash, zsh or fish\n".utf8))
+            throw ExitCode.validationFailure
+        }
+        print(script, terminator: "")
+    }
+}
+
+struct ManualPage: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "manual", abstract: "Print the manual page (roff): `larder manual > larder.1; man ./larder.1`.")
+
+    func run() throws {
+        print(Manual.roff(version: LarderVersion.current), terminator: "")
+    }
+}

@@ -441,6 +441,48 @@ class ClientTests(unittest.TestCase):
         self.assertEqual([l for l in lines if len(l) > 80], [])
         self.assertEqual(subprocess.run([BINARY, "serve", "-h"], capture_output=True, text=True, timeout=30).stdout, text)
 
+    def test_completions_and_the_manual_know_every_command_option_and_setting(self):
+        def run(*arguments, **options):
+            return subprocess.run(arguments, capture_output=True, text=True, timeout=60, **options)
+        scratch = tempfile.mkdtemp(prefix="larder-completions-")
+        self.addCleanup(shutil.rmtree, scratch, True)
+        scripts = {}
+        for shell in ["bash", "zsh", "fish"]:
+            done = run(BINARY, "completions", shell)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            scripts[shell] = os.path.join(scratch, "larder." + shell)
+            with open(scripts[shell], "w") as f:
+                f.write(done.stdout)
+        self.assertEqual(run(BINARY, "completions", "tcsh").returncode, 64)
+        # bash: what a Tab offers.
+        probe = 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _larder; echo "${COMPREPLY[*]}"'
+        def bash(*words):
+            return run("bash", "-c", probe, "probe", scripts["bash"], *words).stdout.split()
+        self.assertEqual(bash("larder", "se"), ["serve"])
+        self.assertEqual(sorted(bash("larder", "serve", "--po")), ["--pool-size", "--port"])
+        self.assertEqual(bash("larder", "--kept"), ["--kept-ttl-seconds"], "no command: serve's settings")
+        self.assertEqual(bash("larder", "serve", "--log-level", "war"), ["warning"])
+        self.assertEqual(bash("larder", "warm", "--missing-fix"), ["--missing-fixtures"])
+        self.assertEqual(bash("larder", "completions", "fi"), ["fish"])
+        # zsh and fish: valid scripts; fish offers the same.
+        self.assertEqual(run("zsh", "-n", scripts["zsh"]).returncode, 0)
+        self.assertEqual(run("fish", "--no-execute", scripts["fish"]).returncode, 0)
+        offered = run("fish", "-c", "source %s; complete -C 'larder serve --po'" % scripts["fish"]).stdout
+        self.assertEqual(sorted(line.split("\t")[0] for line in offered.splitlines()), ["--pool-size", "--port"])
+        # Each command's own options, as its --help lists them, are what the completions offer besides the settings.
+        settings = set(bash("larder", "serve", "--")) - {"--help"}
+        for command in ["check", "health", "warm", "up"]:
+            listed = set(re.findall(r"^\s+(--[a-z-]+)", run(BINARY, command, "--help").stdout, re.M)) - {"--help", "--version"}
+            takes_settings = command in ("warm", "up")
+            self.assertEqual(set(bash("larder", command, "--")) - {"--help"}, listed | (settings if takes_settings else set()), command)
+        # The manual: every setting, and groff finds nothing to warn about.
+        page = run(BINARY, "manual").stdout
+        self.assertTrue(page.startswith(".TH LARDER 1 "))
+        for flag in settings:
+            self.assertIn(flag.replace("-", "\\-"), page)
+        rendered = run("groff", "-man", "-ww", "-z", input=page)
+        self.assertEqual((rendered.returncode, rendered.stderr), (0, ""))
+
     def test_sigterm_exits_cleanly(self):
         self.assertEqual(self.larder.stop(signal.SIGTERM), 0)
 

@@ -119,7 +119,8 @@ class TarballTests(unittest.TestCase):
         shutil.rmtree(cls.scratch, ignore_errors=True)
 
     def test_the_tarball_holds_the_binary_its_notices_and_the_unit(self):
-        for name in ["larder", "README.md", "LICENSE", "NOTICE", "larder.service", "licenses/swift.txt", "fixtures/gallery"]:
+        for name in ["larder", "README.md", "LICENSE", "NOTICE", "larder.service", "licenses/swift.txt", "fixtures/gallery",
+                     "completions/larder.bash", "completions/_larder", "completions/larder.fish", "larder.1"]:
             self.assertTrue(os.path.exists(os.path.join(self.tree, name)), name)
         self.assertTrue(os.access(self.binary, os.X_OK))
 
@@ -204,7 +205,9 @@ class DebTests(unittest.TestCase):
     def test_contents_are_the_binary_the_unit_and_the_settings(self):
         contents = self.dpkg_deb("--contents", DEB)
         for path in ["./usr/bin/larder", "./lib/systemd/system/larder.service", "./etc/default/larder",
-                     "./usr/lib/tmpfiles.d/larder.conf", "./usr/share/doc/larder/copyright", "./usr/share/larder/fixtures/gallery/"]:
+                     "./usr/lib/tmpfiles.d/larder.conf", "./usr/share/doc/larder/copyright", "./usr/share/larder/fixtures/gallery/",
+                     "./usr/share/bash-completion/completions/larder", "./usr/share/zsh/vendor-completions/_larder",
+                     "./usr/share/fish/vendor_completions.d/larder.fish", "./usr/share/man/man1/larder.1.gz"]:
             self.assertRegex(contents, r"\s%s\n" % re.escape(path), path)
         self.assertRegex(contents, r"-rwxr-xr-x root/root .* \./usr/bin/larder\n")
         self.assertEqual(self.dpkg_deb("--info", DEB, "conffiles").split(), ["/etc/default/larder"])
