@@ -286,7 +286,8 @@ class CheckRefusesNothingTests(Scratch):
         self.assertEqual(larder.call("GET", "/checks/migrations?data=false")[0], 200)
 
     def test_the_server_answers_404_and_400_likewise(self):
-        larder = self.serve("--fixtures", os.path.join(self.scratch, "missing"), root="root-missing")
+        # A fixtures folder that is not there yet (a CI service that starts before the checkout).
+        larder = self.serve("--fixtures", os.path.join(self.scratch, "missing"), "--missing-fixtures", "wait", root="root-missing")
         status, error, _ = larder.call("GET", "/checks/migrations")
         self.assertEqual((status, error["error"]["code"]), (404, "not_found"), error)
         os.makedirs(os.path.join(self.scratch, "empty"))

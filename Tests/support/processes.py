@@ -71,6 +71,8 @@ def listening(process, what="the server", timeout=60):
         process.kill()
         process.wait(timeout=10)
         rest = process.stdout.read() if process.stdout else b""
+        if process.stdout:
+            process.stdout.close()
         raise RuntimeError("%s did not start: %r %s" % (what, line, rest if isinstance(rest, str) else rest.decode("utf-8", "replace")))
     return match.group(1).decode()
 
