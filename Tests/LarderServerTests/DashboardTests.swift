@@ -212,6 +212,37 @@ final class DashboardTests: XCTestCase {
         if unread.lastCounts == nil { XCTAssertTrue(Dashboard.row(unread).contains(">—</td>")) }
     }
 
+    func testKeptStoresBuildsAndTheFilterShowWhatTheyAre() throws {
+        // A build under way and a ready one, and a store copied from the ready one.
+        guard case .build(let building) = try context.builds.claim(key: "app-v1", label: "<app>") else { return XCTFail("claims it") }
+        do {
+            let db = try Connection(path: try XCTUnwrap(building.path), mode: .readWrite)
+            try db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY); INSERT INTO notes DEFAULT VALUES")
+        }
+        _ = try context.builds.finish("app-v1")
+        _ = try context.builds.claim(key: "app-v2", label: nil)
+        let (store, _) = try context.provisioner.create(build: "app-v1", entry: try context.builds.entry("app-v1"), label: "run-9/a", ttlSeconds: nil)
+        _ = try context.registry.update(store.id, StoreRegistry.Patch(keep: .yes))
+        let (other, _) = try context.provisioner.createEmpty(label: "run-8/b", ttlSeconds: nil)
+
+        let page = call("GET", "/", query: [("label_prefix", "run-9/")], headers: bearer).text
+        XCTAssertTrue(page.contains(store.id) && !page.contains(other.id), page)
+        XCTAssertTrue(page.contains("stores 1–1 of 1 matching"), page)
+        XCTAssertTrue(page.contains(#"<tr class="kept">"#) && page.contains(#"<span class="badge">kept</span> run-9/a"#), page)
+        XCTAssertTrue(page.contains("build <code>app-v1</code>"), page)
+        XCTAssertTrue(page.contains(#"data-delete-prefix="run-9/" data-count="1">delete these 1 stores</button>"#), page)
+        XCTAssertTrue(page.contains(#"<input name="label_prefix" value="run-9/""#), page)
+        // The builds: the ready one with its rows, the one under way.
+        XCTAssertTrue(page.contains("<h2>Builds</h2>"), page)
+        XCTAssertTrue(page.contains("<td><code>app-v1</code></td><td>ready</td><td>&lt;app&gt;</td>"), page)
+        XCTAssertTrue(page.contains("<td><code>app-v2</code></td><td>building</td>"), page)
+        // A template filter alone offers no bulk delete (DELETE /stores takes a label or a prefix).
+        let byTemplate = call("GET", "/", query: [("template", "gallery")], headers: bearer).text
+        XCTAssertTrue(byTemplate.contains("no stores match"), byTemplate)
+        XCTAssertFalse(byTemplate.contains(#"<button type="button" data-delete-prefix"#))
+        XCTAssertTrue(byTemplate.contains("<option selected>gallery</option>"), byTemplate)
+    }
+
     func testByteCounts() {
         XCTAssertEqual(Dashboard.byteCount(0), "0 B")
         XCTAssertEqual(Dashboard.byteCount(1023), "1023 B")

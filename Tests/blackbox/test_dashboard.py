@@ -274,6 +274,52 @@ class BrowserTests(unittest.TestCase):
         self.wait.until(lambda d: d.find_elements(By.NAME, "token"))
         self.assertIsNone(self.driver.get_cookie(self.larder.cookie_name))
 
+    def test_filter_by_run_and_template_mark_kept_and_delete_a_runs_stores(self):
+        run1 = self.create(2, template="gallery", label="run-1/tests/test_a.py/test_x")
+        kept = self.create(1, label="run-1/tests/test_b.py/test_fails")[0]
+        run2 = self.create(1, template="gallery", label="run-2/tests/test_a.py/test_x")
+        self.assertEqual(self.larder.call("PATCH", "/stores/" + kept, {"keep": True})[0], 200)
+        self.sign_in()
+
+        # The filter form: a label prefix, and a template from the catalog.
+        field = self.driver.find_element(By.NAME, "label_prefix")
+        field.send_keys("run-1/")
+        field.submit()
+        self.wait.until(lambda d: "label_prefix=run-1" in d.current_url)
+        live = self.driver.find_element(By.ID, "live").text
+        self.assertIn("stores 1–3 of 3 matching", live)
+        for id in run1 + [kept]:
+            self.assertIn(id, live)
+        self.assertNotIn(run2[0], live)
+        row = self.driver.find_element(By.CSS_SELECTOR, 'button[data-delete="%s"]' % kept).find_element(By.XPATH, "./ancestor::tr")
+        self.assertIn("kept", row.get_attribute("class"))
+        self.assertIn("kept", row.find_element(By.CSS_SELECTOR, "td.label").text)
+        self.shoot("5-filtered")
+
+        self.driver.get(self.larder.base + "/?template=gallery")
+        live = self.wait.until(lambda d: d.find_element(By.ID, "live")).text
+        self.assertIn("stores 1–3 of 3 matching", live)
+        self.assertNotIn(kept, live)
+        self.assertFalse(self.driver.find_elements(By.CSS_SELECTOR, "button[data-delete-prefix]"), "no bulk delete without a label prefix alone")
+
+        # One run's stores at once, kept ones too, after a confirmation; the other run's stay.
+        self.driver.get(self.larder.base + "/?label_prefix=run-1%2F")
+        button = self.wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "button[data-delete-prefix]"))
+        self.assertEqual(button.text, "delete these 3 stores")
+        button.click()
+        alert = self.wait.until(lambda d: d.switch_to.alert)
+        self.assertIn("3 stores whose label starts with", alert.text)
+        alert.dismiss()
+        self.assertEqual(self.larder.call("GET", "/stores/" + kept)[0], 200, "dismissed: nothing deleted")
+        button.click()
+        self.wait.until(lambda d: d.switch_to.alert).accept()
+        self.wait.until(lambda d: "Deleted 3 stores labelled run-1/" in d.find_element(By.ID, "status").text)
+        for id in run1 + [kept]:
+            self.assertEqual(self.larder.call("GET", "/stores/" + id)[0], 404)
+        self.assertEqual(self.larder.call("GET", "/stores/" + run2[0])[0], 200)
+        self.wait.until(lambda d: "no stores match" in d.find_element(By.ID, "live").text)
+        self.assertEqual(self.csp_violations(), [])
+
     def test_a_stores_page_shows_what_its_test_changed(self):
         id = self.create(1, template="gallery", fixtures=["artists", "artworks"], label="changed")[0]
         status, store = self.larder.call("GET", "/stores/" + id)

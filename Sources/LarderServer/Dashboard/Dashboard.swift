@@ -31,11 +31,26 @@ enum Dashboard {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// `GET /` (the token check has passed): `?cursor=` pages to older stores.
+    /// Which stores the list shows: `?label_prefix=` and `?template=`, both optional.
+    struct Filter: Sendable {
+        var labelPrefix: String?
+        var template: String?
+        var isEmpty: Bool { labelPrefix == nil && template == nil }
+        /// The filter as query items, for links that keep it.
+        var query: String {
+            [("label_prefix", labelPrefix), ("template", template)].compactMap { name, value in
+                value.map { "\(name)=\(percentEncoded($0))" }
+            }.joined(separator: "&")
+        }
+    }
+
+    /// `GET /` (the token check has passed): `?cursor=` pages to older stores, `?label_prefix=` and `?template=` filter them.
     static func show(_ request: Request, _ c: RouteContext) throws -> Outcome {
         let s = c.server
         let cursor = request.queryValue("cursor")
-        return .later { html(200, try page(s, cursor: cursor)) }
+        func given(_ name: String) -> String? { request.queryValue(name).flatMap { $0.isEmpty ? nil : $0 } }
+        let filter = Filter(labelPrefix: given("label_prefix"), template: given("template"))
+        return .later { html(200, try page(s, cursor: cursor, filter: filter)) }
     }
 
     /// An HTML answer, with the headers every page of the dashboard carries.
@@ -49,9 +64,11 @@ enum Dashboard {
 
     // MARK: - The page
 
-    static func page(_ s: ServerContext, cursor: String? = nil, pageSize: Int = Dashboard.pageSize) throws -> String {
-        let page = try s.registry.list(limit: pageSize, cursor: cursor)
-        let total = s.registry.count
+    static func page(_ s: ServerContext, cursor: String? = nil, filter: Filter = Filter(), pageSize: Int = Dashboard.pageSize) throws -> String {
+        let page = try s.registry.list(labelPrefix: filter.labelPrefix, template: filter.template, limit: pageSize, cursor: cursor)
+        // The matching stores in all: on the first page, those on it and after it.
+        let total = filter.isEmpty ? s.registry.count : (cursor == nil ? page.remaining : try s.registry.list(
+            labelPrefix: filter.labelPrefix, template: filter.template, limit: 1).remaining)
         // Where this page starts: the stores from the cursor on, counted
         // without opening any of them.
         let first = max(total - page.remaining, 0) + 1
@@ -77,21 +94,37 @@ enum Dashboard {
         }
         html += "</table>"
 
-        html += "<h2>Stores</h2><p class=\"paging\">"
+        html += "<h2>Stores</h2>" + filterForm(s, filter) + "<p class=\"paging\">"
         if page.stores.isEmpty {
-            html += total == 0 ? "no live stores" : "no stores on this page (of \(total))"
+            html += total == 0 ? (filter.isEmpty ? "no live stores" : "no stores match") : "no stores on this page (of \(total))"
         } else {
-            html += "stores \(first)–\(first + page.stores.count - 1) of \(total)"
+            html += "stores \(first)–\(first + page.stores.count - 1) of \(total)" + (filter.isEmpty ? "" : " matching")
         }
-        if cursor != nil { html += " · <a href=\"/\">newest</a>" }
+        let keep = filter.query
+        if cursor != nil { html += " · <a href=\"/\(keep.isEmpty ? "" : "?" + escape(keep))\">newest</a>" }
         if let next = page.nextCursor {
-            html += " · <a rel=\"next\" href=\"/?cursor=\(escape(percentEncoded(next)))\">older →</a>"
+            html += " · <a rel=\"next\" href=\"/?\(keep.isEmpty ? "" : escape(keep) + "&amp;")cursor=\(escape(percentEncoded(next)))\">older →</a>"
+        }
+        // One CI run's stores at once: what DELETE /stores?label_prefix= removes, kept ones too.
+        if let prefix = filter.labelPrefix, filter.template == nil, total > 0 {
+            html += " · <button type=\"button\" data-delete-prefix=\"\(escape(prefix))\" data-count=\"\(total)\">delete these \(total) stores</button>"
         }
         html += "</p>"
         if !page.stores.isEmpty {
             html += "<table class=\"stores\"><tr><th>id</th><th>label</th><th>template</th><th>version</th><th>rows</th><th>size</th>"
             html += "<th>created</th><th>expires</th><th>download</th><th></th></tr>"
             for store in page.stores { html += row(store) }
+            html += "</table>"
+        }
+
+        let builds = s.builds.list()
+        if !builds.isEmpty {
+            html += "<h2>Builds</h2><table class=\"builds\"><tr><th>key</th><th>state</th><th>label</th><th>version</th><th>rows</th><th>size</th><th>finished</th></tr>"
+            for b in builds {
+                html += "<tr><td><code>\(escape(b.key))</code></td><td>\(escape(b.state.rawValue))</td><td>\(escape(b.label ?? ""))</td>"
+                html += "<td>\(escape(b.version ?? ""))</td><td class=\"num\">\(b.counts.map { String($0.reduce(Int64(0)) { $0 + $1.1 }) } ?? "—")</td>"
+                html += "<td class=\"num\">\(b.sizeBytes.map(byteCount) ?? "—")</td><td>\(b.finishedAt.map(time) ?? "building")</td></tr>"
+            }
             html += "</table>"
         }
 
@@ -111,7 +144,9 @@ enum Dashboard {
     static func row(_ store: Store) -> String {
         let r = store.record
         let id = escape(r.id)
-        var html = "<tr><td><a href=\"/stores/\(id)/page\"><code>\(id)</code></a></td><td class=\"label\">\(escape(r.label ?? ""))</td><td>\(escape(r.template ?? ""))</td><td>\(escape(r.version ?? ""))</td>"
+        var html = "<tr\(r.keep ? " class=\"kept\"" : "")><td><a href=\"/stores/\(id)/page\"><code>\(id)</code></a></td>"
+        html += "<td class=\"label\">\(r.keep ? "<span class=\"badge\">kept</span> " : "")\(escape(r.label ?? ""))</td>"
+        html += "<td>\(r.build.map { "build <code>\(escape($0))</code>" } ?? escape(r.template ?? ""))</td><td>\(escape(r.version ?? ""))</td>"
         if let counts = store.lastCounts {
             let tables = counts.isEmpty ? "no tables" : counts.map { "\($0.0): \($0.1)" }.joined(separator: "\n")
             html += "<td class=\"num\" title=\"\(escape(tables))\">\(counts.reduce(Int64(0)) { $0 + $1.1 })</td>"
@@ -123,6 +158,19 @@ enum Dashboard {
         html += "<td><a href=\"/stores/\(id)/artifact\">zip</a> · <a href=\"/stores/\(id)/database\">sqlite</a></td>"
         html += "<td><button type=\"button\" data-delete=\"\(id)\">delete</button></td></tr>"
         return html
+    }
+
+    /// The filter of the list: a label prefix and a template, as a GET form.
+    static func filterForm(_ s: ServerContext, _ filter: Filter) -> String {
+        var html = "<form class=\"filter\" method=\"get\" action=\"/\"><label>label starts with "
+        html += "<input name=\"label_prefix\" value=\"\(escape(filter.labelPrefix ?? ""))\" placeholder=\"RUN/\"></label> "
+        html += "<label>template <select name=\"template\"><option value=\"\">any</option>"
+        for name in s.catalog.names() {
+            html += "<option\(name == filter.template ? " selected" : "")>\(escape(name))</option>"
+        }
+        html += "</select></label> <button type=\"submit\">filter</button>"
+        if !filter.isEmpty { html += " <a href=\"/\">all stores</a>" }
+        return html + "</form>"
     }
 
     /// `2026-11-22 05:48:35`, the whole RFC 3339 time in a tooltip.

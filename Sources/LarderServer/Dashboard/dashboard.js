@@ -1,6 +1,7 @@
 // The dashboard's script: refreshes <main id="live"> from a fetch of the
 // same URL every 5 s (the document and its scroll position stay), and
-// deletes a store when its button is clicked. A refresh does not start
+// deletes a store when its button is clicked, or every store of a label
+// prefix (one CI run's) after a confirmation. A refresh does not start
 // while a delete is under way, and one that started before a delete is
 // thrown away. Served inline; the Content-Security-Policy admits it by hash.
 "use strict";
@@ -28,6 +29,32 @@
     }
   }
   document.addEventListener("click", async (event) => {
+    const all = event.target.closest("button[data-delete-prefix]");
+    if (all) {
+      const prefix = all.dataset.deletePrefix;
+      if (!confirm("Delete the " + all.dataset.count + " stores whose label starts with \u201c" + prefix + "\u201d, kept ones too?")) return;
+      deleting++;
+      deletes++;
+      all.disabled = true;
+      try {
+        const answer = await fetch("/stores?label_prefix=" + encodeURIComponent(prefix), {method: "DELETE"});
+        if (answer.ok) {
+          say("Deleted " + (await answer.json()).deleted + " stores labelled " + prefix + "\u2026");
+        } else {
+          let why = "HTTP " + answer.status;
+          try { why = (await answer.json()).error.message; } catch (ignored) {}
+          say("Could not delete them: " + why);
+          all.disabled = false;
+        }
+      } catch (error) {
+        say("Could not delete them: " + error.message);
+        all.disabled = false;
+      } finally {
+        deleting--;
+      }
+      refresh();
+      return;
+    }
     const button = event.target.closest("button[data-delete]");
     if (!button) return;
     const id = button.dataset.delete;
