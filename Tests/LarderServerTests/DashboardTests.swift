@@ -243,6 +243,27 @@ final class DashboardTests: XCTestCase {
         XCTAssertTrue(byTemplate.contains("<option selected>gallery</option>"), byTemplate)
     }
 
+    func testTheMigrationChecksAreAPage() throws {
+        let page = call("GET", "/checks/page", headers: bearer)
+        XCTAssertEqual(page.status, 200, page.text)
+        XCTAssertEqual(page.header("content-type"), "text/html; charset=utf-8")
+        XCTAssertNotNil(page.header("content-security-policy"))
+        XCTAssertTrue(page.text.contains("<h2>gallery</h2>") && page.text.contains("<td class=\"pass\">passed</td>"), page.text)
+        XCTAssertTrue(page.text.contains(" passed, 0 failed"), page.text)
+        // The dashboard links to it, and shows the run it made.
+        let dashboard = call("GET", "/", headers: bearer).text
+        XCTAssertTrue(dashboard.contains(#"<a href="/checks/page">run migration checks</a>"#))
+        XCTAssertTrue(dashboard.contains("<h2>Last migration check</h2>"))
+        // A browser without the token gets the sign-in form there too; an unknown template is the contract's 404.
+        XCTAssertEqual(call("GET", "/checks/page", headers: ["accept": "text/html"]).status, 401)
+        XCTAssertTrue(call("GET", "/checks/page", headers: ["accept": "text/html"]).text.contains("name=\"token\""))
+        XCTAssertEqual(call("GET", "/checks/page", query: [("template", "nope")], headers: bearer).code, "unknown_template")
+        let failing = Dashboard.checksPage([MigrationCheck.Report(template: "<t>", snapshot: "v1 <old>", fromVersion: "1", toVersion: "2",
+                                                                  milliseconds: 3, failures: ["lost <data>"])])
+        XCTAssertTrue(failing.contains("0 passed, 1 failed") && failing.contains("lost &lt;data&gt;") && failing.contains("v1 &lt;old&gt;"), failing)
+        XCTAssertTrue(failing.contains("<h2>&lt;t&gt;</h2>"), failing)
+    }
+
     func testByteCounts() {
         XCTAssertEqual(Dashboard.byteCount(0), "0 B")
         XCTAssertEqual(Dashboard.byteCount(1023), "1023 B")

@@ -320,6 +320,15 @@ class BrowserTests(unittest.TestCase):
         self.wait.until(lambda d: "no stores match" in d.find_element(By.ID, "live").text)
         self.assertEqual(self.csp_violations(), [])
 
+        # The migration checks, as a page.
+        self.driver.find_element(By.LINK_TEXT, "run migration checks").click()
+        self.wait.until(lambda d: "migration checks" in d.find_element(By.TAG_NAME, "h1").text)
+        text = self.driver.find_element(By.TAG_NAME, "main").text
+        self.assertRegex(text, r"\d+ passed, 0 failed")
+        self.assertIn("gallery", text)
+        self.shoot("6-checks")
+        self.assertEqual(self.csp_violations(), [])
+
     def test_a_stores_page_shows_what_its_test_changed(self):
         id = self.create(1, template="gallery", fixtures=["artists", "artworks"], label="changed")[0]
         status, store = self.larder.call("GET", "/stores/" + id)

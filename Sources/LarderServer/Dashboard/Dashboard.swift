@@ -12,7 +12,7 @@ enum Dashboard {
     /// Stores shown per page.
     static let pageSize = 200
     /// The routes whose answer is a page: a browser without the token gets the sign-in page there.
-    static let pages: Set<String> = ["/", "/stores/{id}/page"]
+    static let pages: Set<String> = ["/", "/stores/{id}/page", "/checks/page"]
 
     /// Text for HTML, in one pass over its bytes.
     static func escape(_ s: String) -> String {
@@ -81,7 +81,7 @@ enum Dashboard {
         }
         html += "</header><main id=\"live\">"
         html += "<p>Larder \(escape(LarderVersion.current)) · \(total) live store(s) · started \(s.startedAt.rfc3339) · "
-        html += "<a href=\"/openapi.json\">OpenAPI</a> · <a href=\"/metrics\">metrics</a> · <a href=\"/checks/migrations\">run migration checks</a></p>"
+        html += "<a href=\"/openapi.json\">OpenAPI</a> · <a href=\"/metrics\">metrics</a> · <a href=\"/checks/page\">run migration checks</a></p>"
 
         html += "<h2>Templates</h2><table><tr><th>name</th><th>format</th><th>latest</th><th>fixtures</th><th>snapshots</th></tr>"
         for name in s.catalog.names() {
@@ -129,7 +129,7 @@ enum Dashboard {
         }
 
         if let last = s.lastCheck.withLock({ $0 }) {
-            html += "<h2>Last migration check</h2><p>\(last.at.rfc3339)</p><table><tr><th>template</th><th>check</th><th>from</th><th>to</th><th>result</th></tr>"
+            html += "<h2>Last migration check</h2><p>\(last.at.rfc3339) · <a href=\"/checks/page\">run again</a></p><table><tr><th>template</th><th>check</th><th>from</th><th>to</th><th>result</th></tr>"
             for r in last.results {
                 html += "<tr><td>\(escape(r.group))</td><td>\(escape(r.subject))</td><td>\(escape(r.fromVersion ?? "?"))</td><td>\(escape(r.toVersion ?? "?"))</td>"
                 html += r.passed ? "<td class=\"pass\">passed</td></tr>" : "<td class=\"fail\">\(escape(r.failures.joined(separator: "; ")))</td></tr>"

@@ -154,6 +154,11 @@ enum Routes {
                           + "what `before` and the data-kept rule read. Checks `integrity_check`, no new foreign-key violations, the schema equal "
                           + "to the reference's (bookkeeping tables by structure), the data kept, and `expect`. 200 when it passes, 422 (with the "
                           + "same result) when it fails; an unknown reference is a 404, a build still building a 409."),
+            Operation(method: "GET", path: "/checks/page", handler: Dashboard.checksPage,
+                      summary: "HTML page of the migration checks, run now (what /checks/migrations answers as JSON)",
+                      moreSuccesses: [422], errors: [404],
+                      query: [Parameter(name: "template", schema: OpenAPI.string, description: "Check only this template.")],
+                      contentType: "text/html"),
             Operation(method: "GET", path: "/checks/migrations", handler: CheckRoutes.migrations, summary: "Migration fixture health checks",
                       errors: [400, 404, 422], failuresAnswer: [422],
                       query: [
