@@ -99,7 +99,7 @@ struct Serve: ParsableCommand {
                                metadata: ["fixtures": .string(configuration.fixtures)])
         }
         let ending = run.map { run in
-            try? run.write(SharedRun.State(url: app.listenURL, pid: getpid()))
+            try? run.write(SharedRun.State(url: app.listenURL, pid: getpid(), started: Processes.startTime(getpid())))
             return SharedServerWatch(run: run)
         }
         var received: Int32 = 0

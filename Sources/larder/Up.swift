@@ -81,11 +81,11 @@ struct Up: ParsableCommand {
         for pid in served { try run.register(pid) }
 
         if let state = run.state() {
-            if Processes.isRunning(state.pid), let answer = try? Probe.get(state.url, path: "/health", timeoutMs: 2_000), answer.status == 200 {
+            if state.isRunning, let answer = try? Probe.get(state.url, path: "/health", timeoutMs: 2_000), answer.status == 200 {
                 return state.url
             }
-            // Killed, or stuck: start afresh.
-            if Processes.isRunning(state.pid) { kill(state.pid, SIGKILL) }
+            // Killed, or stuck: start afresh (and never signal a process that merely got its pid).
+            if state.isRunning { kill(state.pid, SIGKILL) }
         }
         run.clear(everything: false)
         if fixtures == nil { try FileSystem.makeDirectories(run.emptyFixtures) }

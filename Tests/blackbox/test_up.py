@@ -211,6 +211,27 @@ class UpTests(unittest.TestCase):
         self.end(user)
         self.assertTrue(eventually(lambda: self.folders() == []))
 
+    def test_a_dead_servers_pid_taken_by_another_process_is_not_signalled(self):
+        user = self.user()
+        self.up("--for", str(user.pid))
+        [state] = self.states()
+        self.assertIn("started", state)
+        os.kill(state["pid"], signal.SIGKILL)
+        self.assertTrue(eventually(lambda: not running(state["pid"])))
+        # As if the kernel had given the dead server's pid to an unrelated process.
+        bystander = self.user()
+        folder = os.path.join(self.tmp, "larder-%d" % os.getuid(), self.folders()[0])
+        with open(os.path.join(folder, "server.json"), "w") as f:
+            json.dump({"url": state["url"], "pid": bystander.pid, "started": state["started"]}, f)
+        self.up("--for", str(user.pid))
+        time.sleep(0.2)
+        self.assertIsNone(bystander.poll(), "the process that has the pid now was left alone")
+        [new] = self.states()
+        self.assertNotIn(new["pid"], (state["pid"], bystander.pid))
+        self.end(user)
+        self.end(bystander)
+        self.assertTrue(eventually(lambda: self.folders() == []))
+
     def test_a_server_stopped_by_a_signal_cleans_up_too(self):
         user = self.user()
         self.up("--for", str(user.pid))

@@ -83,17 +83,21 @@ public struct SharedRun: Sendable {
     public struct State: Sendable, Equatable {
         public var url: String
         public var pid: Int32
-        public init(url: String, pid: Int32) { self.url = url; self.pid = pid }
+        /// The server process's start time (`Processes.startTime`): a later process given its pid is not it.
+        public var started: String?
+        public init(url: String, pid: Int32, started: String? = nil) { self.url = url; self.pid = pid; self.started = started }
+        /// Whether the server process still runs (not merely its pid).
+        public var isRunning: Bool { Processes.isRunning(pid, startTime: started) }
     }
 
     public func state() -> State? {
         guard let bytes = try? FileSystem.readFile(stateFile), let value = try? JSONValue.parse(bytes),
               let url = value["url"]?.stringValue, let pid = value["pid"]?.intValue else { return nil }
-        return State(url: url, pid: Int32(truncatingIfNeeded: pid))
+        return State(url: url, pid: Int32(truncatingIfNeeded: pid), started: value["started"]?.stringValue)
     }
 
     public func write(_ state: State) throws {
-        let value = JSONValue.object([("url", .string(state.url)), ("pid", .int(Int64(state.pid)))])
+        let value = JSONValue.object([("url", .string(state.url)), ("pid", .int(Int64(state.pid))), ("started", JSONValue(state.started))])
         try FileSystem.writeAtomically(value.serialized(), to: stateFile)
     }
 
