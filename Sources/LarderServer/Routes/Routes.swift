@@ -156,7 +156,7 @@ enum Routes {
                           + "same result) when it fails; an unknown reference is a 404, a build still building a 409."),
             Operation(method: "GET", path: "/checks/page", handler: Dashboard.checksPage,
                       summary: "HTML page of the migration checks, run now (what /checks/migrations answers as JSON)",
-                      moreSuccesses: [422], errors: [404],
+                      moreSuccesses: [422], errors: [400, 404],
                       query: [Parameter(name: "template", schema: OpenAPI.string, description: "Check only this template.")],
                       contentType: "text/html"),
             Operation(method: "GET", path: "/checks/migrations", handler: CheckRoutes.migrations, summary: "Migration fixture health checks",
