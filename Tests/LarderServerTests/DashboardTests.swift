@@ -228,6 +228,7 @@ final class DashboardTests: XCTestCase {
         let page = call("GET", "/", query: [("label_prefix", "run-9/")], headers: bearer).text
         XCTAssertTrue(page.contains(store.id) && !page.contains(other.id), page)
         XCTAssertTrue(page.contains("stores 1–1 of 1 matching"), page)
+        XCTAssertTrue(page.contains(" · 2 live store(s) · "), "the header counts every store, the filter aside")
         XCTAssertTrue(page.contains(#"<tr class="kept">"#) && page.contains(#"<span class="badge">kept</span> run-9/a"#), page)
         XCTAssertTrue(page.contains("build <code>app-v1</code>"), page)
         XCTAssertTrue(page.contains(#"data-delete-prefix="run-9/" data-count="1">delete these 1 stores</button>"#), page)

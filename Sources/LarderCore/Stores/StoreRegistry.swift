@@ -290,6 +290,8 @@ public final class StoreRegistry: Sendable {
         public var nextCursor: String?
         /// How many stores match from the cursor on, this page's and later ones.
         public var remaining: Int
+        /// How many stores match in all, before the cursor too.
+        public var matching: Int
     }
 
     /// Stores newest first, filtered; `cursor` is the `nextCursor` of the page before.
@@ -301,14 +303,15 @@ public final class StoreRegistry: Sendable {
         }
         let all = live.withLock { Array($0.stores.values) }
         func wanted(_ r: StoreRecord) -> Bool {
-            guard r.sequence < below, label == nil || r.label == label, template == nil || r.template == template else { return false }
+            guard label == nil || r.label == label, template == nil || r.template == template else { return false }
             guard let labelPrefix else { return true }
             return r.label?.hasPrefix(labelPrefix) == true
         }
-        let records = all.map { ($0, $0.record) }.filter { wanted($0.1) }.sorted { $0.1.sequence > $1.1.sequence }
+        let matching = all.map { ($0, $0.record) }.filter { wanted($0.1) }
+        let records = matching.filter { $0.1.sequence < below }.sorted { $0.1.sequence > $1.1.sequence }
         let page = records.prefix(limit)
         let next = records.count > limit ? page.last.map { String($0.1.sequence) } : nil
-        return Page(stores: page.map(\.0), nextCursor: next, remaining: records.count)
+        return Page(stores: page.map(\.0), nextCursor: next, remaining: records.count, matching: matching.count)
     }
 
     public struct Patch: Sendable {

@@ -66,9 +66,7 @@ enum Dashboard {
 
     static func page(_ s: ServerContext, cursor: String? = nil, filter: Filter = Filter(), pageSize: Int = Dashboard.pageSize) throws -> String {
         let page = try s.registry.list(labelPrefix: filter.labelPrefix, template: filter.template, limit: pageSize, cursor: cursor)
-        // The matching stores in all: on the first page, those on it and after it.
-        let total = filter.isEmpty ? s.registry.count : (cursor == nil ? page.remaining : try s.registry.list(
-            labelPrefix: filter.labelPrefix, template: filter.template, limit: 1).remaining)
+        let total = page.matching
         // Where this page starts: the stores from the cursor on, counted
         // without opening any of them.
         let first = max(total - page.remaining, 0) + 1
@@ -80,7 +78,7 @@ enum Dashboard {
             html += "<form method=\"post\" action=\"/sign-out\"><button type=\"submit\">sign out</button></form>"
         }
         html += "</header><main id=\"live\">"
-        html += "<p>Larder \(escape(LarderVersion.current)) · \(total) live store(s) · started \(s.startedAt.rfc3339) · "
+        html += "<p>Larder \(escape(LarderVersion.current)) · \(s.registry.count) live store(s) · started \(s.startedAt.rfc3339) · "
         html += "<a href=\"/openapi.json\">OpenAPI</a> · <a href=\"/metrics\">metrics</a> · <a href=\"/checks/page\">run migration checks</a></p>"
 
         html += "<h2>Templates</h2><table><tr><th>name</th><th>format</th><th>latest</th><th>fixtures</th><th>snapshots</th></tr>"
