@@ -7,13 +7,9 @@ import MicroHTTP
 /// table per template, each check's failures and notes under it.
 extension Dashboard {
     static func checksPage(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.server
-        let template = request.queryValue("template")
-        if let template { _ = try s.catalog.template(template) }
+        let run = try CheckRoutes.checks(c.server, template: request.queryValue("template"))
         return .later {
-            let check = MigrationCheck(catalog: s.catalog, temporaryDirectory: s.layout.temporary)
-            let results = try check.run(template: template, roundTrips: true, dataCheck: true)
-            s.lastCheck.withLock { $0 = (Timestamp.now, results) }
+            let results = try run()
             return html(results.allSatisfy(\.passed) ? 200 : 422, checksPage(results))
         }
     }

@@ -17,13 +17,25 @@ enum CheckRoutes {
         }
         let roundTrips = try flag("round_trip"), dataCheck = try flag("data")
         let junitAsked = try junitAsked(request)
-        if let template { _ = try s.catalog.template(template) }
+        let run = try checks(s, template: template, roundTrips: roundTrips, dataCheck: dataCheck)
         return .later {
-            let check = MigrationCheck(catalog: s.catalog, temporaryDirectory: s.layout.temporary)
-            let results = try check.run(template: template, roundTrips: roundTrips, dataCheck: dataCheck)
-            s.lastCheck.withLock { $0 = (Timestamp.now, results) }
+            let results = try run()
             let status = results.allSatisfy(\.passed) ? 200 : 422
             return junitAsked ? junit(status, results) : json(status, CheckAnswer.json(results))
+        }
+    }
+
+    /// The migration checks of the fixtures folder (of `template`, which must
+    /// exist: asked now), to run off the pool; the run is remembered as the
+    /// dashboard's last.
+    static func checks(_ s: ServerContext, template: String?, roundTrips: Bool = true, dataCheck: Bool = true) throws
+        -> @Sendable () throws -> [MigrationCheck.Report] {
+        if let template { _ = try s.catalog.template(template) }
+        return {
+            let results = try MigrationCheck(catalog: s.catalog, temporaryDirectory: s.layout.temporary)
+                .run(template: template, roundTrips: roundTrips, dataCheck: dataCheck)
+            s.lastCheck.withLock { $0 = (Timestamp.now, results) }
+            return results
         }
     }
 
