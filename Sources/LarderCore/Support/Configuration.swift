@@ -68,7 +68,7 @@ public struct Configuration: Sendable {
         let show: @Sendable (Configuration) -> String
         let set: @Sendable (inout Configuration, String) throws -> Void
 
-        init(name: String, help: String, placeholder: String = "<text>", choices: [String] = [],
+        init(name: String, placeholder: String = "<text>", choices: [String] = [], help: String,
              show: @escaping @Sendable (Configuration) -> String, set: @escaping @Sendable (inout Configuration, String) throws -> Void) {
             self.name = name
             self.help = help
@@ -82,21 +82,21 @@ public struct Configuration: Sendable {
         public var environmentVariable: String { "LARDER_" + name.uppercased().replacingOccurrences(of: "-", with: "_") }
         public func value(in configuration: Configuration) -> String { show(configuration) }
 
-        static func text(_ name: String, _ path: WritableKeyPath<Configuration, String> & Sendable, _ help: String) -> Setting {
-            Setting(name: name, help: help, show: { $0[keyPath: path] }, set: { c, text in c[keyPath: path] = text })
+        static func text(_ name: String, _ path: WritableKeyPath<Configuration, String> & Sendable, _ placeholder: String, _ help: String) -> Setting {
+            Setting(name: name, placeholder: placeholder, help: help, show: { $0[keyPath: path] }, set: { c, text in c[keyPath: path] = text })
         }
 
         /// Empty text means unset.
-        static func optional(_ name: String, _ path: WritableKeyPath<Configuration, String?> & Sendable, _ help: String,
-                             shown: @escaping @Sendable (String) -> String = { $0 },
+        static func optional(_ name: String, _ path: WritableKeyPath<Configuration, String?> & Sendable, _ placeholder: String, _ help: String,
+                             choices: [String] = [], shown: @escaping @Sendable (String) -> String = { $0 },
                              check: @escaping @Sendable (String) throws -> String = { $0 }) -> Setting {
-            Setting(name: name, help: help, show: { $0[keyPath: path].map(shown) ?? "" }, set: { c, text in
+            Setting(name: name, placeholder: placeholder, choices: choices, help: help, show: { $0[keyPath: path].map(shown) ?? "" }, set: { c, text in
                 c[keyPath: path] = text.isEmpty ? nil : try check(text)
             })
         }
 
         static func int(_ name: String, _ path: WritableKeyPath<Configuration, Int> & Sendable, _ range: ClosedRange<Int>, _ help: String) -> Setting {
-            Setting(name: name, help: help, placeholder: "<n>", show: { String($0[keyPath: path]) }, set: { c, text in
+            Setting(name: name, placeholder: "<n>", help: help, show: { String($0[keyPath: path]) }, set: { c, text in
                 guard let v = Int(text), range.contains(v) else {
                     throw InvalidSetting(description: "--\(name) must be a whole number in \(range.lowerBound)...\(range.upperBound), not '\(text)'")
                 }
@@ -105,31 +105,19 @@ public struct Configuration: Sendable {
         }
 
         static func bytes(_ name: String, _ path: WritableKeyPath<Configuration, Int64> & Sendable, _ help: String) -> Setting {
-            Setting(name: name, help: help, placeholder: "<bytes>", show: { String($0[keyPath: path]) }, set: { c, text in
+            Setting(name: name, placeholder: "<bytes>", help: help, show: { String($0[keyPath: path]) }, set: { c, text in
                 guard let v = Int64(text), v >= 0 else { throw InvalidSetting(description: "--\(name) must be a whole number of bytes, not '\(text)'") }
                 c[keyPath: path] = v
             })
         }
 
         static func choice(_ name: String, _ path: WritableKeyPath<Configuration, String> & Sendable, _ choices: [String], _ help: String) -> Setting {
-            Setting(name: name, help: help, placeholder: "<" + choices.joined(separator: "|") + ">", choices: choices,
+            Setting(name: name, placeholder: "<" + choices.joined(separator: "|") + ">", choices: choices, help: help,
                     show: { $0[keyPath: path] }, set: { c, text in
                 guard choices.contains(text) else { throw InvalidSetting(description: "--\(name) must be one of \(choices.joined(separator: ", ")), not '\(text)'") }
                 c[keyPath: path] = text
             })
         }
-    }
-
-    /// Every setting, with the placeholders of those whose values are not plain text.
-    public static let settings: [Setting] = table.map { setting in
-        var setting = setting
-        let values: [String: (String, [String])] = [
-            "host": ("<address>", []), "root": ("<path>", []), "fixtures": ("<path>", []), "client-root": ("<path>", []),
-            "token": ("<token>", []), "public-url": ("<url>", []), "allowed-hosts": ("<name,...>", []), "store-mode": ("<octal>", []),
-            "store-group": ("<group>", []), "log-format": ("<text|json>", ["text", "json"]),
-        ]
-        if let (placeholder, choices) = values[setting.name] { (setting.placeholder, setting.choices) = (placeholder, choices) }
-        return setting
     }
 
     /// The settings by what they are about: `larder serve --help`, the manual and the README list them so.
@@ -143,17 +131,17 @@ public struct Configuration: Sendable {
         ("Logging", ["log-format", "log-level"]),
     ]
 
-    private static let table: [Setting] = [
-        .text("host", \.host, "Address to listen on; any address but loopback requires a token."),
+    public static let settings: [Setting] = [
+        .text("host", \.host, "<address>", "Address to listen on; any address but loopback requires a token."),
         .int("port", \.port, 0...65535, "Port to listen on; 0 takes a free port."),
-        .text("root", \.root, "Directory the stores, the template cache and temporary files live in."),
-        .text("fixtures", \.fixtures, "The fixtures directory: one sub-folder per template."),
+        .text("root", \.root, "<path>", "Directory the stores, the template cache and temporary files live in."),
+        .text("fixtures", \.fixtures, "<path>", "The fixtures directory: one sub-folder per template."),
         .choice("missing-fixtures", \.missingFixtures, ["refuse", "wait"],
                 "refuse: a fixtures folder that does not exist stops the start; wait: start anyway and serve it once it appears (a CI service that starts before the checkout)."),
-        .optional("token", \.token, "Bearer token required on every request but GET /health; a browser signs in to the dashboard with it.", shown: { _ in "(set)" }),
-        .optional("public-url", \.publicURL, "Base URL used in `links` (default: http://HOST:PORT).",
+        .optional("token", \.token, "<token>", "Bearer token required on every request but GET /health; a browser signs in to the dashboard with it.", shown: { _ in "(set)" }),
+        .optional("public-url", \.publicURL, "<url>", "Base URL used in `links` (default: http://HOST:PORT).",
                   check: { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }),
-        Setting(name: "allowed-hosts",
+        Setting(name: "allowed-hosts", placeholder: "<name,...>",
                 help: "More host names that Host and Origin headers may name, comma-separated (`*`: any); loopback names and the public URL's host always may.",
                 show: { $0.allowedHosts.joined(separator: ",") },
                 set: { c, text in
@@ -179,8 +167,8 @@ public struct Configuration: Sendable {
              "Time limit of fixture loads, migrations, uploads and template builds on a store (timeout past it)."),
         .int("wait-timeout-max-ms", \.waitTimeoutMaxMs, 1...3_600_000, "Longest timeout_ms a count wait may ask for."),
         .int("reap-interval-seconds", \.reapIntervalSeconds, 1...86_400, "How often expired stores are removed."),
-        .optional("log-format", \.logFormat, "`text` (the default on a terminal) or `json` (one object per line on standard error, the default otherwise).",
-                  check: { text in
+        .optional("log-format", \.logFormat, "<text|json>", "`text` (the default on a terminal) or `json` (one object per line on standard error, the default otherwise).",
+                  choices: ["text", "json"], check: { text in
                       guard text == "text" || text == "json" else { throw InvalidSetting(description: "--log-format must be text or json, not '\(text)'") }
                       return text
                   }),
@@ -189,7 +177,7 @@ public struct Configuration: Sendable {
         .bytes("cache-max-bytes", \.cacheMaxBytes, "Disk budget of the template cache; least recently used entries go first."),
         .int("pool-size", \.poolSize, 0...1024,
              "Ready copies kept per recently used template entry (the 8 latest), made in the background so POST /stores is a rename (0: none)."),
-        Setting(name: "store-mode",
+        Setting(name: "store-mode", placeholder: "<octal>",
                 help: "Permission bits of store files, in octal; their -wal and -shm follow, and their directories get x wherever there is r (0660: 0770).",
                 show: { "0" + String($0.storeMode, radix: 8) },
                 set: { c, text in
@@ -198,8 +186,8 @@ public struct Configuration: Sendable {
                     }
                     c.storeMode = mode
                 }),
-        .optional("store-group", \.storeGroup, "Group (name or gid) given to store files and directories (setgid, so -wal and -shm inherit it): let test users in by adding them to it."),
-        .optional("client-root", \.clientRoot, "The root as test code sees it (a volume mounted elsewhere): every `path` in answers is built from it.",
+        .optional("store-group", \.storeGroup, "<group>", "Group (name or gid) given to store files and directories (setgid, so -wal and -shm inherit it): let test users in by adding them to it."),
+        .optional("client-root", \.clientRoot, "<path>", "The root as test code sees it (a volume mounted elsewhere): every `path` in answers is built from it.",
                   check: { $0.count > 1 && $0.hasSuffix("/") ? String($0.dropLast()) : $0 }),
         .int("busy-timeout-ms", \.busyTimeoutMs, 0...60_000,
              "How long the server's work on a store (reads, copies, fixture loads, migrations, writing queries) waits for a lock that a test holds on it; then conflict (409) with Retry-After."),
