@@ -11,80 +11,61 @@ import os
 import re
 import sys
 
-# What each runner prints about its tests: (pattern, which group counts passes, which failures).
-RUNNERS = [
-    # XCTest's last line, for the whole bundle: "Executed 249 tests, with 5 tests skipped and 0 failures".
-    ("xctest", re.compile(r"Executed (\d+) tests?, with (?:(\d+) tests? skipped and )?(\d+) failures?"), None),
+def failures_of_unittest(m):
+    """unittest's "FAILED (failures=1, errors=2)": those failed, and were counted as run."""
+    bad = sum(int(n) for n in re.findall(r"(?:failures|errors)=(\d+)", m.group(1)))
+    return -bad, bad
+
+
+def pytest_totals(m):
+    words = dict((word.rstrip("s"), int(number)) for number, word in re.findall(r"(\d+) (passed|failed|errors?)", m.group(1)))
+    return words.get("passed", 0), words.get("failed", 0) + words.get("error", 0)
+
+
+# What each runner prints about its tests, line by line: a pattern, and what
+# a match adds to (passed, failed).
+LINES = [
     # unittest: "Ran 13 tests in ..." and, on failure, "FAILED (failures=1, errors=2)".
-    ("unittest", re.compile(r"^Ran (\d+) tests? in "), re.compile(r"^FAILED \((.*)\)")),
+    (re.compile(r"^Ran (\d+) tests? in "), lambda m: (int(m.group(1)), 0)),
+    (re.compile(r"^FAILED \((.*)\)"), failures_of_unittest),
     # pytest's closing line: "==== 81 passed, 1 failed in 37.38s ====".
-    ("pytest", re.compile(r"^=+ (.*\d+ (?:passed|failed|errors?).*) in [\d.]+s"), None),
+    (re.compile(r"^=+ (.*\d+ (?:passed|failed|errors?).*) in [\d.]+s"), pytest_totals),
     # node --test: "ℹ pass 43" / "ℹ fail 0".
-    ("node", re.compile(r"^ℹ (pass|fail) (\d+)$"), None),
+    (re.compile(r"^ℹ pass (\d+)$"), lambda m: (int(m.group(1)), 0)),
+    (re.compile(r"^ℹ fail (\d+)$"), lambda m: (0, int(m.group(1)))),
     # go test: one "ok" or "FAIL" line per package.
-    ("go", re.compile(r"^(ok|FAIL)\s+\S+\s"), None),
+    (re.compile(r"^ok\s+\S+\s"), lambda m: (1, 0)),
+    (re.compile(r"^FAIL\s+\S+\s"), lambda m: (0, 1)),
     # JUnit's console launcher: "[ 57 tests successful ]", "[ 0 tests failed ]".
-    ("junit", re.compile(r"\[\s+(\d+) tests (successful|failed)\s+\]"), None),
+    (re.compile(r"\[\s+(\d+) tests successful\s+\]"), lambda m: (int(m.group(1)), 0)),
+    (re.compile(r"\[\s+(\d+) tests failed\s+\]"), lambda m: (0, int(m.group(1)))),
     # schemathesis: "12806 generated, 12806 passed".
-    ("schemathesis", re.compile(r"^\s*(\d+) generated, (\d+) passed(?:, (\d+) failed)?"), None),
+    (re.compile(r"^\s*\d+ generated, (\d+) passed(?:, (\d+) failed)?"), lambda m: (int(m.group(1)), int(m.group(2) or 0))),
     # larder check's last line: "5 passed, 0 failed" (nothing before it).
-    ("larder check", re.compile(r"^(\d+) passed, (\d+) failed$"), None),
+    (re.compile(r"^(\d+) passed, (\d+) failed$"), lambda m: (int(m.group(1)), int(m.group(2)))),
 ]
+
+# XCTest's summary: "Executed 249 tests, with 5 tests skipped and 0 failures", repeated per suite.
+XCTEST = re.compile(r"Executed (\d+) tests?, with (?:(\d+) tests? skipped and )?(\d+) failures?")
 
 
 def counts(text):
     """(passed, failed) as the runners in `text` report them."""
     passed = failed = 0
-    lines = text.splitlines()
     # XCTest repeats its bundle total: the largest "Executed" line is the bundle's.
-    executed = [m for m in (RUNNERS[0][1].search(l) for l in lines) if m]
+    executed = [m for m in map(XCTEST.search, text.splitlines()) if m]
     if executed:
         whole = max(executed, key=lambda m: int(m.group(1)))
-        skipped, failures = int(whole.group(2) or 0), int(whole.group(3))
-        passed += int(whole.group(1)) - skipped - failures
+        failures = int(whole.group(3))
+        passed += int(whole.group(1)) - int(whole.group(2) or 0) - failures
         failed += failures
-    for line in lines:
-        m = RUNNERS[1][1].search(line)
-        if m:
-            passed += int(m.group(1))
-        m = RUNNERS[1][2].search(line)
-        if m:
-            bad = sum(int(n) for n in re.findall(r"(?:failures|errors)=(\d+)", m.group(1)))
-            passed -= bad
-            failed += bad
-        m = RUNNERS[2][1].search(line)
-        if m:
-            for number, word in re.findall(r"(\d+) (passed|failed|errors?)", m.group(1)):
-                if word == "passed":
-                    passed += int(number)
-                else:
-                    failed += int(number)
-        m = RUNNERS[3][1].search(line)
-        if m:
-            if m.group(1) == "pass":
-                passed += int(m.group(2))
-            else:
-                failed += int(m.group(2))
-        m = RUNNERS[4][1].search(line)
-        if m:
-            if m.group(1) == "ok":
-                passed += 1
-            else:
-                failed += 1
-        m = RUNNERS[5][1].search(line)
-        if m:
-            if m.group(2) == "successful":
-                passed += int(m.group(1))
-            else:
-                failed += int(m.group(1))
-        m = RUNNERS[6][1].search(line)
-        if m:
-            passed += int(m.group(2))
-            failed += int(m.group(3) or 0)
-        m = RUNNERS[7][1].search(line)
-        if m:
-            passed += int(m.group(1))
-            failed += int(m.group(2))
+    for line in text.splitlines():
+        for pattern, adds in LINES:
+            m = pattern.search(line)
+            if m:
+                more_passed, more_failed = adds(m)
+                passed += more_passed
+                failed += more_failed
     return passed, failed
 
 
