@@ -9,12 +9,19 @@
 #include <sys/syscall.h>
 #include <zlib.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <openssl/evp.h>
 
 /* copy_file_range(2) is declared by glibc only under _GNU_SOURCE; call the
    system call directly. */
 static inline long larder_copy_file_range(int in, int out, size_t length) {
     return syscall(SYS_copy_file_range, in, (void *)0, out, (void *)0, length, 0u);
+}
+
+/* Names the calling thread (prctl is variadic, so Swift cannot call it);
+   the kernel keeps the first 15 bytes. */
+static inline void larder_name_thread(const char *name) {
+    prctl(PR_SET_NAME, name, 0, 0, 0);
 }
 
 /* SHA-256 from OpenSSL's libcrypto, behind an opaque pointer. */

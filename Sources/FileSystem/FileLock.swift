@@ -1,16 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-import Foundation
 import Glibc
+import Synchronization
 
 /// An exclusive `flock(2)` on a file, held until `release()` or the end of
 /// the object (and by the kernel until the process ends, however it ends:
 /// a `kill -9` never leaves a stale lock). The file holds the holder's pid,
 /// to name it in the refusal of the next one.
-public final class FileLock: @unchecked Sendable {
-    private let lock = NSLock()
-    private var descriptor: Int32
+public final class FileLock: Sendable {
+    private let descriptor: Mutex<Int32>
 
-    private init(descriptor: Int32) { self.descriptor = descriptor }
+    private init(descriptor: Int32) { self.descriptor = Mutex(descriptor) }
 
     /// The lock, or `.heldBy(pid)` when another open file holds it (another
     /// process, or another lock of this process on the same file).
@@ -57,11 +56,8 @@ public final class FileLock: @unchecked Sendable {
     }
 
     public func release() {
-        lock.lock()
-        defer { lock.unlock() }
-        guard descriptor >= 0 else { return }
-        close(descriptor) // closing the last descriptor of the open file drops the flock
-        descriptor = -1
+        let fd = descriptor.withLock { fd in defer { fd = -1 }; return fd }
+        if fd >= 0 { close(fd) } // closing the last descriptor of the open file drops the flock
     }
 
     deinit { release() }

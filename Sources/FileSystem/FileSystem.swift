@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 import CSystem
-import Foundation
 import Glibc
 
 /// Small POSIX file helpers. Nothing here follows a symbolic link when it
@@ -397,6 +396,28 @@ public enum FileSystem {
         var info = statvfs()
         guard statvfs(path, &info) == 0 else { return nil }
         return Int64(info.f_bavail) * Int64(info.f_frsize)
+    }
+
+    /// The folder a path is in, as `dirname` without its dots: "/a/b" is
+    /// "/a", "/a" is "/", "b" is "" (trailing slashes ignored).
+    public static func parent(_ path: String) -> String {
+        var trimmed = Substring(path)
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed.removeLast() }
+        guard let slash = trimmed.lastIndex(of: "/") else { return "" }
+        return slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
+    }
+
+    /// A path's last component: "/a/b/" is "b".
+    public static func lastComponent(_ path: String) -> String {
+        path.split(separator: "/").last.map(String.init) ?? (path.hasPrefix("/") ? "/" : "")
+    }
+
+    /// Writes `text` whole to standard output or error (what `print` cannot
+    /// do for standard error, and does for output only through its buffer);
+    /// a closed stream loses it.
+    public static func writeText(_ text: String, to descriptor: Int32) {
+        var text = text
+        text.withUTF8 { try? writeAll(descriptor, UnsafeRawBufferPointer($0), path: "a standard stream") }
     }
 
     public static func realPath(_ path: String) -> String {

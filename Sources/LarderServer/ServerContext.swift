@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-import Foundation
+import FoundationEssentials
 import LarderCore
 import Logging
 import Synchronization
@@ -24,13 +24,8 @@ final class ServerContext: Sendable {
     let metrics = Metrics()
     let baseURL = Mutex<String>("")
     let startedAt = Timestamp.now
-    /// Where artifacts are made: bounded, apart from other request work.
-    let artifacts: OperationQueue = {
-        let queue = OperationQueue()
-        queue.name = "larder.artifacts"
-        queue.maxConcurrentOperationCount = max(ProcessInfo.processInfo.activeProcessorCount, 2)
-        return queue
-    }()
+    /// Where artifacts are made: as many at once as there are cores, apart from other request work.
+    let artifacts = WorkPool(maxThreads: max(ProcessInfo.processInfo.activeProcessorCount, 2), keptThreads: 0)
     /// Where `.later` work runs: a thread each, at most four per store.
     let pool = WorkPool()
     let lastCheck = Mutex<(at: Timestamp, results: [MigrationCheck.Report])?>(nil)

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import CMicroHTTPD
 import FileSystem
-import Foundation
 import Glibc
 
 /// A response body made by a producer on another thread while the server
@@ -15,7 +14,7 @@ import Glibc
 public final class BodyStream: @unchecked Sendable {
     public struct Cancelled: Error {}
 
-    private let condition = NSCondition()
+    private let condition = Condition()
     private let descriptor: Int32
     private var written = 0
     private var sent = 0

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+import Text
+
 /// One HTTP request, read whole (bodies are collected up to the server's limit).
 public struct Request: Sendable {
     public var method: String
@@ -42,14 +44,5 @@ public struct Request: Sendable {
         guard let value = header("content-type") else { return nil }
         let type = value.split(separator: ";", maxSplits: 1).first.map(String.init) ?? value
         return type.trimmingSpaces().lowercased()
-    }
-}
-
-extension String {
-    public func trimmingSpaces() -> String {
-        var s = Substring(self)
-        while s.first == " " || s.first == "\t" { s.removeFirst() }
-        while s.last == " " || s.last == "\t" { s.removeLast() }
-        return String(s)
     }
 }

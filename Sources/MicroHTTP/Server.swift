@@ -2,7 +2,7 @@
 import CMicroHTTPD
 import Dispatch
 import FileSystem
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// An HTTP/1.1 server on libmicrohttpd: an epoll thread pool answers requests;
@@ -96,9 +96,7 @@ public final class Server: @unchecked Sendable {
         }
         self.daemon = daemon
         self.port = larder_mhd_bound_port(daemon)
-        let watcher = Thread { [self] in watchConnections() }
-        watcher.name = "larder-http-watch"
-        watcher.start()
+        Threads.start("larder-http-watch") { [self] in watchConnections() }
     }
 
     /// Drops suspended requests whose client left (at once), and once a
@@ -152,8 +150,8 @@ public final class Server: @unchecked Sendable {
         }
         for stream in streams { stream.cancel() }
         // Resumed connections must be processed before the daemon stops.
-        let deadline = Date().addingTimeInterval(3)
-        while Date() < deadline, live.withLock({ !$0.suspended.isEmpty || !$0.streams.isEmpty }) {
+        let deadline = ContinuousClock.now + .seconds(3)
+        while ContinuousClock.now < deadline, live.withLock({ !$0.suspended.isEmpty || !$0.streams.isEmpty }) {
             usleep(2_000)
         }
         MHD_stop_daemon(daemon)

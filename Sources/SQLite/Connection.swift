@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import CSQLite
-import Foundation
+import Text
 
 /// One SQLite database connection. Not thread-safe: use it from one thread at
 /// a time (callers serialize access). Closed when released.
@@ -252,7 +252,7 @@ public final class Connection: @unchecked Sendable {
         let limit = sqlite3_limit(handle, SQLITE_LIMIT_ATTACHED, -1)
         sqlite3_limit(handle, SQLITE_LIMIT_ATTACHED, max(limit, 1))
         defer { sqlite3_limit(handle, SQLITE_LIMIT_ATTACHED, limit) }
-        let statement = try prepare("ATTACH ? AS " + "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"")
+        let statement = try prepare("ATTACH ? AS " + "\"" + name.replacing("\"", with: "\"\"") + "\"")
         try statement.bind(.text(Connection.immutableURI(path)), at: 1)
         _ = try statement.step()
     }
@@ -273,7 +273,7 @@ public final class Connection: @unchecked Sendable {
     }
 
     static func firstStatementText(_ sql: String) -> String {
-        let trimmed = sql.trimmingCharacters(in: .whitespacesAndNewlines)
+        let trimmed = sql.trimmed()
         if let end = trimmed.firstIndex(of: ";") { return String(trimmed[...end]) }
         return trimmed
     }

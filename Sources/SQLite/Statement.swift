@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import CSQLite
-import Foundation
+import Text
 
 /// A prepared statement. Finalized when released.
 public final class Statement {
@@ -18,7 +18,7 @@ public final class Statement {
     deinit { sqlite3_finalize(handle) }
 
     /// The statement's text as written.
-    public var sql: String { String(cString: sqlite3_sql(handle)).trimmingCharacters(in: .whitespacesAndNewlines) }
+    public var sql: String { String(cString: sqlite3_sql(handle)).trimmed() }
     public var isReadOnly: Bool { sqlite3_stmt_readonly(handle) != 0 }
     public var parameterCount: Int { Int(sqlite3_bind_parameter_count(handle)) }
     public var columnCount: Int { Int(sqlite3_column_count(handle)) }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import CSystem
+import Dispatch
 import Digest
-import Foundation
 import Glibc
 
 /// What went wrong while writing an archive.

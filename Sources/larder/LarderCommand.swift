@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 import ArgumentParser
-import Foundation
+import FoundationEssentials
 import FileSystem
 import Glibc
 import LarderCore
 import LarderServer
 import MicroHTTP
+import Synchronization
+import Text
 
 struct LarderCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -33,7 +35,7 @@ struct ServeOptions: ParsableArguments {
             return configuration
         } catch let error as Configuration.InvalidSetting {
             // One line that says what to change, not the whole usage.
-            FileHandle.standardError.write(Data("larder: \(error.description)\n".utf8))
+            FileSystem.writeText("larder: \(error.description)\n", to: STDERR_FILENO)
             throw ExitCode.validationFailure
         }
     }
@@ -71,10 +73,10 @@ struct Serve: ParsableCommand {
         let present = FileSystem.isDirectory(configuration.fixtures)
         if !present, FileSystem.exists(configuration.fixtures) || configuration.missingFixtures != "wait" {
             let what = FileSystem.exists(configuration.fixtures) ? "is not a folder" : "does not exist"
-            FileHandle.standardError.write(Data("""
+            FileSystem.writeText("""
                 larder: the fixtures folder \(configuration.fixtures) \(what): make it (one sub-folder per template), \
                 or name yours with --fixtures DIR or LARDER_FIXTURES (--missing-fixtures wait: start and wait for it)\n
-                """.utf8))
+                """, to: STDERR_FILENO)
             throw ExitCode(2)
         }
         let app: LarderApp
@@ -83,10 +85,10 @@ struct Serve: ParsableCommand {
             try app.start()
         } catch {
             let message = (error as? LarderError)?.message ?? "\(error)"
-            FileHandle.standardError.write(Data("larder: \(message)\n".utf8))
+            FileSystem.writeText("larder: \(message)\n", to: STDERR_FILENO)
             throw ExitCode(2)
         }
-        FileHandle.standardOutput.write(Data("larder listening on \(app.listenURL)\n".utf8))
+        FileSystem.writeText("larder listening on \(app.listenURL)\n", to: STDOUT_FILENO)
         let templates = app.templateNames
         app.logger.notice("listening", metadata: ["url": .string(app.listenURL), "root": .string(app.registry.root),
                                                   "fixtures": .string(configuration.fixtures),
@@ -138,13 +140,13 @@ struct Check: ParsableCommand {
         do {
             results = try check.run(template: template, roundTrips: !noRoundTrip, dataCheck: !noDataCheck)
         } catch {
-            FileHandle.standardError.write(Data("larder check: \((error as? LarderError)?.message ?? "\(error)")\n".utf8))
+            FileSystem.writeText("larder check: \((error as? LarderError)?.message ?? "\(error)")\n", to: STDERR_FILENO)
             throw ExitCode(2)
         }
         // In the order of the JUnit report: template, its snapshots by name, then its round trip.
         for result in results {
             let mark = result.passed ? (colour ? "\u{1B}[32mPASS\u{1B}[0m" : "PASS") : (colour ? "\u{1B}[31mFAIL\u{1B}[0m" : "FAIL")
-            var line = "\(mark) \(result.group)/\(result.title) (\(String(format: "%.1f", result.milliseconds)) ms)"
+            var line = "\(mark) \(result.group)/\(result.title) (\(result.milliseconds.fixed(1)) ms)"
             for failure in result.failures { line += "\n       - " + failure }
             for note in result.notes { line += "\n       note: " + note }
             printer.print(line)
@@ -152,11 +154,11 @@ struct Check: ParsableCommand {
         if let junit {
             // Its folder made (test-reports/ is rarely there yet); a file that cannot be written is not a failed check.
             do {
-                let folder = (junit as NSString).deletingLastPathComponent
-                if !folder.isEmpty { try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+                let folder = FileSystem.parent(junit)
+                if !folder.isEmpty { try FileSystem.makeDirectories(folder) }
                 try FileSystem.writeAtomically(Array(MigrationCheck.junit(results).utf8), to: junit)
             } catch {
-                FileHandle.standardError.write(Data("larder check: cannot write the JUnit report \(junit): \(Check.reason(error))\n".utf8))
+                FileSystem.writeText("larder check: cannot write the JUnit report \(junit): \(Check.reason(error))\n", to: STDERR_FILENO)
                 throw ExitCode(2)
             }
         }
@@ -169,11 +171,7 @@ struct Check: ParsableCommand {
 extension Check {
     /// What went wrong writing a file, in words (not Foundation's error domain and code).
     static func reason(_ error: Error) -> String {
-        if let failure = error as? FileSystem.Failure { return failure.description }
-        if let cocoa = error as? CocoaError, let underlying = cocoa.underlying as? POSIXError {
-            return String(cString: strerror(underlying.code.rawValue))
-        }
-        return (error as NSError).localizedFailureReason ?? error.localizedDescription
+        (error as? FileSystem.Failure)?.description ?? "\(error)"
     }
 }
 
@@ -212,10 +210,10 @@ struct Health: ParsableCommand {
                 return
             } catch {
                 guard ContinuousClock.now < deadline else {
-                    FileHandle.standardError.write(Data("larder health: \(base): \(error)\n".utf8))
+                    FileSystem.writeText("larder health: \(base): \(error)\n", to: STDERR_FILENO)
                     throw ExitCode(1)
                 }
-                Thread.sleep(forTimeInterval: 0.1)
+                Threads.sleep(milliseconds: 100)
             }
         }
     }
@@ -255,13 +253,13 @@ struct Warm: ParsableCommand {
             results = try core.provisioner.warm(template: template) { w in
                 let name = w.template + (w.snapshot.map { " snapshot " + $0 } ?? "")
                 if let failure = w.failure {
-                    FileHandle.standardError.write(Data("FAIL \(name): \(failure)\n".utf8))
+                    FileSystem.writeText("FAIL \(name): \(failure)\n", to: STDERR_FILENO)
                 } else {
-                    printer.print("\(w.built ? "built" : "cached") \(name) (\(w.bytes) bytes, \(String(format: "%.1f", w.milliseconds)) ms)")
+                    printer.print("\(w.built ? "built" : "cached") \(name) (\(w.bytes) bytes, \(w.milliseconds.fixed(1)) ms)")
                 }
             }
         } catch {
-            FileHandle.standardError.write(Data("larder warm: \((error as? LarderError)?.message ?? "\(error)")\n".utf8))
+            FileSystem.writeText("larder warm: \((error as? LarderError)?.message ?? "\(error)")\n", to: STDERR_FILENO)
             throw ExitCode(2)
         }
         let failed = results.filter { $0.failure != nil }.count
@@ -275,40 +273,35 @@ struct Warm: ParsableCommand {
 /// run's lock (so no `larder up` hands out this server meanwhile), looks
 /// once more, forgets the server's state, and stops the server with
 /// SIGTERM, leaving the lock held for the clean-up after the stop.
-final class SharedServerWatch: @unchecked Sendable {
-    private let lock = NSLock()
-    private var held: FileLock?
+final class SharedServerWatch: Sendable {
+    private let held = Mutex<FileLock?>(nil)
 
     /// The run's lock, when the watch stopped the server.
-    var lockWhenUnused: FileLock? { lock.withLock { held } }
+    var lockWhenUnused: FileLock? { held.withLock { $0 } }
 
     init(run: SharedRun) {
-        let thread = Thread { [self] in
+        Threads.start("larder-shared-watch") { [self] in
             var idleSince: ContinuousClock.Instant?
             while true {
-                Thread.sleep(forTimeInterval: 0.1)
+                Threads.sleep(milliseconds: 100)
                 guard run.liveUsers().isEmpty else { idleSince = nil; continue }
                 let since = idleSince ?? .now
                 idleSince = since
                 guard ContinuousClock.now - since >= SharedRun.linger, let runLock = try? FileLock.wait(run.lockFile) else { continue }
                 guard run.liveUsers().isEmpty else { runLock.release(); idleSince = nil; continue }
                 FileSystem.remove(run.stateFile)
-                lock.withLock { held = runLock }
+                held.withLock { $0 = runLock }
                 kill(getpid(), SIGTERM)
                 return
             }
         }
-        thread.name = "larder-shared-watch"
-        thread.start()
     }
 }
 
 /// Whole lines to standard output from any thread, flushed at once.
 final class LinePrinter: Sendable {
-    private let lock = NSLock()
+    private let lock = Mutex(())
     func print(_ line: String) {
-        lock.lock()
-        FileHandle.standardOutput.write(Data((line + "\n").utf8))
-        lock.unlock()
+        lock.withLock { _ in FileSystem.writeText(line + "\n", to: STDOUT_FILENO) }
     }
 }

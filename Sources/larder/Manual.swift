@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import LarderCore
+import Text
 
 /// What `larder serve --help`, the manual page and the shell completions
 /// say about the settings, all from `Configuration.settings` and its groups.
@@ -111,7 +112,8 @@ extension Manual {
     static func short(_ help: String) -> String {
         let sentence = help.split(separator: ";").first.map(String.init) ?? help
         let trimmed = sentence.split(separator: ". ").first.map(String.init) ?? sentence
-        return String(trimmed.filter { !"[]:'\"`\\$".contains($0) }).trimmingCharacters(in: .init(charactersIn: ". "))
+        let kept = trimmed.filter { !"[]:'\"`\\$".contains($0) }.drop { $0 == "." || $0 == " " }
+        return String(kept.reversed().drop { $0 == "." || $0 == " " }.reversed())
     }
 }
 
@@ -206,7 +208,7 @@ extension Manual {
     /// `larder.1`, in man(7) roff.
     static func roff(version: String) -> String {
         func text(_ s: String) -> String {
-            var escaped = s.replacingOccurrences(of: "\\", with: "\\e").replacingOccurrences(of: "-", with: "\\-")
+            var escaped = s.replacing("\\", with: "\\e").replacing("-", with: "\\-")
             if escaped.hasPrefix(".") || escaped.hasPrefix("'") { escaped = "\\&" + escaped }
             return escaped
         }

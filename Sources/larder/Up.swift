@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import ArgumentParser
 import FileSystem
-import Foundation
+import FoundationEssentials
 import Glibc
 import LarderCore
 import LarderServer
@@ -44,7 +44,7 @@ struct Up: ParsableCommand {
         } catch let exit as ExitCode {
             throw exit // a setting's own message is out already
         } catch {
-            FileHandle.standardError.write(Data("larder up: \(error)\n".utf8))
+            FileSystem.writeText("larder up: \(error)\n", to: STDERR_FILENO)
             throw ExitCode(2)
         }
     }
@@ -127,7 +127,7 @@ struct Up: ParsableCommand {
                 return FileSystem.realPath(folder + "/" + name)
             }
             if projectMarkers.contains(where: { FileSystem.exists(folder + "/" + $0) }) || folder == "/" { return nil }
-            folder = (folder as NSString).deletingLastPathComponent
+            folder = FileSystem.parent(folder)
         }
     }
 
@@ -162,7 +162,7 @@ struct Completions: ParsableCommand {
 
     func run() throws {
         guard let script = Manual.completion(shell: shell) else {
-            FileHandle.standardError.write(Data("larder completions: no completion for '\(shell)': bash, zsh or fish\n".utf8))
+            FileSystem.writeText("larder completions: no completion for '\(shell)': bash, zsh or fish\n", to: STDERR_FILENO)
             throw ExitCode.validationFailure
         }
         print(script, terminator: "")

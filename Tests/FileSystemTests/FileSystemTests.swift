@@ -131,4 +131,44 @@ final class FileSystemTests: XCTestCase {
         XCTAssertEqual(watch.wait(milliseconds: 10_000), [])
         XCTAssertLessThan(Date().timeIntervalSince(woken), 5, "a wake cuts the wait short")
     }
+
+    func testPathsPartsAsDirnameAndBasenameHaveThem() {
+        for (path, parent, last) in [("/a/b", "/a", "b"), ("/a/b/", "/a", "b"), ("/a", "/", "a"), ("b", "", "b"),
+                                     ("a/b", "a", "b"), ("/", "/", "/"), ("", "", ""), ("test-reports/m.xml", "test-reports", "m.xml")] {
+            XCTAssertEqual(FileSystem.parent(path), parent, path)
+            XCTAssertEqual(FileSystem.lastComponent(path), last, path)
+        }
+    }
+
+    func testAThreadRunsNamedAndAConditionWakesOrTimesOut() throws {
+        let condition = Condition()
+        nonisolated(unsafe) var name = ""
+        condition.lock()
+        Threads.start("larder-test-thread-long-name") {
+            let found = ((try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "?").trimmingCharacters(in: .newlines)
+            condition.withLock {
+                name = found
+                condition.signal()
+            }
+        }
+        let started = ContinuousClock.now
+        while name.isEmpty { XCTAssertTrue(condition.wait(seconds: 10), "signalled") }
+        XCTAssertEqual(name, "larder-test-thr", "the kernel keeps 15 bytes")
+        XCTAssertFalse(condition.wait(seconds: 0.05), "no one signals: the time runs out")
+        condition.unlock()
+        let waited = ContinuousClock.now - started
+        XCTAssertGreaterThanOrEqual(waited, .milliseconds(50))
+        XCTAssertLessThan(waited, .seconds(10))
+    }
+
+    func testSleepLastsAtLeastItsTimeAndALatchStaysSet() {
+        let started = ContinuousClock.now
+        Threads.sleep(milliseconds: 30)
+        XCTAssertGreaterThanOrEqual(ContinuousClock.now - started, .milliseconds(30))
+        let latch = Latch()
+        XCTAssertFalse(latch.isSet)
+        latch.set()
+        latch.set()
+        XCTAssertTrue(latch.isSet)
+    }
 }

@@ -14,7 +14,7 @@ final class MigrationCheckTests: XCTestCase {
     func testTheSampleFixturesPass() throws {
         let results = try run(sampleFixtures)
         XCTAssertEqual(results.count, 5, "four snapshots and the round trip of boardgames (golang-migrate); gallery's plain SQL has no downs")
-        for r in results.values { XCTAssertTrue(r.passed, "\(r.template)/\(r.subject): \(r.failures)") }
+        for r in results.values { XCTAssertTrue(r.passed, "\(r.template ?? "app")/\(r.subject): \(r.failures)") }
         XCTAssertEqual(results["round trip"]?.template, "boardgames")
         XCTAssertEqual(results["round trip"]?.kind, .roundTrip)
         XCTAssertEqual(results["round trip"]?.json["snapshot"], .null)

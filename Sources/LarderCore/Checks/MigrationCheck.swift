@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
+import Dispatch
 import FileSystem
-import Foundation
+import FoundationEssentials
 import SQLite
 import Synchronization
+import Text
 
 /// Health checks of migration fixtures: every saved old-version database
 /// must migrate to the latest schema, keep its data and match a fresh build.
@@ -237,16 +239,16 @@ public struct MigrationCheck: Sendable {
     /// JUnit XML with one test case per snapshot and per round trip.
     public static func junit(_ results: [Report]) -> String {
         func esc(_ s: String) -> String {
-            s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-                .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+            s.replacing("&", with: "&amp;").replacing("<", with: "&lt;")
+                .replacing(">", with: "&gt;").replacing("\"", with: "&quot;")
         }
         let failed = results.filter { !$0.passed }.count
         let total = results.reduce(0) { $0 + $1.milliseconds } / 1000
         var out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-        out += "<testsuites name=\"larder\" tests=\"\(results.count)\" failures=\"\(failed)\" time=\"\(String(format: "%.3f", total))\">\n"
-        out += "  <testsuite name=\"larder.migrations\" tests=\"\(results.count)\" failures=\"\(failed)\" errors=\"0\" time=\"\(String(format: "%.3f", total))\">\n"
+        out += "<testsuites name=\"larder\" tests=\"\(results.count)\" failures=\"\(failed)\" time=\"\(total.fixed(3))\">\n"
+        out += "  <testsuite name=\"larder.migrations\" tests=\"\(results.count)\" failures=\"\(failed)\" errors=\"0\" time=\"\(total.fixed(3))\">\n"
         for r in results {
-            out += "    <testcase classname=\"larder.migrations.\(esc(r.group))\" name=\"\(esc(r.title))\" time=\"\(String(format: "%.3f", r.milliseconds / 1000))\""
+            out += "    <testcase classname=\"larder.migrations.\(esc(r.group))\" name=\"\(esc(r.title))\" time=\"\((r.milliseconds / 1000).fixed(3))\""
             if r.passed && r.notes.isEmpty {
                 out += "/>\n"
                 continue

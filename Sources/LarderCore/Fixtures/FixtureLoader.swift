@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import FileSystem
-import Foundation
+import FoundationEssentials
 import SQLite
 
 /// A data fixture file in a template's `data/` folder.

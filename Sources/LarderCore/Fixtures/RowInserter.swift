@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-import Foundation
+import FoundationEssentials
 import SQLite
 
 /// Inserts JSON rows, reusing one prepared statement per table and column list.

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 import FileSystem
-import Foundation
+import FoundationEssentials
 import SQLite
 import Synchronization
+import Text
 
 /// One condition of a count wait: `artworks >= 3`.
 public struct CountCondition: Sendable, CustomStringConvertible {
@@ -25,15 +26,15 @@ public struct CountCondition: Sendable, CustomStringConvertible {
 
     /// Parses `a>=3,b=0` (`==` is taken as `=`).
     public static func parseList(_ text: String) throws -> [CountCondition] {
-        let parts = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        let parts = text.split(separator: ",").map { $0.trimmingSpaces() }.filter { !$0.isEmpty }
         guard !parts.isEmpty else { throw LarderError.badRequest("'wait' needs at least one condition like artworks>=3") }
         return try parts.map { part in
             for op in Operator.allCases {
-                if let range = part.range(of: op.rawValue) {
-                    let table = part[..<range.lowerBound].trimmingCharacters(in: .whitespaces)
-                    var rest = part[range.upperBound...].trimmingCharacters(in: .whitespaces)
+                if let range = part.firstRange(of: op.rawValue) {
+                    let table = part[..<range.lowerBound].trimmingSpaces()
+                    var rest = part[range.upperBound...].trimmingSpaces()
                     if op == .eq && rest.hasPrefix("=") { rest.removeFirst() }
-                    guard !table.isEmpty, let value = Int64(rest.trimmingCharacters(in: .whitespaces)) else { break }
+                    guard !table.isEmpty, let value = Int64(rest.trimmingSpaces()) else { break }
                     return CountCondition(table: table, op: op, value: value)
                 }
             }
@@ -140,9 +141,7 @@ public final class CountWaiter: Sendable {
             return true
         }
         guard start else { return }
-        let thread = Thread { [self] in loop() }
-        thread.name = "larder-count-waiter"
-        thread.start()
+        Threads.start("larder-count-waiter") { [self] in loop() }
     }
 
     private func loop() {
@@ -165,7 +164,7 @@ public final class CountWaiter: Sendable {
             if let directories {
                 changed = directories.wait(milliseconds: milliseconds)
             } else {
-                Thread.sleep(forTimeInterval: Double(milliseconds) / 1000)
+                Threads.sleep(milliseconds: Int(milliseconds))
                 changed = []
             }
             if !changed.isEmpty {

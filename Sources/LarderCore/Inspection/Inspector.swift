@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-import Foundation
+import FoundationEssentials
 import SQLite
 
 /// Reads what is inside a store: row counts and the schema. Works on any
@@ -43,5 +43,5 @@ public enum Inspector {
 
 /// `"name"` with embedded quotes doubled: safe to put in SQL text.
 public func quoteIdentifier(_ name: String) -> String {
-    "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    "\"" + name.replacing("\"", with: "\"\"") + "\""
 }

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-import Foundation
+import FoundationEssentials
 import SQLite
 
 /// Runs one untrusted statement on a store's connection with the sandbox

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import Digest
 import FileSystem
-import Foundation
+import FoundationEssentials
 
 /// A template's migrations, read from its `migrations/` directory in the
 /// format detected from the files (or named in `template.json`).

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-import Foundation
+import FoundationEssentials
 import SQLite
+import Text
 
 /// Runs a template's migrations on a database: each migration and its
 /// bookkeeping in one transaction, foreign keys off outside it and
@@ -148,7 +149,7 @@ public struct Migrator {
     /// Whether SQL holds a statement SQLite refuses inside a transaction.
     static func needsNoTransaction(_ sql: String) -> Bool {
         sql.split(whereSeparator: { $0 == "\n" || $0 == "\r\n" }).contains { line in
-            let t = line.trimmingCharacters(in: .whitespaces).uppercased()
+            let t = line.trimmingSpaces().uppercased()
             return t.hasPrefix("VACUUM") || t.hasPrefix("PRAGMA JOURNAL_MODE")
         }
     }

@@ -26,6 +26,6 @@ public enum VersionOrder {
 
     /// A version as written in a file name, canonical: "0003" → "3", "1_1" → "1.1".
     public static func canonical(_ text: String) -> String {
-        text.replacingOccurrences(of: "_", with: ".").split(separator: ".").map { normalized($0) }.joined(separator: ".")
+        text.replacing("_", with: ".").split(separator: ".").map { normalized($0) }.joined(separator: ".")
     }
 }

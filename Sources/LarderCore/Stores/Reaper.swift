@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-import Foundation
+import FileSystem
+import FoundationEssentials
 import Synchronization
 
 /// Removes expired stores in the background, every `intervalSeconds`, and
@@ -10,7 +11,7 @@ public final class Reaper: Sendable {
     let intervalSeconds: Int
     /// Told the ids of the stores each pass removed, when there were any.
     let reaped: @Sendable ([String]) -> Void
-    private let condition = NSCondition()
+    private let condition = Condition()
     private let stopped = Mutex(false)
 
     public init(registry: StoreRegistry, intervalSeconds: Int, reaped: @escaping @Sendable ([String]) -> Void = { _ in }) {
@@ -20,10 +21,10 @@ public final class Reaper: Sendable {
     }
 
     public func start() {
-        let thread = Thread { [self] in
+        Threads.start("larder-reaper") { [self] in
             while true {
                 condition.lock()
-                if !stopped.withLock({ $0 }) { _ = condition.wait(until: Date().addingTimeInterval(Double(intervalSeconds))) }
+                if !stopped.withLock({ $0 }) { condition.wait(seconds: Double(intervalSeconds)) }
                 condition.unlock()
                 if stopped.withLock({ $0 }) { return }
                 let removed = registry.reapExpired()
@@ -31,8 +32,6 @@ public final class Reaper: Sendable {
                 registry.refreshDiskUsage()
             }
         }
-        thread.name = "larder-reaper"
-        thread.start()
     }
 
     public func stop() {

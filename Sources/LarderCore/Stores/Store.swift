@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import FileSystem
-import Foundation
+import FoundationEssentials
 import SQLite
 import Synchronization
 
@@ -132,7 +132,7 @@ public final class Store: Sendable {
         for db in running { db.interrupt() }
         dropReaders()
         let deadline = ContinuousClock.now + .milliseconds(graceMs)
-        while state.withLock({ !$0.active.isEmpty }) && ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.001) }
+        while state.withLock({ !$0.active.isEmpty }) && ContinuousClock.now < deadline { Threads.sleep(milliseconds: 1) }
     }
 
     /// Closes the idle read connections (before the files go away).

@@ -52,7 +52,7 @@ public struct StoreRecord: Sendable {
                          + (creation.version.map { " at version \($0)" } ?? ""))
         }
         if !creation.fixtures.isEmpty { words.append("with fixtures " + creation.fixtures.joined(separator: ", ")) }
-        return words.joined(separator: " ").replacingOccurrences(of: " ; ", with: "; ")
+        return words.joined(separator: " ").replacing(" ; ", with: "; ")
     }
 
     public init(id: String, sequence: Int64, template: String? = nil, version: String? = nil, snapshot: String? = nil,

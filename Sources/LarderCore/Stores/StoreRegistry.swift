@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import FileSystem
-import Foundation
+import FoundationEssentials
 import SQLite
 import Synchronization
 
@@ -112,7 +112,7 @@ public final class StoreRegistry: Sendable {
         let layout = RootLayout(root: root)
         if !FileSystem.exists(layout.marker) {
             guard FileSystem.entries(root).isEmpty else {
-                throw LarderError(.internalError, "refusing to use root '\(root)': it is not empty and was not created by Larder (no \((layout.marker as NSString).lastPathComponent) file)")
+                throw LarderError(.internalError, "refusing to use root '\(root)': it is not empty and was not created by Larder (no \(FileSystem.lastComponent(layout.marker)) file)")
             }
             try FileSystem.writeAtomically(Array("Larder owns this directory and removes files below it.\n".utf8), to: layout.marker)
         }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import Dispatch
 import FileSystem
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// Where deleted stores go: `DELETE` renames a store's directory in here
@@ -20,7 +20,7 @@ final class Trash: Sendable {
     /// per pass rather than one per request.
     private let waiting = Mutex<(paths: [(String, Int64)], scheduled: Bool)>(([], false))
     /// Held while removal is held back (tests of a trash that is behind).
-    private let hold = NSLock()
+    private let hold = Lock()
 
     init(directory: String, root: String) throws {
         self.directory = directory

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-import Foundation
+import FoundationEssentials
+import Text
 
 /// Every setting of Larder in one value, with defaults, read once from
 /// `LARDER_*` environment variables and then from flags (flags win), and
@@ -79,7 +80,7 @@ public struct Configuration: Sendable {
         }
 
         public var flag: String { "--" + name }
-        public var environmentVariable: String { "LARDER_" + name.uppercased().replacingOccurrences(of: "-", with: "_") }
+        public var environmentVariable: String { "LARDER_" + name.uppercased().replacing("-", with: "_") }
         public func value(in configuration: Configuration) -> String { show(configuration) }
 
         static func text(_ name: String, _ path: WritableKeyPath<Configuration, String> & Sendable, _ placeholder: String, _ help: String) -> Setting {
@@ -145,7 +146,7 @@ public struct Configuration: Sendable {
                 help: "More host names that Host and Origin headers may name, comma-separated (`*`: any); loopback names and the public URL's host always may.",
                 show: { $0.allowedHosts.joined(separator: ",") },
                 set: { c, text in
-                    c.allowedHosts = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
+                    c.allowedHosts = text.split(separator: ",").map { $0.trimmingSpaces().lowercased() }.filter { !$0.isEmpty }
                 }),
         .int("ttl-seconds", \.ttlSeconds, StoreRecord.ttlSeconds, "Default lifetime of a store that is not kept."),
         .int("kept-ttl-seconds", \.keptTTLSeconds, StoreRecord.ttlSeconds,
@@ -237,7 +238,7 @@ public struct Configuration: Sendable {
                 try configuration.set(setting.name, value)
             } catch let error as InvalidSetting {
                 // Named as it was given: the variable, not the flag.
-                throw InvalidSetting(description: error.description.replacingOccurrences(of: setting.flag, with: setting.environmentVariable))
+                throw InvalidSetting(description: error.description.replacing(setting.flag, with: setting.environmentVariable))
             }
         }
         return configuration

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-import Foundation
+import FoundationEssentials
 
 /// Wall-clock time as seconds since 1970, formatted as RFC 3339 UTC.
 public struct Timestamp: Sendable, Comparable, Hashable {

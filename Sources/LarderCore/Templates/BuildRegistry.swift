@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import Dispatch
 import FileSystem
-import Foundation
+import FoundationEssentials
 import SQLite
 import Synchronization
 
@@ -206,7 +206,7 @@ public final class BuildRegistry: Sendable {
             s.building[key] = nil
             return BuildRegistry.takeWaiters(&s, key)
         }
-        try? registry.trash.discard(b.directory, name: (b.directory as NSString).lastPathComponent)
+        try? registry.trash.discard(b.directory, name: FileSystem.lastComponent(b.directory))
         for w in waiters { w.completion(.success(entry)) }
         return info(entry)
     }
@@ -303,7 +303,7 @@ public final class BuildRegistry: Sendable {
     }
 
     private func throwAway(_ b: Building, _ waiters: [Waiter], why: String) {
-        try? registry.trash.discard(b.directory, name: (b.directory as NSString).lastPathComponent)
+        try? registry.trash.discard(b.directory, name: FileSystem.lastComponent(b.directory))
         for w in waiters { w.completion(.failure(BuildRegistry.unknown(b.key, why))) }
     }
 

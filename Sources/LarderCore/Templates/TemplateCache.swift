@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import FileSystem
-import Foundation
+import FoundationEssentials
 import SQLite
 import Synchronization
 
@@ -26,7 +26,7 @@ public final class TemplateCache: Sendable {
 
     struct State {
         var entries: [String: Entry] = [:]
-        var building: [String: NSLock] = [:]
+        var building: [String: Lock] = [:]
         var hits = 0
         var misses = 0
     }
@@ -62,9 +62,9 @@ public final class TemplateCache: Sendable {
     /// it is given and answers the version) when it is missing.
     public func entry(_ key: String, build: (String) throws -> String?) throws -> Entry {
         if let hit = touch(key) { return hit }
-        let lock = state.withLock { s -> NSLock in
+        let lock = state.withLock { s -> Lock in
             if let l = s.building[key] { return l }
-            let l = NSLock()
+            let l = Lock()
             s.building[key] = l
             return l
         }

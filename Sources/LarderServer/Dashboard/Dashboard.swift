@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 import Digest
-import Foundation
+import FoundationEssentials
 import LarderCore
 import MicroHTTP
+import Text
 
 /// `GET /`: one HTML page for people: live stores (a page at a time, with
 /// sizes, row counts, downloads and a delete button), templates, the last
@@ -174,7 +175,7 @@ enum Dashboard {
     /// `2026-11-22 05:48:35`, the whole RFC 3339 time in a tooltip.
     static func time(_ t: Timestamp) -> String {
         let full = t.rfc3339
-        let short = full.prefix(19).replacingOccurrences(of: "T", with: " ")
+        let short = full.prefix(19).replacing("T", with: " ")
         return "<time datetime=\"\(full)\" title=\"\(full)\">\(short)</time>"
     }
 
@@ -187,12 +188,23 @@ enum Dashboard {
             value /= 1024
             unit += 1
         }
-        return (value < 10 ? String(format: "%.1f", value) : String(Int(value.rounded()))) + " " + units[unit]
+        return (value < 10 ? value.fixed(1) : String(Int(value.rounded()))) + " " + units[unit]
     }
 
-    /// A query value as it goes into a URL (the cursor is digits, but the page must not trust that).
+    /// A query value as it goes into a URL, every byte but ASCII letters and
+    /// digits as %XX (the cursor is digits, but the page must not trust that).
     static func percentEncoded(_ s: String) -> String {
-        s.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+        let hex = Array("0123456789ABCDEF".utf8)
+        var out: [UInt8] = []
+        for byte in s.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                out.append(byte)
+            default:
+                out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 15)]]
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     // MARK: - Signing in

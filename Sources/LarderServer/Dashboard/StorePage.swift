@@ -82,7 +82,7 @@ extension Dashboard {
             html += "<ul class=\"schema\">"
             for change in diff.schema {
                 let what = (change.table.map { "\(escape($0))." } ?? "") + escape(change.name)
-                html += "<li class=\"\(change.kind.rawValue)\">\(change.type.replacingOccurrences(of: "_", with: " ")) <code>\(what)</code> \(change.kind.rawValue)</li>"
+                html += "<li class=\"\(change.kind.rawValue)\">\(change.type.replacing("_", with: " ")) <code>\(what)</code> \(change.kind.rawValue)</li>"
             }
             html += "</ul>"
         }

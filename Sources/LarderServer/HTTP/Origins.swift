@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import LarderCore
 import MicroHTTP
+import Text
 
 /// Which names a request may give in `Host` and `Origin`: a web page on
 /// another site (a form POST, a DNS-rebinding page) must not drive the
@@ -53,7 +54,7 @@ struct Origins: Sendable {
 
     /// The host of `scheme://host[:port][/...]`, or nil (`null`, no scheme).
     static func host(ofURL url: String) -> String? {
-        guard let scheme = url.range(of: "://") else { return nil }
+        guard let scheme = url.firstRange(of: "://") else { return nil }
         let rest = url[scheme.upperBound...]
         let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
         let withoutUser = authority.split(separator: "@").last.map(String.init) ?? ""

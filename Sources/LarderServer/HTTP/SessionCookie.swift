@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 import Digest
-import Foundation
+import FoundationEssentials
 import MicroHTTP
 import Synchronization
+import Text
 
 /// How a browser proves it knows the token without sending it on every
 /// request: `POST /sign-in` with the token sets this cookie, and the token

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-import Foundation
+import FileSystem
+import FoundationEssentials
 
 /// Where work that may take long runs (reads, writes and copies of stores,
 /// builds, the dashboard): a thread per piece of work, up to `maxThreads`,
@@ -36,7 +37,7 @@ final class WorkPool: Sendable {
     }
     /// Guarded by `condition`, which idle threads wait on.
     nonisolated(unsafe) private var state = State()
-    private let condition = NSCondition()
+    private let condition = Condition()
 
     init(maxThreads: Int = 64, perLane: Int = 4, idleSeconds: Double = 10, keptThreads: Int = 4) {
         self.maxThreads = max(maxThreads, 1)
@@ -83,9 +84,7 @@ final class WorkPool: Sendable {
     }
 
     private func startThread() {
-        let thread = Thread { [self] in work() }
-        thread.name = "larder.work"
-        thread.start()
+        Threads.start("larder.work") { [self] in work() }
     }
 
     /// A lane's piece of work ended: the next in its line may start.
@@ -111,7 +110,7 @@ final class WorkPool: Sendable {
             var ended = false
             while state.readyHead >= state.ready.count {
                 state.idle += 1
-                let woken = condition.wait(until: Date(timeIntervalSinceNow: idleSeconds))
+                let woken = condition.wait(seconds: idleSeconds)
                 state.idle -= 1
                 if !woken, state.readyHead >= state.ready.count, state.threads > keptThreads {
                     state.threads -= 1

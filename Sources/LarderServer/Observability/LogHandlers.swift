@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import FileSystem
-import Foundation
+import FoundationEssentials
 import LarderCore
 import Logging
 

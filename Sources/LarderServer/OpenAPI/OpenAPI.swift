@@ -52,8 +52,8 @@ enum OpenAPI {
     static func ref(_ name: String) -> JSONValue { ["$ref": .string("#/components/schemas/\(name)")] }
 
     static func operationID(_ op: Operation) -> String {
-        op.method.lowercased() + op.path.replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "{", with: "")
-            .replacingOccurrences(of: "}", with: "").replacingOccurrences(of: ".", with: "_")
+        op.method.lowercased() + op.path.replacing("/", with: "_").replacing("{", with: "")
+            .replacing("}", with: "").replacing(".", with: "_")
     }
 
     static func responses(_ op: Operation) -> [(String, JSONValue)] {

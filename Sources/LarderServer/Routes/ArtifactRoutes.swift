@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-import Foundation
+import FileSystem
+import FoundationEssentials
 import LarderCore
 import MicroHTTP
 import Zip
@@ -29,7 +30,9 @@ enum ArtifactRoutes {
         // queries and uploads need.
         return .whenReady { respond in
             // Still queued when the client leaves: never started.
-            let start = BlockOperation {
+            let left = Latch()
+            s.artifacts.submit(lane: nil) {
+                guard !left.isSet else { return }
                 let stream: BodyStream, writer: ArtifactWriter
                 do {
                     stream = try BodyStream(spoolDirectory: s.layout.temporary)
@@ -50,18 +53,17 @@ enum ArtifactRoutes {
                 ], body: .stream(stream))))
                 round()
             }
-            s.artifacts.addOperation(start)
-            return { start.cancel() }
+            return { left.set() }
         }
     }
 
     /// Makes the zip a few MiB ahead of what the client has read, one round
     /// at a time on `queue`: a client that stops reading stops the work and
     /// holds no thread. Answers the first round, to start once the answer is sent.
-    static func pace(_ writer: ArtifactWriter, into stream: BodyStream, on queue: OperationQueue,
+    static func pace(_ writer: ArtifactWriter, into stream: BodyStream, on pool: WorkPool,
                      failed: @escaping @Sendable (Error) -> Void) -> @Sendable () -> Void {
         let round: @Sendable () -> Void = {
-            queue.addOperation {
+            pool.submit(lane: nil) {
                 do {
                     repeat {
                         if try writer.step() { stream.finish(); return }

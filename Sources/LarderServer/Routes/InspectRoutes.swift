@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import LarderCore
 import MicroHTTP
+import Text
 
 /// `/counts` (and count waits), `/schema`, `/query`.
 enum InspectRoutes {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import Digest
 import FileSystem
-import Foundation
+import FoundationEssentials
 import Glibc
 import LarderCore
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import Digest
-import Foundation
+import FoundationEssentials
+import Glibc
 import SQLite
 
 /// Flyway: versioned `V1_1__name.sql`, undo `U1_1__name.sql`, repeatable
@@ -31,14 +32,14 @@ enum Flyway: MigrationTool {
     static func callbackEvent(_ file: String) -> String? {
         guard file.hasSuffix(".sql") else { return nil }
         let stem = file.dropLast(4)
-        let event = stem.range(of: "__").map { String(stem[..<$0.lowerBound]) } ?? String(stem)
+        let event = stem.firstRange(of: "__").map { String(stem[..<$0.lowerBound]) } ?? String(stem)
         return callbackEvents.contains(event) ? event : nil
     }
 
     /// `V1_2__name.sql` → ("V", "1.2", "name"); `R__name.sql` → ("R", "", "name").
     static func parts(_ file: String) -> (kind: Character, version: String, name: String)? {
         guard file.hasSuffix(".sql"), let kind = file.first, "VRU".contains(kind),
-              let separator = file.range(of: "__") else { return nil }
+              let separator = file.firstRange(of: "__") else { return nil }
         let version = String(file[file.index(after: file.startIndex)..<separator.lowerBound])
         let name = String(file[separator.upperBound...].dropLast(4))
         if kind == "R" { return version.isEmpty ? (kind, "", name) : nil }
@@ -58,11 +59,11 @@ enum Flyway: MigrationTool {
                 set.callbacks[event, default: []].append(MigrationSet.make(version: "", fileVersion: "", name: event, file: file, up: text, raw: [text]))
                 continue
             }
-            guard let (kind, version, name) = parts(file), let separator = file.range(of: "__") else {
+            guard let (kind, version, name) = parts(file), let separator = file.firstRange(of: "__") else {
                 throw MigrationSet.malformed(directory, "'\(file)' is not named like V1__name.sql, R__name.sql or a callback (afterMigrate.sql)", files: [file])
             }
             // Flyway records the version as written, with dots: V1_2 is "1.2".
-            let written = String(file[file.index(after: file.startIndex)..<separator.lowerBound]).replacingOccurrences(of: "_", with: ".")
+            let written = String(file[file.index(after: file.startIndex)..<separator.lowerBound]).replacing("_", with: ".")
             switch kind {
             case "V":
                 // A versioned migration's checksum is of the file as written, before replacement.
@@ -78,7 +79,7 @@ enum Flyway: MigrationTool {
         }
         for code in set.settings.codeMigrations {
             let version = VersionOrder.canonical(code.version)
-            let script = code.script ?? "V\(code.version.replacingOccurrences(of: ".", with: "_"))__\(code.description.replacingOccurrences(of: " ", with: "_"))"
+            let script = code.script ?? "V\(code.version.replacing(".", with: "_"))__\(code.description.replacing(" ", with: "_"))"
             var m = MigrationSet.make(version: version, fileVersion: code.version, name: code.description, file: script, up: "", raw: [script])
             m.isCode = true
             set.migrations.append(m)
@@ -140,10 +141,11 @@ enum Flyway: MigrationTool {
         case "environment": return "default"
         case "workingDirectory": return FileManager.default.currentDirectoryPath
         case "timestamp":
-            let formatter = DateFormatter()
-            formatter.locale = Locale(identifier: "en_US_POSIX")
-            formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
-            return formatter.string(from: Date())
+            var now = time(nil), local = tm()
+            localtime_r(&now, &local)
+            var text = [CChar](repeating: 0, count: 32)
+            let count = strftime(&text, text.count, "%Y-%m-%d %H:%M:%S", &local)
+            return String(decoding: text.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
         default: return nil                          // flyway:database: the SQLite driver has no catalog
         }
     }
@@ -209,7 +211,7 @@ enum Flyway: MigrationTool {
         try db.run("""
             INSERT INTO \(quoteIdentifier(table)) (installed_rank, version, description, type, script, checksum, installed_by, execution_time, success)
             VALUES (?, ?, ?, ?, ?, ?, 'larder', ?, 1)
-            """, [.integer(rank), m.isRepeatable ? .null : .text(m.fileVersion), .text(m.name.replacingOccurrences(of: "_", with: " ")),
+            """, [.integer(rank), m.isRepeatable ? .null : .text(m.fileVersion), .text(m.name.replacing("_", with: " ")),
                   .text(type), .text(script), m.toolChecksum.map { .integer(Int64($0)) } ?? .null, .integer(Int64(milliseconds))])
     }
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import SQLite
+import Text
 
 /// goose (SQL migrations), read as goose v3's own parser reads them:
 /// `-- +goose Up` (required) and `-- +goose Down` sections, annotations in
@@ -19,17 +20,17 @@ enum Goose: MigrationTool {
 
     /// Whether goose takes `line` for an annotation: a comment that mentions `+goose`.
     static func isAnnotation(_ line: Substring) -> Bool {
-        line.trimmingCharacters(in: .whitespaces).hasPrefix("--") && line.contains("+goose")
+        line.trimmingSpaces().hasPrefix("--") && line.contains("+goose")
     }
 
     /// The annotation on `line`, as goose reads it: every `--` taken out,
     /// then the first `+goose`, the rest compared in any case.
     static func annotation(_ line: Substring) throws -> Annotation {
         if line.first == " " || line.first == "\t" { throw Problem("\"\(line)\" contains leading whitespace: invalid annotation") }
-        var command = line.replacingOccurrences(of: "--", with: "")
-        if let first = command.range(of: "+goose") { command.removeSubrange(first) }
+        var command = String(line.replacing("--", with: ""))
+        if let first = command.firstRange(of: "+goose") { command.removeSubrange(first) }
         if command.contains("+goose") { throw Problem("\"\(line)\" contains multiple '+goose' annotations: invalid annotation") }
-        command = command.trimmingCharacters(in: .whitespaces)
+        command = command.trimmingSpaces()
         if command.isEmpty { throw Problem("\"\(line)\": empty annotation") }
         guard let found = Annotation.allCases.first(where: { $0.rawValue.lowercased() == command.lowercased() }) else {
             throw Problem("failed to parse annotation line \"\(line)\": \"\(command)\" not supported: invalid annotation")
@@ -58,13 +59,13 @@ enum Goose: MigrationTool {
         var buffer: [Substring] = []
         var inBlock = false, noTransaction = false, envsub = false
         func flush() {
-            let statement = buffer.joined(separator: "\n").trimmingCharacters(in: .whitespacesAndNewlines)
+            let statement = buffer.joined(separator: "\n").trimmed()
             buffer = []
             if section == .up { up.append(statement) } else { down!.append(statement) }
         }
         func finishSection() throws {
             if inBlock { throw Problem("failed to parse migration: missing '-- +goose StatementEnd' annotation") }
-            let rest = buffer.joined(separator: "\n").trimmingCharacters(in: .whitespacesAndNewlines)
+            let rest = buffer.joined(separator: "\n").trimmed()
             if !rest.isEmpty {
                 throw Problem("failed to parse migration: direction: \(section == .up ? "up" : "down"): unexpected unfinished SQL query: \"\(rest.prefix(200))\": missing semicolon?")
             }
@@ -95,12 +96,12 @@ enum Goose: MigrationTool {
                 continue
             }
             guard section != .none else {
-                let trimmed = line.trimmingCharacters(in: .whitespaces)
+                let trimmed = line.trimmingSpaces()
                 if trimmed.isEmpty || trimmed.hasPrefix("--") { continue }
                 throw Problem("failed to parse migration: unexpected state 0 on line \"\(line.prefix(200))\"")
             }
             // Before a statement starts, comments and empty lines are not part of it.
-            if buffer.isEmpty && !inBlock && (line.isEmpty || line.trimmingCharacters(in: .whitespaces).hasPrefix("--")) { continue }
+            if buffer.isEmpty && !inBlock && (line.isEmpty || line.trimmingSpaces().hasPrefix("--")) { continue }
             if envsub && line.contains("$") {
                 throw Problem("-- +goose ENVSUB ON substitutes the goose process's environment, which Larder does not have: write the values into the file")
             }

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: Apache-2.0
+import CSystem
+import Glibc
+import Synchronization
+
+/// Threads, sleeps and a condition variable straight over POSIX: what the
+/// server needs of Foundation's `Thread` and `NSCondition`, which live in
+/// the part of Foundation that links ICU's 37 MB of data into the binary.
+public enum Threads {
+    /// Runs `body` on a new detached thread, named `name` for `top -H` and
+    /// debuggers (the kernel keeps the first 15 bytes).
+    public static func start(_ name: String, _ body: @escaping @Sendable () -> Void) {
+        let box = Unmanaged.passRetained(Job(name: name, body: body)).toOpaque()
+        var thread = pthread_t()
+        let code = pthread_create(&thread, nil, { context in
+            let job = Unmanaged<Job>.fromOpaque(context!).takeRetainedValue()
+            larder_name_thread(job.name)
+            job.body()
+            return nil
+        }, box)
+        guard code == 0 else {
+            Unmanaged<Job>.fromOpaque(box).release()
+            fatalError("cannot start thread \(name): \(String(cString: strerror(code)))")
+        }
+        pthread_detach(thread)
+    }
+
+    /// Sleeps the calling thread for `milliseconds`, however many signals arrive meanwhile.
+    public static func sleep(milliseconds: Int) {
+        var asked = timespec(tv_sec: milliseconds / 1000, tv_nsec: (milliseconds % 1000) * 1_000_000)
+        var left = timespec()
+        while nanosleep(&asked, &left) != 0 && errno == EINTR { asked = left }
+    }
+
+    private final class Job {
+        let name: String
+        let body: @Sendable () -> Void
+        init(name: String, body: @escaping @Sendable () -> Void) { self.name = name; self.body = body }
+    }
+}
+
+/// A mutex, for what must be locked in one place and unlocked in another
+/// (else `Synchronization.Mutex` says it better).
+public class Lock: @unchecked Sendable {
+    fileprivate let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+
+    public init() { pthread_mutex_init(mutex, nil) }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    public func lock() { pthread_mutex_lock(mutex) }
+    public func unlock() { pthread_mutex_unlock(mutex) }
+
+    /// Runs `body` holding the lock.
+    public func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        lock()
+        defer { unlock() }
+        return try body()
+    }
+}
+
+/// A lock and a condition variable on it, waited on against the monotonic
+/// clock (a change of the wall clock neither cuts nor stretches a wait).
+public final class Condition: Lock, @unchecked Sendable {
+    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+
+    public override init() {
+        super.init()
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        pthread_cond_init(condition, &attributes)
+        pthread_condattr_destroy(&attributes)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        condition.deallocate()
+    }
+
+    public func signal() { pthread_cond_signal(condition) }
+    public func broadcast() { pthread_cond_broadcast(condition) }
+
+    /// Waits (holding the lock) until signalled; may wake spuriously, as every condition wait may.
+    public func wait() { pthread_cond_wait(condition, mutex) }
+
+    /// Waits (holding the lock) until signalled or `seconds` have passed;
+    /// false when the time ran out.
+    @discardableResult
+    public func wait(seconds: Double) -> Bool {
+        let seconds = max(seconds, 0)
+        var deadline = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &deadline)
+        let nanoseconds = deadline.tv_nsec + Int(seconds.truncatingRemainder(dividingBy: 1) * 1e9)
+        deadline.tv_sec += Int(seconds) + nanoseconds / 1_000_000_000
+        deadline.tv_nsec = nanoseconds % 1_000_000_000
+        return pthread_cond_timedwait(condition, mutex, &deadline) != ETIMEDOUT
+    }
+}
+
+/// A flag one thread sets and others look at (a request's client left, say).
+public final class Latch: Sendable {
+    private let value = Atomic<Bool>(false)
+    public init() {}
+    public var isSet: Bool { value.load(ordering: .acquiring) }
+    public func set() { value.store(true, ordering: .releasing) }
+}
