@@ -6,9 +6,13 @@ loads this file):
 - ensure_resource_availability takes a 404 as "the store is gone" only when
   its code is store_not_found (not for an unknown fixture or version);
 - a before_call hook keeps waits (count waits, build waits, stores from a
-  build under way) short, so a wait cannot hold a request for 30 s or more.
+  build under way) short, so a wait cannot hold a request for 30 s or more;
+- before_generate hooks mix valid requests into what is generated for the
+  operations whose validity no schema can state (below), so each phase
+  reaches their work and not only their refusals.
 """
 import json
+import os
 
 import schemathesis
 from schemathesis.specs.openapi import checks as builtin
@@ -89,3 +93,42 @@ def before_call(context, case, kwargs):
                 # null, like no value, is the default wait of 30 s
                 timeout = body.get("timeout_ms")
                 body["timeout_ms"] = WAIT_CAP_MS if timeout is None else capped(timeout)
+
+
+# What the document cannot say, and so generation alone almost never meets:
+# SQL that SQLite accepts, a store made from one of this server's templates
+# (migrations, named fixtures), a fixture that template has, and one of two
+# query parameters. Half of the generated values of these operations are
+# replaced by valid ones; the other half stay as generated.
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures")
+TEMPLATES = {name: sorted(os.path.splitext(f)[0] for f in os.listdir(os.path.join(FIXTURES, name, "data")))
+             for name in sorted(os.listdir(FIXTURES)) if os.path.isdir(os.path.join(FIXTURES, name, "data"))}
+VALID_BODIES = {
+    ("POST", "/stores"): [{"template": t} for t in TEMPLATES] + [{"template": t, "fixtures": f[:1]} for t, f in TEMPLATES.items()],
+    ("POST", "/stores/{id}/query"): [{"sql": "SELECT count(*) FROM sqlite_schema"}, {"sql": "SELECT ?1 + 1", "params": [41]},
+                                     {"sql": "SELECT name FROM sqlite_schema WHERE type = :type", "params": {"type": "table"}}],
+    ("POST", "/stores/{id}/fixtures"): [{"fixtures": f[:1]} for f in TEMPLATES.values()]
+                                       + [{"sql": "CREATE TABLE IF NOT EXISTS schemathesis (x)"}, {"rows": {"schemathesis": [{"x": 1}]}}],
+    ("POST", "/stores/{id}/migrate"): [{"to": "latest"}, {}],
+    ("POST", "/stores/{id}/check"): [{"against": {"template": t}} for t in TEMPLATES],
+}
+VALID_QUERIES = {
+    ("DELETE", "/stores"): [{"label_prefix": "schemathesis/"}, {"label": "schemathesis"}],
+}
+
+
+def mixed(context, strategy, valid):
+    from hypothesis import strategies as st
+    operation = context.operation
+    choices = valid.get((operation.method.upper(), operation.path)) if operation is not None else None
+    return st.one_of(strategy, st.sampled_from(choices)) if choices else strategy
+
+
+@schemathesis.hook
+def before_generate_body(context, strategy):
+    return mixed(context, strategy, VALID_BODIES)
+
+
+@schemathesis.hook
+def before_generate_query(context, strategy):
+    return mixed(context, strategy, VALID_QUERIES)
