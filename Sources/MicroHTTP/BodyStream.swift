@@ -14,7 +14,7 @@ import Glibc
 public final class BodyStream: @unchecked Sendable {
     public struct Cancelled: Error {}
 
-    private let condition = Condition()
+    private let lock = Lock()
     private let descriptor: Int32
     private var written = 0
     private var sent = 0
@@ -40,16 +40,16 @@ public final class BodyStream: @unchecked Sendable {
     /// Appends bytes; never waits for the client.
     public func write(_ bytes: UnsafeRawBufferPointer) throws {
         guard bytes.count > 0 else { return }
-        condition.lock()
+        lock.lock()
         let offset = written
         let stop = cancelled
-        condition.unlock()
+        lock.unlock()
         if stop { throw Cancelled() }
         try FileSystem.writeAll(descriptor, bytes, at: offset, path: "a streamed response")
-        condition.lock()
+        lock.lock()
         written += bytes.count
         wakeConsumer()
-        condition.unlock()
+        lock.unlock()
     }
 
     public func write(_ bytes: [UInt8]) throws {
@@ -62,16 +62,16 @@ public final class BodyStream: @unchecked Sendable {
     /// and `produce` is called (from the server's thread: it should only
     /// schedule the round) when the client has read its way closer.
     public func pace(readAhead: Int, _ produce: @escaping @Sendable () -> Void) {
-        condition.lock()
+        lock.lock()
         self.readAhead = readAhead
         self.produce = produce
-        condition.unlock()
+        lock.unlock()
     }
 
     /// Whether the producer should make more now; false means it stops until called again.
     public func wantsMore() -> Bool {
-        condition.lock()
-        defer { condition.unlock() }
+        lock.lock()
+        defer { lock.unlock() }
         if !cancelled && !finished && !failed && written - sent < readAhead { return true }
         producing = false
         return false
@@ -79,38 +79,38 @@ public final class BodyStream: @unchecked Sendable {
 
     /// The body is complete.
     public func finish() {
-        condition.lock()
+        lock.lock()
         finished = true
         produce = nil
         wakeConsumer()
-        condition.unlock()
+        lock.unlock()
     }
 
     /// The producer failed: the client sees the connection closed early,
     /// never a body that looks complete.
     public func fail() {
-        condition.lock()
+        lock.lock()
         failed = true
         produce = nil
         wakeConsumer()
-        condition.unlock()
+        lock.unlock()
     }
 
     public var isCancelled: Bool {
-        condition.lock()
-        defer { condition.unlock() }
+        lock.lock()
+        defer { lock.unlock() }
         return cancelled
     }
 
     /// Called when the response is freed (sent or the client left), or when the
     /// server stops.
     func cancel() {
-        condition.lock()
+        lock.lock()
         cancelled = true
         failed = failed || !finished
         produce = nil
         wakeConsumer()
-        condition.unlock()
+        lock.unlock()
     }
 
     private func wakeConsumer() {
@@ -123,26 +123,26 @@ public final class BodyStream: @unchecked Sendable {
     /// Copies up to `max` bytes into `buffer`. Returns the count, or suspends
     /// `connection` and returns 0 when nothing is ready yet, or an end marker.
     func read(into buffer: UnsafeMutablePointer<CChar>, max: Int, connection: OpaquePointer) -> Int {
-        condition.lock()
+        lock.lock()
         let available = written - sent
         if available == 0 {
-            if failed { condition.unlock(); return -2 }
-            if finished { condition.unlock(); return -1 }
+            if failed { lock.unlock(); return -2 }
+            if finished { lock.unlock(); return -1 }
             waiting = connection
             MHD_suspend_connection(connection)
             let next = nextRound()
-            condition.unlock()
+            lock.unlock()
             next?()
             return 0
         }
         let offset = sent
-        condition.unlock()
+        lock.unlock()
         let n = pread(descriptor, buffer, min(max, available), off_t(offset))
         guard n > 0 else { return -2 }
-        condition.lock()
+        lock.lock()
         sent += n
         let next = nextRound()
-        condition.unlock()
+        lock.unlock()
         next?()
         return n
     }
