@@ -37,6 +37,16 @@ extension Unicode.Scalar {
     }
 }
 
+/// The time now in the local time zone, as C's `strftime` writes `format`
+/// ("%Y-%m-%d %H:%M:%S"); FoundationEssentials alone knows no zone but UTC.
+public func localTime(_ format: String) -> String {
+    var now = time(nil), local = tm()
+    localtime_r(&now, &local)
+    var text = [CChar](repeating: 0, count: 256)
+    let count = strftime(&text, text.count, format, &local)
+    return String(decoding: text.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
 extension Double {
     /// The number with `places` digits after the point, as C's `%.Nf` writes it: 2.345 is "2.3" with 1.
     public func fixed(_ places: Int) -> String {

@@ -23,4 +23,13 @@ final class TextTests: XCTestCase {
             }
         }
     }
+
+    func testLocalTimeIsDateFormattersLocalTime() {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.dateFormat = "yyyy-MM-dd HH:mm"
+        let before = formatter.string(from: Date())
+        let written = localTime("%Y-%m-%d %H:%M")
+        XCTAssertTrue([before, formatter.string(from: Date())].contains(written), written)
+    }
 }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 import Digest
 import FoundationEssentials
-import Glibc
 import SQLite
+import Text
 
 /// Flyway: versioned `V1_1__name.sql`, undo `U1_1__name.sql`, repeatable
 /// `R__name.sql` (run again whenever its checksum changes); a row per run in
@@ -141,11 +141,7 @@ enum Flyway: MigrationTool {
         case "environment": return "default"
         case "workingDirectory": return FileManager.default.currentDirectoryPath
         case "timestamp":
-            var now = time(nil), local = tm()
-            localtime_r(&now, &local)
-            var text = [CChar](repeating: 0, count: 32)
-            let count = strftime(&text, text.count, "%Y-%m-%d %H:%M:%S", &local)
-            return String(decoding: text.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            return localTime("%Y-%m-%d %H:%M:%S")
         default: return nil                          // flyway:database: the SQLite driver has no catalog
         }
     }
