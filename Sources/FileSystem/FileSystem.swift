@@ -104,18 +104,25 @@ public enum FileSystem {
         }
     }
 
+    /// The whole file: read at the size it has (a store's record, a
+    /// fixture), then on while it grows.
     public static func readFile(_ path: String) throws -> [UInt8] {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw Failure("cannot open", path) }
         defer { close(fd) }
-        var out: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        var info = stat()
+        let expected = fstat(fd, &info) == 0 ? Int(info.st_size) : 0
+        var out = [UInt8](repeating: 0, count: max(expected, 4096) + 1)
+        var have = 0
         while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n == 0 { return out }
+            if have == out.count { out += [UInt8](repeating: 0, count: out.count) }
+            let n = out.withUnsafeMutableBytes { read(fd, $0.baseAddress! + have, $0.count - have) }
+            if n == 0 { break }
             if n < 0 { if errno == EINTR { continue }; throw Failure("cannot read", path) }
-            out.append(contentsOf: chunk[0..<n])
+            have += n
         }
+        out.removeSubrange(have...)
+        return out
     }
 
     /// Removes a file; a missing one is fine.

@@ -10,6 +10,8 @@ import Synchronization
 /// request meanwhile is a `conflict`. Reads open their own connection.
 public final class Store: Sendable {
     public let id: String
+    /// Its place in creation order (the record's, which never changes).
+    public let sequence: Int64
     public let directory: String
     /// Idle connections for reads, kept open between requests (opening and
     /// parsing the schema again costs more than the reads themselves).
@@ -36,6 +38,7 @@ public final class Store: Sendable {
 
     init(record: StoreRecord, directory: String, readTimeoutMs: Int = 5_000, busyTimeoutMs: Int = 1_000) {
         self.id = record.id
+        self.sequence = record.sequence
         self.directory = directory
         self.readTimeoutMs = readTimeoutMs
         self.busyTimeoutMs = busyTimeoutMs
@@ -48,6 +51,16 @@ public final class Store: Sendable {
     var basePath: String { directory + "/" + Store.baseName }
     var recordPath: String { directory + "/store.json" }
     public var record: StoreRecord { state.withLock { $0.record } }
+
+    /// Whether its label is `label` and starts with `labelPrefix`, and its
+    /// template is `template` (nil: any), read without copying the record.
+    func matches(label: String?, labelPrefix: String?, template: String?) -> Bool {
+        state.withLock { s in
+            guard label == nil || s.record.label == label, template == nil || s.record.template == template else { return false }
+            guard let labelPrefix else { return true }
+            return s.record.label?.hasPrefix(labelPrefix) == true
+        }
+    }
 
     func update(_ change: (inout StoreRecord) -> Void) -> StoreRecord {
         state.withLock { s in

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import FileSystem
+import Dispatch
 import FoundationEssentials
 import SQLite
 import Synchronization
@@ -46,7 +47,7 @@ public final class StoreRegistry: Sendable {
     let trash: Trash
 
     struct Live {
-        var stores: [String: Store] = [:]
+        var stores = StoreIndex()
         var reserved = 0
         var nextSequence: Int64 = 1
         /// What the live stores take: each one's `diskCost`.
@@ -123,25 +124,37 @@ public final class StoreRegistry: Sendable {
     private func recover() throws {
         for name in FileSystem.entries(layout.building) { try FileSystem.removeTree(layout.building + "/" + name, within: root) }
         for name in FileSystem.entries(layout.temporary) { try FileSystem.removeTree(layout.temporary + "/" + name, within: root) }
-        var found: [String: Store] = [:]
-        var maxSequence: Int64 = 0
-        for name in FileSystem.entries(layout.stores) {
-            let directory = layout.stores + "/" + name
-            guard let bytes = try? FileSystem.readFile(directory + "/store.json"),
-                  let json = try? JSONValue.parse(bytes), let record = StoreRecord(json: json), record.id == name else {
-                // (Under stores/ a directory is complete: a missing store.sqlite
-                // is its test's doing, and a reset makes it again.)
-                try FileSystem.removeTree(directory, within: root)
-                continue
+        // One pass over the stores, on every core: each record read and
+        // parsed and its files' sizes taken where it is found. A directory
+        // without a readable record of its own name is removed after.
+        let names = FileSystem.entries(layout.stores)
+        let chunks = max(1, min(ProcessInfo.processInfo.activeProcessorCount, names.count / 256))
+        let found = Mutex([(stores: [Store], bytes: Int64, broken: [String])]())
+        DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
+            var stores: [Store] = [], bytes: Int64 = 0, broken: [String] = []
+            for name in names[names.count * chunk / chunks..<names.count * (chunk + 1) / chunks] {
+                let directory = layout.stores + "/" + name
+                guard let text = try? FileSystem.readFile(directory + "/store.json"),
+                      let json = try? JSONValue.parse(text), let record = StoreRecord(json: json), record.id == name else {
+                    // (Under stores/ a directory is complete: a missing store.sqlite
+                    // is its test's doing, and a reset makes it again.)
+                    broken.append(directory)
+                    continue
+                }
+                let store = Store(record: record, directory: directory, readTimeoutMs: limits.readTimeoutMs, busyTimeoutMs: limits.busyTimeoutMs)
+                bytes += store.diskCost
+                stores.append(store)
             }
-            found[name] = Store(record: record, directory: directory, readTimeoutMs: limits.readTimeoutMs, busyTimeoutMs: limits.busyTimeoutMs)
-            maxSequence = max(maxSequence, record.sequence)
+            found.withLock { $0.append((stores, bytes, broken)) }
         }
+        let parts = found.withLock { $0 }
+        for directory in parts.flatMap(\.broken) { try FileSystem.removeTree(directory, within: root) }
+        let stores = StoreIndex(parts.flatMap(\.stores))
         live.withLock { l in
-            l.stores = found
-            l.nextSequence = maxSequence + 1
+            l.nextSequence = (stores.all.last?.sequence ?? 0) + 1
+            l.stores = stores
+            l.diskBytes = parts.reduce(0) { $0 + $1.bytes }
         }
-        refreshDiskUsage()
     }
 
     /// A new id: `st_` and 128 random bits in hex, never one in use.
@@ -267,7 +280,7 @@ public final class StoreRegistry: Sendable {
         if let counts = provenance.counts { store.remember(counts: counts) }
         let size = bytes ?? store.diskCost
         live.withLock { l in
-            l.stores[id] = store
+            l.stores.insert(store)
             l.diskBytes += size
         }
         return store
@@ -301,17 +314,13 @@ public final class StoreRegistry: Sendable {
             guard let value = Int64(cursor), value > 0 else { throw LarderError.badRequest("cursor '\(cursor)' is not one this server gave") }
             below = value
         }
-        let all = live.withLock { Array($0.stores.values) }
-        func wanted(_ r: StoreRecord) -> Bool {
-            guard label == nil || r.label == label, template == nil || r.template == template else { return false }
-            guard let labelPrefix else { return true }
-            return r.label?.hasPrefix(labelPrefix) == true
+        let filtered = label != nil || labelPrefix != nil || template != nil
+        let (stores, remaining, matching) = live.withLock { l in
+            l.stores.page(below: below, limit: limit,
+                          wanted: filtered ? { $0.matches(label: label, labelPrefix: labelPrefix, template: template) } : nil)
         }
-        let matching = all.map { ($0, $0.record) }.filter { wanted($0.1) }
-        let records = matching.filter { $0.1.sequence < below }.sorted { $0.1.sequence > $1.1.sequence }
-        let page = records.prefix(limit)
-        let next = records.count > limit ? page.last.map { String($0.1.sequence) } : nil
-        return Page(stores: page.map(\.0), nextCursor: next, remaining: records.count, matching: matching.count)
+        let next = remaining > limit ? stores.last.map { String($0.sequence) } : nil
+        return Page(stores: stores, nextCursor: next, remaining: remaining, matching: matching)
     }
 
     public struct Patch: Sendable {
@@ -358,7 +367,7 @@ public final class StoreRegistry: Sendable {
     /// (they answer `store_not_found`), and so does any later one.
     public func delete(_ id: String) throws {
         let store = try live.withLock { l -> Store in
-            guard let store = l.stores.removeValue(forKey: id) else {
+            guard let store = l.stores.remove(id) else {
                 throw LarderError(.storeNotFound, "no store with id '\(id)'", details: [("id", .string(id))])
             }
             return store
@@ -381,7 +390,7 @@ public final class StoreRegistry: Sendable {
     /// `prefix` (kept ones too); answers how many.
     public func deleteAll(label: String? = nil, prefix: String? = nil) -> Int {
         let doomed = live.withLock { l in
-            l.stores.values.filter { store in
+            l.stores.all.filter { store in
                 guard let own = store.record.label else { return false }
                 return own == label || prefix.map { own.hasPrefix($0) } == true
             }
@@ -393,7 +402,7 @@ public final class StoreRegistry: Sendable {
     /// not kept forever; answers their ids.
     @discardableResult
     public func reapExpired(now: Timestamp = .now) -> [String] {
-        let expired = live.withLock { l in l.stores.values.filter { !$0.record.keptForever && $0.record.expiresAt < now } }
+        let expired = live.withLock { l in l.stores.all.filter { !$0.record.keptForever && $0.record.expiresAt < now } }
         var removed: [String] = []
         for store in expired {
             if (try? delete(store.id)) != nil { removed.append(store.id) }
@@ -404,7 +413,7 @@ public final class StoreRegistry: Sendable {
     /// Recounts the bytes the stores take (for the disk quota and metrics).
     @discardableResult
     public func refreshDiskUsage() -> Int64 {
-        let stores = live.withLock { Array($0.stores.values) }
+        let stores = live.withLock { $0.stores.all }
         let total = stores.reduce(Int64(0)) { $0 + $1.diskCost }
         live.withLock { $0.diskBytes = total }
         return total
