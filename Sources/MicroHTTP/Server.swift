@@ -15,7 +15,7 @@ public final class Server: @unchecked Sendable {
         public var threads = max(ProcessInfo.processInfo.activeProcessorCount, 2)
         public var connectionLimit = 1024
         public var connectionTimeoutSeconds = 60
-        public var connectionMemoryLimit = 128 * 1024
+        public var connectionMemoryLimit = 32 * 1024
         public var maxBodyBytes = 512 * 1024 * 1024
         /// Bodies larger than this go to a file in `spoolDirectory` as
         /// they arrive, never whole into memory.

@@ -12,6 +12,18 @@ final class JSONAndConfigurationTests: XCTestCase {
         XCTAssertEqual(try JSONValue.parse(String(decoding: v.serialized(), as: UTF8.self)), v)
     }
 
+    /// Strings are written as Foundation's encoder reads them: every control
+    /// character, quote and backslash escaped, wherever it sits in the string.
+    func testStringsAreEscapedWhereverTheEscapesSit() throws {
+        let texts = ["", "plain", "\"", "\\", "a\"b\\c", "\n\r\t", "\u{0}\u{1}\u{1f}x\u{7f}", "é🧺 \"quoted\"", "end\\", "\"start",
+                     String(repeating: "long run ", count: 50) + "\u{8}"]
+        for text in texts {
+            let bytes = JSONValue.string(text).serialized()
+            XCTAssertEqual(try JSONDecoder().decode(String.self, from: Data(bytes)), text)
+            XCTAssertFalse(bytes.dropFirst().dropLast().contains { $0 < 0x20 }, "no raw control bytes")
+        }
+    }
+
     func testRejectsBadJSON() {
         for text in ["{", "{\"a\": 1,}", "[1 2]", "{\"a\": 1, \"a\": 2}", "01", "\"\u{01}\"", "{} x", "nul"] {
             XCTAssertThrowsError(try JSONValue.parse(text), text)

@@ -129,6 +129,31 @@ final class ResetAndForkTests: XCTestCase {
         XCTAssertEqual(try rows(test, "SELECT x FROM t ORDER BY x"), [["1"], ["2"], ["3"]])
     }
 
+    /// A reset answers the base's counts without counting again, as long
+    /// as the base is the file they were read from: a test that puts
+    /// another database in its place gets that one's counts.
+    func testAResetCountsAgainWhenTheBaseIsAnotherFile() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let upload = try scratch.database("upload.sqlite")
+        try upload.execute("CREATE TABLE t (x); INSERT INTO t VALUES (1), (2), (3)")
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: scratch.path + "/upload.sqlite")))
+        let (store, _) = try core.provisioner.createFromUpload(.bytes(bytes), template: nil, version: nil, label: nil, ttlSeconds: nil)
+        let test = try Connection(path: store.databasePath, mode: .readWrite)
+        for _ in 0..<3 {
+            try test.execute("INSERT INTO t VALUES (4)")
+            XCTAssertEqual(try core.editor.reset(store.id).lastCounts?.first?.1, 3)
+        }
+        // Another database where the base was (a plain file of the store's own).
+        let other = try scratch.database("other.sqlite")
+        try other.execute("CREATE TABLE t (x); INSERT INTO t VALUES (1), (2), (3), (4), (5), (6), (7)")
+        let otherPath = scratch.path + "/other.sqlite"
+        XCTAssertEqual(unlink(store.directory + "/base.sqlite"), 0)
+        try FileSystem.copyFile(from: otherPath, to: store.directory + "/base.sqlite")
+        XCTAssertEqual(try core.editor.reset(store.id).lastCounts?.first?.1, 7)
+        XCTAssertEqual(try test.scalar("SELECT count(*) FROM t")?.int64, 7)
+    }
+
     func testAStoreWithoutABaseSaysItCannotBeReset() throws {
         let scratch = Scratch()
         let core = try CoreServices(scratch)

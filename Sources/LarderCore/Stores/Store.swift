@@ -27,6 +27,8 @@ public final class Store: Sendable {
         var active: [ObjectIdentifier: Connection] = [:]
         /// Row counts as Larder last read them (the test may have written since).
         var lastCounts: [(String, Int64)]?
+        /// The base's row counts, and the signature of the file they were read from.
+        var baseCounts: (signature: String, counts: [(String, Int64)])?
     }
     private let state: Mutex<State>
 
@@ -93,6 +95,23 @@ public final class Store: Sendable {
         let counts = try withReader { try Inspector.counts($0) }
         remember(counts: counts)
         return counts
+    }
+
+    /// Runs `restore`, which makes the live file a copy of the base, then
+    /// remembers the counts of the contents: those `count` read the first
+    /// time, again whenever the base is another file (the test owns the
+    /// directory and may put another there), and otherwise those read
+    /// last time, without counting.
+    func withBaseCounts(_ restore: () throws -> Void, count: () throws -> [(String, Int64)]) throws {
+        let signature = FileSystem.signature(basePath)
+        try restore()
+        if let signature, let known = state.withLock({ $0.baseCounts }), known.signature == signature {
+            remember(counts: known.counts)
+            return
+        }
+        let counts = try count()
+        remember(counts: counts)
+        if let signature { state.withLock { $0.baseCounts = (signature, counts) } }
     }
 
     public func remember(counts: [(String, Int64)]) {

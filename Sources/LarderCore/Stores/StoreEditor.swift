@@ -71,17 +71,22 @@ public struct StoreEditor: Sendable {
         let store = try registry.get(id)
         let creation = try store.creationState()
         func restored() throws {
-            _ = store.update {
+            let before = store.record
+            let after = store.update {
                 $0.version = creation.version
                 $0.fixtures = creation.fixtures
             }
-            try registry.save(store)
+            if after.version != before.version || after.fixtures != before.fixtures { try registry.save(store) }
         }
         do {
             return try registry.operate(store, exclusive: "reset", timeoutMs: registry.limits.operationTimeoutMs) { db in
-                try db.restore(from: try Connection.immutable(path: store.basePath))
-                try restored()
-                store.remember(counts: try Inspector.counts(db))
+                try store.withBaseCounts {
+                    try db.restore(from: try Connection.immutable(path: store.basePath))
+                    try restored()
+                } count: {
+                    // The contents are the base's now: counted on this hardened connection.
+                    try Inspector.counts(db)
+                }
                 return store
             }
         } catch where Store.isDamage(error) {
