@@ -3,6 +3,7 @@ import Foundation
 import LarderCore
 import SQLite
 import TestSupport
+import Synchronization
 import XCTest
 
 /// `reset` (StoreEditor) and forks (Provisioner.createFork): the creation
@@ -127,6 +128,69 @@ final class ResetAndForkTests: XCTestCase {
         try test.execute("DELETE FROM t WHERE x > 1; INSERT INTO t VALUES (9)")
         _ = try core.editor.reset(uploaded.id)
         XCTAssertEqual(try rows(test, "SELECT x FROM t ORDER BY x"), [["1"], ["2"], ["3"]])
+    }
+
+    /// Forks and snapshots copy the store's files while its test writes:
+    /// every copy must be one committed state. The test moves money between
+    /// accounts (the total never changes) and logs each move with a
+    /// counter, checkpointing every few pages, so checkpoints write into
+    /// the file while it is copied; in WAL mode and in rollback-journal mode.
+    func testCopiesAreOneCommittedStateWhileTheTestWrites() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        for mode in ["WAL", "DELETE"] {
+            let (store, _) = try core.provisioner.createEmpty(label: nil, ttlSeconds: nil)
+            let setup = try Connection(path: store.databasePath, mode: .readWrite)
+            try setup.execute("""
+                PRAGMA journal_mode=\(mode);
+                CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance INTEGER NOT NULL);
+                CREATE TABLE moves (id INTEGER PRIMARY KEY, body BLOB);
+                CREATE TABLE meta (n INTEGER NOT NULL); INSERT INTO meta VALUES (0);
+                WITH RECURSIVE i(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM i WHERE x < 100) INSERT INTO accounts SELECT x, 100 FROM i;
+                WITH RECURSIVE i(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM i WHERE x < 300) INSERT INTO moves (body) SELECT randomblob(8000) FROM i;
+                UPDATE meta SET n = 300;
+                """)
+            let stop = Latch()
+            let writes = Mutex(0)
+            let writer = Thread {
+                guard let db = try? Connection(path: store.databasePath, mode: .readWrite, busyTimeoutMs: 10_000) else { return }
+                try? db.execute("PRAGMA wal_autocheckpoint=8")
+                var i = 0
+                while !stop.isSet {
+                    i += 1
+                    let from = i % 100 + 1, to = (i * 7) % 100 + 1
+                    let sql = "BEGIN IMMEDIATE; UPDATE accounts SET balance = balance - 3 WHERE id = \(from); "
+                        + "UPDATE accounts SET balance = balance + 3 WHERE id = \(to); INSERT INTO moves (body) VALUES (randomblob(\(500 + i % 9000))); "
+                        + "UPDATE meta SET n = n + 1; COMMIT;"
+                    if (try? db.execute(sql)) != nil { writes.withLock { $0 += 1 } } else { try? db.execute("ROLLBACK") }
+                    if i % 50 == 0 { try? db.execute("PRAGMA wal_checkpoint(PASSIVE)") }
+                }
+            }
+            writer.start()
+            defer { stop.set() }
+            func check(_ path: String, _ what: String) throws {
+                let copy = try Connection(path: path, mode: .readOnly)
+                XCTAssertEqual(try copy.scalar("PRAGMA integrity_check")?.string, "ok", "\(mode) \(what)")
+                XCTAssertEqual(try copy.scalar("SELECT sum(balance) FROM accounts")?.int64, 10_000, "\(mode) \(what)")
+                XCTAssertEqual(try copy.scalar("SELECT count(*) FROM moves")?.int64, try copy.scalar("SELECT n FROM meta")?.int64, "\(mode) \(what)")
+            }
+            for round in 0..<12 {
+                let fork = try core.provisioner.createFork(of: store.id, fixtures: nil, label: nil, ttlSeconds: nil).0
+                try check(fork.databasePath, "fork \(round)")
+                try check(fork.directory + "/base.sqlite", "fork's base \(round)")
+                XCTAssertTrue(try fork.diff().tables.isEmpty, "the fork and its base are the same state")
+                XCTAssertFalse(FileSystem.exists(fork.databasePath + "-wal") && FileSystem.size(fork.databasePath + "-wal") > 0)
+                let snapshot = try DatabaseSnapshot(store: store, temporaryDirectory: scratch.path)
+                let file = scratch.path + "/snapshot-\(mode)-\(round).sqlite"
+                var bytes: [UInt8] = []
+                while bytes.count < snapshot.size { bytes += try snapshot.read(count: 1 << 20, at: UInt64(bytes.count)) }
+                try FileSystem.writeFile(bytes, to: file)
+                try check(file, "snapshot \(round)")
+            }
+            stop.set()
+            while !writer.isFinished { Thread.sleep(forTimeInterval: 0.01) }
+            XCTAssertGreaterThan(writes.withLock { $0 }, 20, "the test wrote while the copies were made")
+        }
     }
 
     /// A reset answers the base's counts without counting again, as long

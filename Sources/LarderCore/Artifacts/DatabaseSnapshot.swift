@@ -4,7 +4,7 @@ import FileSystem
 import FoundationEssentials
 import SQLite
 
-/// A consistent copy of a live store, taken with SQLite's online backup API
+/// A consistent copy of a live store (`Store.copyCommitted`), taken
 /// while writers may be active, held as an open descriptor of an unlinked
 /// temporary file: whatever happens to the request, no file is left behind.
 public final class DatabaseSnapshot: Sendable {
@@ -24,13 +24,7 @@ public final class DatabaseSnapshot: Sendable {
         let path = temporaryDirectory + "/snapshot-\(store.id)-\(UInt64.random(in: 0...UInt64.max)).sqlite"
         defer { FileSystem.removeDatabase(path) }
         do {
-            let source: Connection
-            do {
-                source = try store.connect(busyTimeoutMs: Int32(clamping: store.busyTimeoutMs))
-                try store.tracking(source) { try source.backup(to: path) }
-            } catch {
-                throw store.isDeleted ? store.notFound : error
-            }
+            try store.copyCommitted(to: path)
             // The copy reads as a plain file on its own: leave WAL mode so
             // there is no -wal file to miss.
             let copy = try Connection(path: path, mode: .readWrite)

@@ -157,7 +157,7 @@ public final class Provisioner: Sendable {
     }
 
     /// A fork: a new store that starts as a consistent copy of the live
-    /// store `source` (its committed state, taken with the backup API while
+    /// store `source` (its committed state, copied while
     /// its test may be writing, as an artifact is), then loads `fixtures`
     /// (named fixtures of the source's template).
     public func createFork(of sourceID: String, fixtures names: [String]?, label: String?,
@@ -173,11 +173,13 @@ public final class Provisioner: Sendable {
             fixtures = try names.map { try template.fixture($0) }
         }
         return try registry.create(label: label, ttlSeconds: ttlSeconds, expectedBytes: source.sizeBytes) { path in
-            do {
-                let db = try source.connect(busyTimeoutMs: Int32(clamping: source.busyTimeoutMs))
-                try source.tracking(db) { try db.backup(to: path) }
-            } catch {
-                throw source.isDeleted ? source.notFound : error
+            // Without fixtures the base is the same copy: both made at once.
+            let base = FileSystem.parent(path) + "/" + Store.baseName
+            if fixtures.isEmpty { try source.copyCommitted(to: path, base) } else { try source.copyCommitted(to: path) }
+            if fixtures.isEmpty {
+                let db = try Connection(path: base, mode: .readWrite)
+                try db.harden()
+                try db.execute("PRAGMA journal_mode=WAL")
             }
             // The source holds whatever its test put there (triggers fire on
             // the fixtures): hardened and time-limited like a client's SQL.

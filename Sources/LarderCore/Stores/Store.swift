@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import Dispatch
 import FileSystem
 import FoundationEssentials
 import SQLite
@@ -298,6 +299,60 @@ public final class Store: Sendable {
                                       + "put back a plain file of the store's own, or delete the store",
                                   details: [("id", .string(id)), ("file", .string(name)), ("found", .string(what))])
             }
+        }
+    }
+}
+
+extension Store {
+    /// A consistent copy of the store's committed contents, as one database
+    /// file at each of `targets` (which must not exist; several are copied
+    /// at once, on as many threads), made with file copies
+    /// (`copy_file_range`) instead of SQLite's backup API, which reads and
+    /// writes it a page at a time. Its test may write meanwhile: under a
+    /// read transaction no writer can change the file in rollback-journal
+    /// mode, and in WAL mode a checkpoint writes into the file only pages
+    /// whose frames that transaction can see, all of them in the WAL copied
+    /// after it. SQLite then reads the copied WAL as after a crash (every
+    /// committed transaction in it, nothing else) and folds it into the
+    /// copy. A lock the test holds for good is waited for the busy timeout,
+    /// then `SQLITE_BUSY`; deleting the store ends the wait.
+    func copyCommitted(to targets: String...) throws {
+        func removeAll() { targets.forEach(FileSystem.removeDatabase) }
+        do {
+            let db = try connect(busyTimeoutMs: Int32(clamping: busyTimeoutMs))
+            try tracking(db) {
+                try db.execute("BEGIN")
+                defer { try? db.execute("ROLLBACK") }
+                _ = try db.scalar("SELECT count(*) FROM sqlite_schema") // the read transaction starts here
+                let failures = Mutex<[Error]>([])
+                DispatchQueue.concurrentPerform(iterations: targets.count) { i in
+                    do { try FileSystem.copyFile(from: databasePath, to: targets[i], followingLinks: false) } catch {
+                        failures.withLock { $0.append(error) }
+                    }
+                }
+                if let first = failures.withLock({ $0.first }) { throw first }
+                // (As SQLite itself does, a -wal beside the file is read whatever
+                // the header says.) Copied once: every copy gets the same frames.
+                if FileSystem.exists(databasePath + "-wal") {
+                    try FileSystem.copyFile(from: databasePath + "-wal", to: targets[0] + "-wal", followingLinks: false)
+                }
+            }
+            if FileSystem.exists(targets[0] + "-wal") {
+                for target in targets.dropFirst() { try FileSystem.copyFile(from: targets[0] + "-wal", to: target + "-wal") }
+            }
+        } catch {
+            removeAll()
+            throw isDeleted ? notFound : error
+        }
+        do {
+            for target in targets {
+                let copy = try Connection(path: target, mode: .readWrite)
+                try copy.harden()
+                try copy.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            }
+        } catch {
+            removeAll()
+            throw error
         }
     }
 }

@@ -169,7 +169,8 @@ public final class StoreRegistry: Sendable {
     public var count: Int { live.withLock { $0.stores.count } }
 
     /// Builds a store: `build` fills the file at the path it is given, and
-    /// the store keeps a copy of it as its creation state. `expectedBytes`,
+    /// the store keeps a copy of it as its creation state (`base.sqlite`
+    /// beside it, unless `build` wrote that too). `expectedBytes`,
     /// what the database will about take (an upload's size, a fork's
     /// source), is counted against the disk quota before anything is
     /// written, twice (the file and its base); what it did take, after. On
@@ -185,9 +186,10 @@ public final class StoreRegistry: Sendable {
         do {
             let provenance = try build(staging + "/store.sqlite")
             // The creation state, which a reset restores (the builder's
-            // connections are closed: the file is whole).
+            // connections are closed: the file is whole), unless the builder
+            // made it already.
             let base = staging + "/" + Store.baseName
-            try FileSystem.copyFile(from: staging + "/store.sqlite", to: base)
+            if !FileSystem.exists(base) { try FileSystem.copyFile(from: staging + "/store.sqlite", to: base) }
             FileSystem.makeReadOnly(base)
             try admit(FileSystem.size(staging + "/store.sqlite") + FileSystem.size(base), in: reservation)
             try access.grant(store: staging)
