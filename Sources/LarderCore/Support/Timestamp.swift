@@ -29,11 +29,24 @@ public struct Timestamp: Sendable, Comparable, Hashable {
         let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
         let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
         let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        func pad(_ v: Int64, _ width: Int) -> String {
-            let s = String(v)
-            return String(repeating: "0", count: max(0, width - s.count)) + s
+        // Digits straight into the 24 bytes (a log line and an answer each carry one).
+        var text = Array("0000-00-00T00:00:00.000Z".utf8)
+        func put(_ value: Int64, at end: Int, _ width: Int) {
+            var v = value
+            for i in stride(from: end, to: end - width, by: -1) {
+                text[i] = UInt8(ascii: "0") + UInt8(v % 10)
+                v /= 10
+            }
         }
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secondOfDay / 3600, 2)):\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2))."
-            + pad(Int64(millis), 3) + "Z"
+        put(month, at: 6, 2)
+        put(day, at: 9, 2)
+        put(secondOfDay / 3600, at: 12, 2)
+        put(secondOfDay / 60 % 60, at: 15, 2)
+        put(secondOfDay % 60, at: 18, 2)
+        put(Int64(millis), at: 22, 3)
+        // (A year past 9999 has as many digits as it needs.)
+        guard (0...9999).contains(year) else { return String(year) + String(decoding: text[4...], as: UTF8.self) }
+        put(year, at: 3, 4)
+        return String(decoding: text, as: UTF8.self)
     }
 }
