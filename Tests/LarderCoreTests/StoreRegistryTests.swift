@@ -85,6 +85,30 @@ final class StoreRegistryTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: root + "/stores/st_norecord"))
     }
 
+    /// A restart knows each store's row counts as they were last read
+    /// (kept in its record), so listings never open every store.
+    func testCountsLastReadOutliveARestart() throws {
+        let scratch = Scratch()
+        var configuration = configuration(scratch.path + "/root")
+        configuration.poolSize = 0
+        var ids: [String] = []
+        do {
+            let core = try Core(configuration: configuration)
+            var request = Provisioner.Request()
+            request.template = "gallery"
+            request.fixtures = ["artists", "artworks"]
+            ids.append(try core.provisioner.create(core.provisioner.plan(request), label: nil, ttlSeconds: nil).0.id)
+            let loaded = try core.provisioner.create(core.provisioner.plan(request), label: nil, ttlSeconds: nil).0
+            _ = try core.editor.loadFixtures(loaded.id, .sql("INSERT INTO artists (name) VALUES ('one more')"))
+            ids.append(loaded.id)
+            core.close()
+        }
+        let core = try Core(configuration: configuration)
+        let counts = try ids.map { try Dictionary(uniqueKeysWithValues: XCTUnwrap(core.registry.get($0).lastCounts)) }
+        XCTAssertEqual(counts.map { $0["artists"] }, [4, 5])
+        XCTAssertEqual(counts.map { $0["artworks"] }, [12, 12])
+    }
+
     func testARootIsOneServersAtATime() throws {
         let scratch = Scratch()
         let root = scratch.path + "/root"

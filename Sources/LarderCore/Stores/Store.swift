@@ -45,7 +45,10 @@ public final class Store: Sendable {
         self.directory = directory
         self.readTimeoutMs = readTimeoutMs
         self.busyTimeoutMs = busyTimeoutMs
-        self.state = Mutex(State(record: record))
+        var record = record
+        let counts = record.counts
+        record.counts = nil // kept once, as lastCounts
+        self.state = Mutex(State(record: record, lastCounts: counts))
     }
 
     public var databasePath: String { directory + "/store.sqlite" }
@@ -54,6 +57,15 @@ public final class Store: Sendable {
     var basePath: String { directory + "/" + Store.baseName }
     var recordPath: String { directory + "/store.json" }
     public var record: StoreRecord { state.withLock { $0.record } }
+
+    /// The record as `store.json` keeps it: with the counts last read.
+    var savedRecord: StoreRecord {
+        state.withLock { s in
+            var record = s.record
+            record.counts = s.lastCounts
+            return record
+        }
+    }
 
     /// Whether its label is `label` and starts with `labelPrefix`, and its
     /// template is `template` (nil: any), read without copying the record.

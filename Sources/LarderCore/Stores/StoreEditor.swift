@@ -122,12 +122,14 @@ public struct StoreEditor: Sendable {
         }
         return try registry.operate(store, exclusive: "fixtures", timeoutMs: registry.limits.operationTimeoutMs) { db in
             try FixtureLoader.load(db, items)
+            let counts = try Inspector.counts(db)
+            store.remember(counts: counts)
             if case .names(let list) = request {
                 _ = store.update { $0.fixtures += list }
                 try registry.save(store)
+            } else {
+                try? registry.save(store) // (only its counts changed: a cache)
             }
-            let counts = try Inspector.counts(db)
-            store.remember(counts: counts)
             return (names, counts)
         }
     }

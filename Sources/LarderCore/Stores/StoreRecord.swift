@@ -34,6 +34,10 @@ public struct StoreRecord: Sendable {
     /// contents are the `base.sqlite` beside it); nil for stores an older
     /// Larder made, which kept no base.
     public var creation: Creation?
+    /// Row counts as Larder last read them when the record was written
+    /// (listings after a restart show them without opening every store);
+    /// in memory they live in `Store.lastCounts`.
+    public var counts: [(String, Int64)]?
 
     public struct Creation: Sendable, Equatable {
         public var version: String?
@@ -57,7 +61,7 @@ public struct StoreRecord: Sendable {
 
     public init(id: String, sequence: Int64, template: String? = nil, version: String? = nil, snapshot: String? = nil,
                 fixtures: [String] = [], build: String? = nil, label: String? = nil, createdAt: Timestamp, expiresAt: Timestamp, keep: Bool = false,
-                keptForever: Bool = false, creation: Creation? = nil) {
+                keptForever: Bool = false, creation: Creation? = nil, counts: [(String, Int64)]? = nil) {
         self.id = id
         self.sequence = sequence
         self.template = template
@@ -71,6 +75,7 @@ public struct StoreRecord: Sendable {
         self.keep = keep
         self.keptForever = keep && keptForever
         self.creation = creation
+        self.counts = counts
     }
 
     public var json: JSONValue {
@@ -82,6 +87,7 @@ public struct StoreRecord: Sendable {
             ("keep", .bool(keep)), ("kept_forever", .bool(keptForever)),
             ("creation", creation.map { .object([("version", JSONValue($0.version)), ("fixtures", JSONValue($0.fixtures)),
                                                  ("source", JSONValue($0.source))]) } ?? .null),
+            ("counts", counts.map { JSONValue(counts: $0) } ?? .null),
         ])
     }
 
@@ -106,6 +112,7 @@ public struct StoreRecord: Sendable {
                   creation: json["creation"]?["fixtures"]?.arrayValue.map { fixtures in
                       Creation(version: json["creation"]?["version"]?.stringValue, fixtures: fixtures.compactMap(\.stringValue),
                                source: json["creation"]?["source"]?.stringValue)
-                  })
+                  },
+                  counts: json["counts"]?.objectMembers?.compactMap { name, value in value.intValue.map { (name, $0) } })
     }
 }

@@ -273,13 +273,13 @@ public final class StoreRegistry: Sendable {
         let record = StoreRecord(id: id, sequence: sequence, template: provenance.template, version: provenance.version,
                                  snapshot: provenance.snapshot, fixtures: provenance.fixtures, build: provenance.build, label: label,
                                  createdAt: now, expiresAt: now.adding(seconds: ttlSeconds ?? limits.ttlSeconds),
-                                 creation: .init(version: provenance.version, fixtures: provenance.fixtures, source: provenance.source))
+                                 creation: .init(version: provenance.version, fixtures: provenance.fixtures, source: provenance.source),
+                                 counts: provenance.counts)
         // The staging directory is invisible until renamed: a plain write is atomic enough.
         try FileSystem.writeFile(record.json.serialized(), to: staging + "/store.json")
         let directory = layout.stores + "/" + id
         try FileSystem.rename(staging, to: directory)
         let store = Store(record: record, directory: directory, readTimeoutMs: limits.readTimeoutMs, busyTimeoutMs: limits.busyTimeoutMs)
-        if let counts = provenance.counts { store.remember(counts: counts) }
         let size = bytes ?? store.diskCost
         live.withLock { l in
             l.stores.insert(store)
@@ -440,7 +440,7 @@ extension StoreRegistry {
     /// Writes the store's record beside it (`store_not_found` when the store was deleted meanwhile).
     public func save(_ store: Store) throws {
         do {
-            try FileSystem.writeAtomically(store.record.json.serialized(), to: store.recordPath)
+            try FileSystem.writeAtomically(store.savedRecord.json.serialized(), to: store.recordPath)
         } catch {
             throw store.isDeleted ? store.notFound : error
         }

@@ -150,7 +150,7 @@ enum Dashboard {
             let tables = counts.isEmpty ? "no tables" : counts.map { "\($0.0): \($0.1)" }.joined(separator: "\n")
             html += "<td class=\"num\" title=\"\(escape(tables))\">\(counts.reduce(Int64(0)) { $0 + $1.1 })</td>"
         } else {
-            html += "<td class=\"num\" title=\"not read since the server started\">—</td>"
+            html += "<td class=\"num\" title=\"not read yet\">—</td>"
         }
         html += "<td class=\"num\">\(byteCount(store.sizeBytes))</td>"
         html += "<td>\(time(r.createdAt))</td><td>\(r.keptForever ? "kept forever" : (r.keep ? "kept, " : "") + time(r.expiresAt))</td>"
