@@ -12,6 +12,13 @@ final class JSONAndConfigurationTests: XCTestCase {
         XCTAssertEqual(try JSONValue.parse(String(decoding: v.serialized(), as: UTF8.self)), v)
     }
 
+    func testNumbersAreWrittenInFull() {
+        for value: Int64 in [0, 7, -7, 10, -10, 1_000_000, Int64.max, Int64.min, 20_240_613_061_102] {
+            XCTAssertEqual(JSONValue.int(value).jsonText, String(value))
+        }
+        XCTAssertEqual(JSONValue.array([.double(3), .double(-0.5), .double(1e300), .null, .bool(false)]).jsonText, "[3.0,-0.5,1e+300,null,false]")
+    }
+
     /// Strings are written as Foundation's encoder reads them: every control
     /// character, quote and backslash escaped, wherever it sits in the string.
     func testStringsAreEscapedWhereverTheEscapesSit() throws {

@@ -85,6 +85,33 @@ final class RouterTests: XCTestCase {
         XCTAssertEqual(call("DELETE", "/stores/" + id).0, 404)
     }
 
+    /// A long page is written on every core and put together: the same
+    /// stores in the same order, newest first, as a short one, whatever the
+    /// page size; and the body is what the JSON value would serialize to.
+    func testALongListingIsTheSameListingWrittenInParts() throws {
+        var ids: [String] = []
+        for i in 0..<300 { ids.append(try XCTUnwrap(call("POST", "/stores", body: #"{"label": "n\#(i)"}"#).1?["id"]?.stringValue)) }
+        let long = call("GET", "/stores", query: [("limit", "1000")])
+        XCTAssertEqual(long.0, 200)
+        XCTAssertEqual(long.1?["stores"]?.arrayValue?.compactMap { $0["id"]?.stringValue }, ids.reversed())
+        XCTAssertEqual(long.1?["stores"]?.arrayValue?.last?["label"], "n0")
+        XCTAssertEqual(long.1?["next_cursor"], .null)
+        var walked: [String] = [], cursor: String?
+        repeat {
+            let page = call("GET", "/stores", query: [("limit", "257")] + (cursor.map { [("cursor", $0)] } ?? []))
+            walked += page.1?["stores"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
+            cursor = page.1?["next_cursor"]?.stringValue
+        } while cursor != nil
+        XCTAssertEqual(walked, ids.reversed())
+        let items: [JSONValue] = [["id": "a", "n": 1], ["id": "b\"\n", "n": .null]]
+        for next in [nil, "12"] as [String?] {
+            for stores in [[], items] {
+                XCTAssertEqual(StoreAnswer.listBody(serialized: stores.map { $0.serialized() }, next: next),
+                               JSONValue.object([("stores", .array(stores)), ("next_cursor", JSONValue(next))]).serialized())
+            }
+        }
+    }
+
     /// The served document and the router agree both ways: every route and
     /// method is described, and nothing is described that does not exist.
     func testOpenAPIDescribesEveryRoute() throws {

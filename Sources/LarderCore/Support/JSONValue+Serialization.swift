@@ -26,15 +26,15 @@ extension JSONValue {
 
     func write(to out: inout [UInt8], indent: Int?, level: Int) {
         switch self {
-        case .null: out.append(contentsOf: Array("null".utf8))
-        case .bool(let b): out.append(contentsOf: Array((b ? "true" : "false").utf8))
-        case .int(let v): out.append(contentsOf: Array(String(v).utf8))
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
+        case .int(let v): JSONValue.writeInteger(v, to: &out)
         case .double(let d):
             if d.isFinite {
-                if d == d.rounded(), abs(d) < 1e15 { out.append(contentsOf: Array(String(Int64(d)).utf8)); out.append(contentsOf: Array(".0".utf8)) }
-                else { out.append(contentsOf: Array("\(d)".utf8)) }
+                if d == d.rounded(), abs(d) < 1e15 { JSONValue.writeInteger(Int64(d), to: &out); out.append(contentsOf: ".0".utf8) }
+                else { out.append(contentsOf: "\(d)".utf8) }
             } else {
-                out.append(contentsOf: Array("null".utf8))
+                out.append(contentsOf: "null".utf8)
             }
         case .string(let s): JSONValue.writeString(s, to: &out)
         case .array(let items):
@@ -59,6 +59,18 @@ extension JSONValue {
             if !members.isEmpty { newline(&out, indent, level) }
             out.append(UInt8(ascii: "}"))
         }
+    }
+
+    /// The decimal digits of `value`, written in place.
+    static func writeInteger(_ value: Int64, to out: inout [UInt8]) {
+        if value < 0 { out.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        let start = out.count
+        repeat {
+            out.append(UInt8(ascii: "0") + UInt8(magnitude % 10))
+            magnitude /= 10
+        } while magnitude > 0
+        out[start...].reverse()
     }
 
     /// How many bytes `writeString` writes for `s`, quotes and escapes

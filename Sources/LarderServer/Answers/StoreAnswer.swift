@@ -26,8 +26,20 @@ enum StoreAnswer {
     ]))
     static let deletedObject = ContractObject("Deleted", OpenAPI.answer([("deleted", OpenAPI.nonNegative)]))
 
-    static func list(_ stores: [JSONValue], next: String?) -> JSONValue {
-        .object([("stores", .array(stores)), ("next_cursor", JSONValue(next))])
+    /// The listing, `{"stores": [...], "next_cursor": ...}`, from its stores
+    /// already serialized (as `json(...).serialized()` writes each): a long
+    /// page is written on every core, then put together here.
+    static func listBody(serialized stores: [[UInt8]], next: String?) -> [UInt8] {
+        var out = Array(#"{"stores":["#.utf8)
+        out.reserveCapacity(stores.reduce(64) { $0 + $1.count + 1 })
+        for (i, store) in stores.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out += store
+        }
+        out += Array(#"],"next_cursor":"#.utf8)
+        out += JSONValue(next).serialized()
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 
     static func deleted(_ count: Int) -> JSONValue { ["deleted": .int(Int64(count))] }
