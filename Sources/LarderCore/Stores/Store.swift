@@ -192,6 +192,13 @@ public final class Store: Sendable {
     /// Runs `body` with a read connection from this store's pool, within
     /// `readTimeoutMs` (a store may hold views a client made to be slow).
     public func withReader<T>(_ body: (Connection) throws -> T) throws -> T {
+        try withPooled { db in try db.limited(milliseconds: readTimeoutMs, "reading the store") { try body(db) } }
+    }
+
+    /// Runs `body` with a hardened connection to the live file from this
+    /// store's pool (a new one when none is idle), given back after it while
+    /// healthy, in autocommit, the store alive and the process-wide cap allows.
+    func withPooled<T>(_ body: (Connection) throws -> T) throws -> T {
         if isDeleted { throw notFound }
         let pooled = readers.withLock { $0.popLast() }
         if pooled != nil { Store.openReaders.subtract(1, ordering: .relaxed) }
@@ -210,7 +217,6 @@ public final class Store: Sendable {
         }
         var healthy = true
         defer {
-            // Kept only while healthy, while the store lives and the process-wide cap allows.
             let kept = healthy && readers.withLock { r -> Bool in
                 guard r.count < 4, Store.openReaders.load(ordering: .relaxed) < Store.maxOpenReaders,
                       !isDeleted, db.isAutocommit else { return false }
@@ -220,7 +226,7 @@ public final class Store: Sendable {
             if kept { Store.openReaders.add(1, ordering: .relaxed) }
         }
         do {
-            return try db.limited(milliseconds: readTimeoutMs, "reading the store") { try body(db) }
+            return try body(db)
         } catch let error as SQLiteError where error.isIOFailure {
             // A full disk can leave the shared memory or the file in a state
             // that pooled connections keep failing on: start over with fresh ones.

@@ -79,7 +79,7 @@ public struct StoreEditor: Sendable {
             if after.version != before.version || after.fixtures != before.fixtures { try registry.save(store) }
         }
         do {
-            return try registry.operate(store, exclusive: "reset", timeoutMs: registry.limits.operationTimeoutMs) { db in
+            return try registry.operate(store, exclusive: "reset", timeoutMs: registry.limits.operationTimeoutMs, pooled: true) { db in
                 try store.withBaseCounts {
                     try db.restore(from: try Connection.immutable(path: store.basePath))
                     try restored()

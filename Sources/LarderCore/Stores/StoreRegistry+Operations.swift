@@ -14,16 +14,35 @@ extension StoreRegistry {
     ///   waited for up to `--busy-timeout-ms`, then answers `conflict`.
     /// - With `--max-disk-bytes`, the store may grow only by what is left of
     ///   the quota (`max_page_count`); past it, `quota_exceeded`. A full file system is `insufficient_storage`.
-    public func operate<T>(_ store: Store, exclusive: String?, timeoutMs: Int, _ body: (Connection) throws -> T) throws -> T {
+    /// - `pooled`: on a connection of the store's pool (kept open between
+    ///   requests) instead of a new one, for work that runs none of a
+    ///   client's SQL (a reset).
+    public func operate<T>(_ store: Store, exclusive: String?, timeoutMs: Int, pooled: Bool = false,
+                           _ body: (Connection) throws -> T) throws -> T {
         if store.isDeleted { throw store.notFound }
+        if pooled {
+            return try store.withPooled { db in try run(body, on: db, store: store, exclusive: exclusive, timeoutMs: timeoutMs) }
+        }
         let db: Connection
         do { db = try store.connect(busyTimeoutMs: Int32(min(timeoutMs, limits.busyTimeoutMs))) } catch { throw store.isDeleted ? store.notFound : error }
+        return try run(body, on: db, store: store, exclusive: exclusive, timeoutMs: timeoutMs)
+    }
+
+    private func run<T>(_ body: (Connection) throws -> T, on db: Connection, store: Store, exclusive: String?, timeoutMs: Int) throws -> T {
         try store.begin(exclusive, on: db)
         defer { store.end(exclusive, on: db) }
         let sizeBefore = store.sizeBytes
         defer { if !store.isDeleted { noteGrowth(store.sizeBytes - sizeBefore) } }
         var pageLimit: Int64?
+        let unlimited = limits.maxDiskBytes > 0 ? try db.scalar("PRAGMA max_page_count")?.int64 : nil
+        // (The connection may go back to a pool: its limit goes back too.)
+        defer { if let unlimited, pageLimit != nil { try? db.execute("PRAGMA max_page_count = \(unlimited)") } }
         do {
+            // A throwaway test database: Larder's commits need not wait for
+            // the disk (in WAL mode NORMAL syncs at checkpoints only, and a
+            // crash of the machine may lose the last commits, never the
+            // file). (Run here, where a delete interrupts its wait for a lock.)
+            try db.execute("PRAGMA synchronous=NORMAL")
             pageLimit = try limitGrowth(db)
             return try db.limited(milliseconds: timeoutMs, exclusive ?? "the query") { try body(db) }
         } catch {
