@@ -153,24 +153,29 @@ public final class ZipWriter {
     }
 
     /// Writes the next bytes of the open entry; any amount, compressed as it goes.
-    public func writeEntry(_ input: UnsafeRawBufferPointer) throws {
+    /// Writes `input` into the open entry. `alongside`, work of the
+    /// caller's on the same bytes (a hash), runs beside the pieces' deflate
+    /// when they are compressed in parallel, so no core waits for it.
+    public func writeEntry(_ input: UnsafeRawBufferPointer, alongside: (() -> Void)? = nil) throws {
         guard var entry = current else { preconditionFailure("no entry is open") }
         defer { current = entry }
-        guard input.count > 0 else { return }
+        guard input.count > 0 else { alongside?(); return }
         entry.total += UInt64(input.count)
         if entry.stored {
+            alongside?()
             try emit(input)
             entry.compressed += UInt64(input.count)
         } else if entry.parallel {
-            try deflateInParallel(input, into: &entry)
+            try deflateInParallel(input, into: &entry, alongside: alongside)
         } else {
+            alongside?()
             if entry.knownCRC == nil { entry.crc = Digest.crc32(input, initial: entry.crc) }
             try deflateSerially(input, finish: false, into: &entry)
         }
     }
 
-    public func writeEntry(_ bytes: [UInt8]) throws {
-        try bytes.withUnsafeBytes { try writeEntry($0) }
+    public func writeEntry(_ bytes: [UInt8], alongside: (() -> Void)? = nil) throws {
+        try bytes.withUnsafeBytes { try writeEntry($0, alongside: alongside) }
     }
 
     /// Ends the open entry: the final deflate block and the data descriptor.
@@ -239,15 +244,19 @@ public final class ZipWriter {
     /// Deflates on every core: the input is cut into 1 MiB pieces, each
     /// compressed on its own and ended with a sync flush (as pigz does), then
     /// written in order. Memory stays at one batch whatever the entry's size.
-    private func deflateInParallel(_ input: UnsafeRawBufferPointer, into entry: inout Current) throws {
+    private func deflateInParallel(_ input: UnsafeRawBufferPointer, into entry: inout Current, alongside: (() -> Void)?) throws {
         var start = 0
+        var alongside = alongside
         while start < input.count {
             let batch = UnsafeRawBufferPointer(rebasing: input[start..<min(start + ZipWriter.batchSize, input.count)])
             let count = (batch.count + ZipWriter.chunkSize - 1) / ZipWriter.chunkSize
             let outputs = ChunkOutputs(count: count, capacity: larder_deflate_bound(ZipWriter.chunkSize))
             let level = self.level
             let shared = SharedBytes(buffer: batch) // read by every worker, alive for the whole call
-            DispatchQueue.concurrentPerform(iterations: count) { i in
+            let extra = alongside.map(Alongside.init)
+            alongside = nil // once, beside the first batch
+            DispatchQueue.concurrentPerform(iterations: count + (extra == nil ? 0 : 1)) { i in
+                guard i < count else { extra?.run(); return }
                 let all = shared.buffer
                 let piece = UnsafeRawBufferPointer(rebasing: all[(i * ZipWriter.chunkSize)..<min((i + 1) * ZipWriter.chunkSize, all.count)])
                 outputs.fill(i) { out in
@@ -342,6 +351,13 @@ struct ByteWriter {
     mutating func u32(_ v: UInt32) { for i in 0..<4 { data.append(UInt8((v >> (8 * UInt32(i))) & 0xff)) } }
     mutating func u64(_ v: UInt64) { for i in 0..<8 { data.append(UInt8((v >> (8 * UInt64(i))) & 0xff)) } }
     mutating func bytes(_ b: [UInt8]) { data.append(contentsOf: b) }
+}
+
+/// The caller's work run beside a batch's pieces, on one of
+/// `concurrentPerform`'s threads while the caller waits for them all.
+private final class Alongside: @unchecked Sendable {
+    let run: () -> Void
+    init(_ run: @escaping () -> Void) { self.run = run }
 }
 
 /// Input that parallel workers read while the caller waits for them.

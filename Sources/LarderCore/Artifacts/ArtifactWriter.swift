@@ -75,8 +75,8 @@ public final class ArtifactWriter: @unchecked Sendable {
                 phase = .done
                 return true
             }
-            hash.update(bytes)
-            try zip.writeEntry(bytes)
+            let hash = self.hash
+            try zip.writeEntry(bytes) { hash.update(bytes) }
             phase = .data(offset + UInt64(bytes.count))
         case .done:
             return true
