@@ -33,6 +33,25 @@ final class TrashTests: XCTestCase {
         XCTAssertEqual(FileSystem.entries(trash), [])
     }
 
+    /// Without a quota a DELETE takes no sizes: the trash measures the files
+    /// before it removes them, and the ledger ends where a recount would.
+    func testTheTrashMeasuresWhatADeleteDidNotCount() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let kept = try core.store("gallery", fixtures: ["artists", "artworks"])
+        let doomed = try core.store("gallery", fixtures: ["artists", "artworks"])
+        _ = try core.editor.loadFixtures(doomed.id, .sql("INSERT INTO artists (name) VALUES (randomblob(50000))"))
+        let before = core.registry.diskBytes, cost = doomed.diskCost
+        XCTAssertGreaterThan(cost, 50_000)
+        core.registry.trash.pause()
+        try core.registry.delete(doomed.id)
+        XCTAssertEqual(core.registry.diskBytes, before, "counted as the live stores' until the trash measures it")
+        core.registry.trash.resume()
+        core.registry.drainTrash()
+        XCTAssertEqual(core.registry.diskBytes, before - cost)
+        XCTAssertEqual(core.registry.refreshDiskUsage(), kept.diskCost)
+    }
+
     func testARestartRemovesWhatTheTrashStillHeld() throws {
         let scratch = Scratch()
         var core: CoreServices? = try CoreServices(scratch)

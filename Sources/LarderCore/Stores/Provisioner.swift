@@ -176,7 +176,8 @@ public final class Provisioner: Sendable {
             // Without fixtures the base is the same copy: both made at once.
             let base = FileSystem.parent(path) + "/" + Store.baseName
             if fixtures.isEmpty { try source.copyCommitted(to: path, base) } else { try source.copyCommitted(to: path) }
-            if fixtures.isEmpty {
+            // (A copy of a store in WAL mode says so in its header already.)
+            if fixtures.isEmpty, try FileSystem.readPrefix(base, count: 20).suffix(2) != [2, 2] {
                 let db = try Connection(path: base, mode: .readWrite)
                 try db.harden()
                 try db.execute("PRAGMA journal_mode=WAL")

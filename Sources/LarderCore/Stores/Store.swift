@@ -93,8 +93,12 @@ public final class Store: Sendable {
     /// base when that is a copy of its own (an upload's, a fork's, or a
     /// template entry's that the cache evicted since), not a second name
     /// of a template cache entry.
-    var diskCost: Int64 {
-        sizeBytes + (FileSystem.entry(basePath) == .ownFile ? FileSystem.size(basePath) : 0)
+    var diskCost: Int64 { Store.diskCost(of: directory) }
+
+    /// `diskCost` of the store whose files are in `directory`.
+    static func diskCost(of directory: String) -> Int64 {
+        let database = directory + "/store.sqlite", base = directory + "/" + baseName
+        return FileSystem.size(database) + FileSystem.size(database + "-wal") + (FileSystem.entry(base) == .ownFile ? FileSystem.size(base) : 0)
     }
 
     var isDeleted: Bool { state.withLock { $0.deleted } }
@@ -337,8 +341,7 @@ extension Store {
     func copyCommitted(to targets: String...) throws {
         func removeAll() { targets.forEach(FileSystem.removeDatabase) }
         do {
-            let db = try connect(busyTimeoutMs: Int32(clamping: busyTimeoutMs))
-            try tracking(db) {
+            try withPooled { db in try tracking(db) {
                 try db.execute("BEGIN")
                 defer { try? db.execute("ROLLBACK") }
                 _ = try db.scalar("SELECT count(*) FROM sqlite_schema") // the read transaction starts here
@@ -350,11 +353,12 @@ extension Store {
                 }
                 if let first = failures.withLock({ $0.first }) { throw first }
                 // (As SQLite itself does, a -wal beside the file is read whatever
-                // the header says.) Copied once: every copy gets the same frames.
-                if FileSystem.exists(databasePath + "-wal") {
+                // the header says.) Copied once: every copy gets the same
+                // frames. An empty one holds nothing this transaction sees.
+                if FileSystem.size(databasePath + "-wal") > 0 {
                     try FileSystem.copyFile(from: databasePath + "-wal", to: targets[0] + "-wal", followingLinks: false)
                 }
-            }
+            } }
             if FileSystem.exists(targets[0] + "-wal") {
                 for target in targets.dropFirst() { try FileSystem.copyFile(from: targets[0] + "-wal", to: target + "-wal") }
             }
@@ -363,7 +367,7 @@ extension Store {
             throw isDeleted ? notFound : error
         }
         do {
-            for target in targets {
+            for target in targets where FileSystem.exists(target + "-wal") {
                 let copy = try Connection(path: target, mode: .readWrite)
                 try copy.harden()
                 try copy.execute("PRAGMA wal_checkpoint(TRUNCATE)")

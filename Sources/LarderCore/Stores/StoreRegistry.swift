@@ -375,10 +375,16 @@ public final class StoreRegistry: Sendable {
             return store
         }
         store.markDeleted()
+        // Into the trash with one rename; its files go in the background,
+        // counted against the quota until they have. Without a quota its
+        // size is taken there too, off the request: the ledger (metrics
+        // only, then) counts it as the live stores' until the trash does.
+        guard limits.maxDiskBytes > 0 else {
+            try trash.discard(store.directory, name: id) { [weak self] size in self?.noteGrowth(-size) }
+            return
+        }
         let size = store.diskCost
         live.withLock { $0.diskBytes = max(0, $0.diskBytes - size) }
-        // Into the trash with one rename; its files go in the background,
-        // counted against the quota until they have.
         try trash.discard(store.directory, name: id, bytes: size)
     }
 

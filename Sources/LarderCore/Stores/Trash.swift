@@ -18,7 +18,15 @@ final class Trash: Sendable {
     /// Directories not yet handed to the queue, and whether a removal pass is
     /// scheduled: deletions are removed in batches, one wake-up of the queue
     /// per pass rather than one per request.
-    private let waiting = Mutex<(paths: [(String, Int64)], scheduled: Bool)>(([], false))
+    private let waiting = Mutex<(paths: [Waiting], scheduled: Bool)>(([], false))
+
+    private struct Waiting {
+        let path: String
+        let bytes: Int64
+        /// Told the bytes of a store's files as found here, before they go
+        /// (a discard that did not count them).
+        let measured: (@Sendable (Int64) -> Void)?
+    }
     /// Held while removal is held back (tests of a trash that is behind).
     private let hold = Lock()
 
@@ -36,22 +44,25 @@ final class Trash: Sendable {
 
     /// Moves a store's directory (of about `size` bytes) into the trash,
     /// whose queue removes its files; where it cannot be moved, removes it at once.
-    func discard(_ storeDirectory: String, name: String, bytes size: Int64 = 0) throws {
+    /// `measured`: told, off the request, what the store's files took.
+    func discard(_ storeDirectory: String, name: String, bytes size: Int64 = 0,
+                 measured: (@Sendable (Int64) -> Void)? = nil) throws {
         let target = directory + "/" + name
         guard (try? FileSystem.rename(storeDirectory, to: target)) != nil else {
+            measured?(Store.diskCost(of: storeDirectory))
             try FileSystem.removeTree(storeDirectory, within: root)
             return
         }
         // Out of the test's reach before its files go: nothing more can be planted here.
         FileSystem.revokeAccess(target)
-        empty(target, bytes: size)
+        empty(target, bytes: size, measured: measured)
     }
 
-    private func empty(_ path: String, bytes size: Int64 = 0) {
+    private func empty(_ path: String, bytes size: Int64 = 0, measured: (@Sendable (Int64) -> Void)? = nil) {
         pending.add(1, ordering: .relaxed)
         bytes.add(size, ordering: .relaxed)
         let schedule = waiting.withLock { w -> Bool in
-            w.paths.append((path, size))
+            w.paths.append(Waiting(path: path, bytes: size, measured: measured))
             defer { w.scheduled = true }
             return !w.scheduled
         }
@@ -62,18 +73,20 @@ final class Trash: Sendable {
     private func removeWaiting() {
         hold.lock()
         hold.unlock()
-        let paths = waiting.withLock { w -> [(String, Int64)] in
+        let paths = waiting.withLock { w -> [Waiting] in
             defer { w = ([], false) }
             return w.paths
         }
-        for (path, size) in paths {
+        for entry in paths {
+            let path = entry.path
+            entry.measured?(Store.diskCost(of: path))
             // The files a store has; anything else falls back to a full walk.
             FileSystem.removeDatabase(path + "/store.sqlite")
             FileSystem.remove(path + "/" + Store.baseName)
             FileSystem.remove(path + "/store.json")
             if !FileSystem.removeEmptyDirectory(path) { try? FileSystem.removeTree(path, within: root) }
             pending.subtract(1, ordering: .relaxed)
-            bytes.subtract(size, ordering: .relaxed)
+            bytes.subtract(entry.bytes, ordering: .relaxed)
         }
     }
 
