@@ -42,7 +42,7 @@ public struct Request: Sendable {
     /// The media type of the body, without parameters, lower-cased.
     public var mediaType: String? {
         guard let value = header("content-type") else { return nil }
-        let type = value.split(separator: ";", maxSplits: 1).first.map(String.init) ?? value
+        let type = value.firstIndex(of: ";").map { value[..<$0] } ?? value[...]
         return type.trimmingSpaces().lowercased()
     }
 }

@@ -17,6 +17,8 @@ extension StringProtocol {
         let scalars = unicodeScalars
         guard let first = scalars.firstIndex(where: { !trimmed($0) }),
               let last = scalars.lastIndex(where: { !trimmed($0) }) else { return "" }
+        // (The common case, nothing to trim, copies nothing scalar by scalar.)
+        if first == scalars.startIndex && scalars.index(after: last) == scalars.endIndex { return String(self) }
         var kept = String.UnicodeScalarView()
         kept.append(contentsOf: scalars[first...last])
         return String(kept)
@@ -26,10 +28,15 @@ extension StringProtocol {
 extension Unicode.Scalar {
     /// A tab, a space separator (Unicode's Zs) or the zero width space
     /// (Zs before Unicode 4.0.1): Foundation's `.whitespaces`, as Core Foundation has it.
-    public var isSpace: Bool { self == "\t" || self == "\u{200B}" || properties.generalCategory == .spaceSeparator }
+    public var isSpace: Bool {
+        // (ASCII first: the Unicode tables are a lookup per character.)
+        if isASCII { return self == " " || self == "\t" }
+        return self == "\u{200B}" || properties.generalCategory == .spaceSeparator
+    }
 
     /// Also a line or paragraph separator, U+000A to U+000D and U+0085: Foundation's `.whitespacesAndNewlines`.
     public var isSpaceOrLineEnd: Bool {
+        if isASCII { return self == " " || ("\t"..."\r").contains(self) }
         switch properties.generalCategory {
         case .spaceSeparator, .lineSeparator, .paragraphSeparator: return true
         default: return ("\t"..."\r").contains(self) || self == "\u{85}" || self == "\u{200B}"

@@ -16,6 +16,17 @@ final class TextTests: XCTestCase {
         }
     }
 
+    /// Every ASCII character and the first Latin-1 ones, at either end, and "x" that needs no trimming.
+    func testTrimmingMatchesFoundationForEveryASCIICharacter() {
+        for value in UInt32(0)..<0x100 {
+            let c = String(Character(Unicode.Scalar(value)!))
+            for sample in [c + "x" + c, c, "x", "x" + c + "y"] {
+                XCTAssertEqual(sample.trimmed(), sample.trimmingCharacters(in: .whitespacesAndNewlines), "U+\(String(value, radix: 16))")
+                XCTAssertEqual(sample.trimmingSpaces(), sample.trimmingCharacters(in: .whitespaces), "U+\(String(value, radix: 16))")
+            }
+        }
+    }
+
     func testFixedMatchesStringFormat() {
         for value in [0, 0.05, 0.15, 1.25, 2.345, 9.95, 99.999, 1234.5678, -3.14159, 1e12, 0.0004999] {
             for places in [0, 1, 3] {
