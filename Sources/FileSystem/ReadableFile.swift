@@ -4,7 +4,8 @@ import Glibc
 /// A file open for reading at any offset, closed when released unless its
 /// descriptor was handed over.
 public final class ReadableFile: @unchecked Sendable {
-    private let descriptor: Int32
+    /// Its descriptor (the file's own until `takeDescriptor`).
+    public let descriptor: Int32
     private let path: String
     public let size: UInt64
     private var owned = true

@@ -5,7 +5,8 @@ import Glibc
 
 /// A response body made by a producer on another thread while the server
 /// sends it. The producer never waits for the client: what it writes goes
-/// to an unlinked file in the spool directory, and the connection reads it
+/// to an unlinked file in the spool directory (a whole file it appends is
+/// read from where it is), and the connection reads it
 /// from there at the client's own pace, suspended while it has caught up.
 /// So the producer's thread is free as soon as the body is made, and a
 /// client that stops reading costs a descriptor and some disk, never a
@@ -16,8 +17,26 @@ public final class BodyStream: @unchecked Sendable {
 
     private let lock = Lock()
     private let descriptor: Int32
+    /// Bytes of the body made so far, and sent so far.
     private var written = 0
     private var sent = 0
+    /// Bytes in the spool file.
+    private var spooled = 0
+    /// Where the body's bytes are, in order: spans of the spool file, and
+    /// spans of files the producer appended whole (`append(file:)`), read
+    /// from there instead of being copied through the spool.
+    private var pieces: [Piece] = []
+    private var firstPiece = 0
+    /// Descriptors of appended files, closed with the stream.
+    private var appended: [Int32] = []
+
+    private struct Piece {
+        var start: Int
+        var end: Int
+        let descriptor: Int32
+        /// Where `start` is in that file.
+        let offset: Int
+    }
     private var finished = false
     private var failed = false
     private var cancelled = false
@@ -35,21 +54,47 @@ public final class BodyStream: @unchecked Sendable {
         FileSystem.remove(path)
     }
 
-    deinit { close(descriptor) }
+    deinit {
+        close(descriptor)
+        appended.forEach { close($0) }
+    }
 
     /// Appends bytes; never waits for the client.
     public func write(_ bytes: UnsafeRawBufferPointer) throws {
         guard bytes.count > 0 else { return }
         lock.lock()
-        let offset = written
+        let offset = spooled
         let stop = cancelled
         lock.unlock()
         if stop { throw Cancelled() }
         try FileSystem.writeAll(descriptor, bytes, at: offset, path: "a streamed response")
         lock.lock()
+        if let last = pieces.last, last.descriptor == descriptor, last.end == written {
+            pieces[pieces.count - 1].end += bytes.count
+        } else {
+            pieces.append(Piece(start: written, end: written + bytes.count, descriptor: descriptor, offset: offset))
+        }
+        spooled += bytes.count
         written += bytes.count
         wakeConsumer()
         lock.unlock()
+    }
+
+    /// Appends `count` bytes of the file open as `file` from `offset`,
+    /// sent from there as the client reads (a copy of the descriptor is
+    /// kept until the stream ends): a large file goes out without passing
+    /// through the spool. The file must not change meanwhile.
+    public func append(file: Int32, offset: Int, count: Int) throws {
+        guard count > 0 else { return }
+        let copy = dup(file)
+        guard copy >= 0 else { throw FileSystem.Failure("cannot duplicate the descriptor of", "a streamed file") }
+        lock.lock()
+        defer { lock.unlock() }
+        appended.append(copy)
+        if cancelled { throw Cancelled() }
+        pieces.append(Piece(start: written, end: written + count, descriptor: copy, offset: offset))
+        written += count
+        wakeConsumer()
     }
 
     public func write(_ bytes: [UInt8]) throws {
@@ -135,9 +180,11 @@ public final class BodyStream: @unchecked Sendable {
             next?()
             return 0
         }
-        let offset = sent
+        while pieces[firstPiece].end <= sent { firstPiece += 1 }
+        let piece = pieces[firstPiece]
+        let offset = piece.offset + (sent - piece.start)
         lock.unlock()
-        let n = pread(descriptor, buffer, min(max, available), off_t(offset))
+        let n = pread(piece.descriptor, buffer, min(max, piece.end - sent), off_t(offset))
         guard n > 0 else { return -2 }
         lock.lock()
         sent += n

@@ -174,6 +174,19 @@ public final class ZipWriter {
         }
     }
 
+    /// The next `count` bytes of the open stored entry, which `send` puts
+    /// in the archive's stream itself (a file appended whole): counted
+    /// here, never read.
+    public func writeEntry(passing count: UInt64, _ send: () throws -> Void) throws {
+        guard var entry = current else { preconditionFailure("no entry is open") }
+        precondition(entry.stored, "only a stored entry's bytes can pass by")
+        try send()
+        entry.total += count
+        entry.compressed += count
+        written += count
+        current = entry
+    }
+
     public func writeEntry(_ bytes: [UInt8], alongside: (() -> Void)? = nil) throws {
         try bytes.withUnsafeBytes { try writeEntry($0, alongside: alongside) }
     }

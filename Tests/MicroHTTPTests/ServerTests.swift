@@ -228,6 +228,32 @@ final class MicroHTTPServerTests: XCTestCase {
         XCTAssertEqual(client.read(fd, timeout: 5, until: { $0.status != nil }).status, 503)
     }
 
+    /// Spans of a file appended to a stream go out in their place between
+    /// the written bytes, read from the file (which may be closed and
+    /// removed by then: the stream keeps its own descriptor).
+    func testAFileAppendedToAStreamIsSentInItsPlace() throws {
+        let path = NSTemporaryDirectory() + "appended-\(UUID().uuidString)"
+        let content = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        try Data(content).write(to: URL(fileURLWithPath: path))
+        try withServer(handler: { _ in
+            .later { responder in
+                let body = try! BodyStream(spoolDirectory: NSTemporaryDirectory())
+                responder.send(Response(status: 200, headers: [("Content-Type", "application/octet-stream")], body: .stream(body)))
+                let fd = open(path, O_RDONLY)
+                unlink(path)
+                try! body.write(Array("head".utf8))
+                try! body.append(file: fd, offset: 5, count: 200_000)
+                try! body.append(file: fd, offset: 0, count: 3)
+                close(fd)
+                try! body.write(Array("tail".utf8))
+                body.finish()
+            }
+        }) { _, client in
+            let answer = try Probe.parse(try client.exchange(Self.get("/file")))
+            XCTAssertEqual(answer.body, Array("head".utf8) + content[5..<200_005] + content[0..<3] + Array("tail".utf8))
+        }
+    }
+
     func testAPacedStreamStopsAheadOfASlowReaderAndSeesItLeave() throws {
         let stream = Locked<BodyStream?>(nil)
         let writes = Locked(0)

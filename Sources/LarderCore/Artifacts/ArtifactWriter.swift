@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import Dispatch
 import Digest
 import SQLite
 import Zip
@@ -27,10 +28,17 @@ public final class ArtifactWriter: @unchecked Sendable {
 
     /// The artifact of `snapshot`, a copy of the store `record` describes;
     /// `sink` takes the archive's bytes in order.
-    public init(snapshot: DatabaseSnapshot, of record: StoreRecord, method: ZipWriter.Method, sink: @escaping ([UInt8]) throws -> Void) {
+    /// Appends the snapshot's file whole (descriptor, offset, count) for a stored entry, when the sink can.
+    private let fileSink: ((Int32, Int, Int) throws -> Void)?
+
+    /// `fileSink`, when given, takes a stored database as a span of the
+    /// snapshot's file instead of its bytes.
+    public init(snapshot: DatabaseSnapshot, of record: StoreRecord, method: ZipWriter.Method, sink: @escaping ([UInt8]) throws -> Void,
+                fileSink: ((Int32, Int, Int) throws -> Void)? = nil) {
         self.snapshot = snapshot
         self.method = method
         self.record = record
+        self.fileSink = fileSink
         zip = ZipWriter(level: 1) { try sink(Array($0)) }
         phase = method == .store ? .checksum(0) : .data(0)
     }
@@ -39,11 +47,11 @@ public final class ArtifactWriter: @unchecked Sendable {
     /// with what its test changed (row values bounded by `diffMaxBytes`;
     /// the counts stay whole).
     public convenience init(of store: Store, temporaryDirectory: String, method: ZipWriter.Method, diffMaxBytes: Int,
-                            sink: @escaping ([UInt8]) throws -> Void) throws {
+                            sink: @escaping ([UInt8]) throws -> Void, fileSink: ((Int32, Int, Int) throws -> Void)? = nil) throws {
         var diff = StoreDiff.Options()
         diff.maxBytes = diffMaxBytes
         let snapshot = try DatabaseSnapshot(store: store, temporaryDirectory: temporaryDirectory, diff: diff)
-        self.init(snapshot: snapshot, of: store.record, method: method, sink: sink)
+        self.init(snapshot: snapshot, of: store.record, method: method, sink: sink, fileSink: fileSink)
     }
 
     /// Makes the next piece; true once the archive is complete.
@@ -51,12 +59,24 @@ public final class ArtifactWriter: @unchecked Sendable {
     public func step() throws -> Bool {
         switch phase {
         case .checksum(let offset):
+            // Stored: the CRC goes in the entry's header, so the file is
+            // read once before, and hashed in the same pass, beside it.
             let bytes = try read(at: offset)
             if bytes.isEmpty {
                 try zip.beginEntry(name: "store.sqlite", size: snapshot.size, crc: crc, method: .store)
-                phase = .data(0)
+                if let fileSink {
+                    let (descriptor, size) = (snapshot.descriptor, Int(snapshot.size))
+                    try zip.writeEntry(passing: snapshot.size) { try fileSink(descriptor, 0, size) }
+                    phase = .data(snapshot.size)
+                } else {
+                    phase = .data(0)
+                }
             } else {
-                crc = Digest.crc32(bytes, initial: crc)
+                let sums = Checksums(bytes: bytes, hash: hash, crc: crc)
+                DispatchQueue.concurrentPerform(iterations: 2) { i in
+                    if i == 0 { sums.crc = Digest.crc32(sums.bytes, initial: sums.crc) } else { sums.hash.update(sums.bytes) }
+                }
+                crc = sums.crc
                 phase = .checksum(offset + UInt64(bytes.count))
             }
         case .data(let offset):
@@ -76,7 +96,11 @@ public final class ArtifactWriter: @unchecked Sendable {
                 return true
             }
             let hash = self.hash
-            try zip.writeEntry(bytes) { hash.update(bytes) }
+            if method == .store {
+                try zip.writeEntry(bytes) // (hashed in the checksum pass)
+            } else {
+                try zip.writeEntry(bytes) { hash.update(bytes) }
+            }
             phase = .data(offset + UInt64(bytes.count))
         case .done:
             return true
@@ -86,5 +110,18 @@ public final class ArtifactWriter: @unchecked Sendable {
 
     private func read(at offset: UInt64) throws -> [UInt8] {
         try snapshot.read(count: ZipWriter.batchSize, at: offset)
+    }
+}
+
+/// A piece of the database and its two checksums, taken on two threads
+/// while the caller waits for both.
+private final class Checksums: @unchecked Sendable {
+    let bytes: [UInt8]
+    let hash: SHA256
+    var crc: UInt32
+    init(bytes: [UInt8], hash: SHA256, crc: UInt32) {
+        self.bytes = bytes
+        self.hash = hash
+        self.crc = crc
     }
 }

@@ -83,6 +83,9 @@ public final class DatabaseSnapshot: Sendable {
         return .object(diff.tables.map { ($0.0, $0.1.counts) })
     }
 
+    /// The open descriptor of the copy, still the snapshot's (appended to a stream, which keeps a copy of it).
+    public var descriptor: Int32 { file.descriptor }
+
     /// Hands the open descriptor of the copy over (to an HTTP response that closes it).
     public func takeDescriptor() -> Int32 { file.takeDescriptor() }
 

@@ -39,7 +39,9 @@ enum ArtifactRoutes {
                     // The rows' values are held and compressed beside the
                     // database: bounded tighter than GET /diff (counts stay whole).
                     writer = try ArtifactWriter(of: store, temporaryDirectory: s.layout.temporary, method: method,
-                                                diffMaxBytes: min(s.configuration.queryMaxBytes, ArtifactRoutes.diffMaxBytes)) { try stream.write($0) }
+                                                diffMaxBytes: min(s.configuration.queryMaxBytes, ArtifactRoutes.diffMaxBytes),
+                                                sink: { try stream.write($0) },
+                                                fileSink: { try stream.append(file: $0, offset: $1, count: $2) })
                 } catch {
                     respond(.failure(error))
                     return
