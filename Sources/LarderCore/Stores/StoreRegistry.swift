@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-import FileSystem
 import Dispatch
+import FileSystem
 import FoundationEssentials
 import SQLite
 import Synchronization
