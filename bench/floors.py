@@ -110,6 +110,11 @@ class Run:
         return time.monotonic()
 
     def measure(self):
+        # What an earlier run left to write back (a removed root of 100k
+        # stores on ext4 keeps the kernel busy for a while) must not be
+        # measured with this one.
+        os.sync()
+        time.sleep(2)
         began = time.monotonic()
         try:
             self.server = self.bench.Server(self.root)
@@ -124,6 +129,7 @@ class Run:
             if self.server:
                 self.server.stop()
             subprocess.run(["rm", "-rf", self.root, self.scratch])
+            os.sync()
             self.phase("cleanup", t)
         return {"root": self.root, "fstype": fs_type(os.path.dirname(os.path.abspath(self.root))), "seconds_per_point": self.seconds,
                 "stores": self.stores, "rows": self.rows.rows, "raw": self.raw, "notes": self.notes, "phase_seconds": self.phases,

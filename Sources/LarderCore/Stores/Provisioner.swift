@@ -177,17 +177,19 @@ public final class Provisioner: Sendable {
             let base = FileSystem.parent(path) + "/" + Store.baseName
             if fixtures.isEmpty { try source.copyCommitted(to: path, base) } else { try source.copyCommitted(to: path) }
             // (A copy of a store in WAL mode says so in its header already.)
-            if fixtures.isEmpty, try FileSystem.readPrefix(base, count: 20).suffix(2) != [2, 2] {
-                let db = try Connection(path: base, mode: .readWrite)
+            let inWAL = try FileSystem.readPrefix(path, count: 20).suffix(2) == [2, 2]
+            for file in fixtures.isEmpty ? [path, base] : [path] where !inWAL {
+                let db = try Connection(path: file, mode: .readWrite)
                 try db.harden()
                 try db.execute("PRAGMA journal_mode=WAL")
             }
             // The source holds whatever its test put there (triggers fire on
             // the fixtures): hardened and time-limited like a client's SQL.
-            let db = try Connection(path: path, mode: .readWrite)
+            // Without fixtures the copy is only counted: read as immutable,
+            // it makes no -wal or -shm beside it.
+            let db = try fixtures.isEmpty ? Connection.immutable(path: path) : Connection(path: path, mode: .readWrite)
             try db.harden()
             return try db.limited(milliseconds: registry.limits.operationTimeoutMs, "forking store '\(sourceID)'") {
-                try db.execute("PRAGMA journal_mode=WAL")
                 if !fixtures.isEmpty { try FixtureLoader.load(db, fixtures.map { .file($0) }) }
                 return Provenance(template: origin.template, version: origin.version, snapshot: origin.snapshot,
                                   fixtures: origin.fixtures + fixtures.map(\.name), counts: try Inspector.counts(db),
