@@ -153,7 +153,7 @@ public final class ZipWriter {
     }
 
     /// Writes the next bytes of the open entry; any amount, compressed as it goes.
-    /// Writes `input` into the open entry. `alongside`, work of the
+    /// `alongside`, work of the
     /// caller's on the same bytes (a hash), runs beside the pieces' deflate
     /// when they are compressed in parallel, so no core waits for it.
     public func writeEntry(_ input: UnsafeRawBufferPointer, alongside: (() -> Void)? = nil) throws {

@@ -10,7 +10,9 @@ import Zip
 /// per `step`), so whoever sends it makes only as much as the client is
 /// ready to take, and a client that stops reading stops the work too.
 /// Deflated, the database is read once: hashed and compressed in one pass;
-/// stored, it is read twice (its CRC goes in the entry's header).
+/// stored, it is read once for its CRC and hash (the CRC goes in the
+/// entry's header), then sent from the snapshot's file when the sink can
+/// take a file, else read again.
 public final class ArtifactWriter: @unchecked Sendable {
     private enum Phase {
         case checksum(UInt64)
@@ -26,13 +28,12 @@ public final class ArtifactWriter: @unchecked Sendable {
     private var crc: UInt32 = 0
     private let hash = SHA256()
 
-    /// The artifact of `snapshot`, a copy of the store `record` describes;
-    /// `sink` takes the archive's bytes in order.
     /// Appends the snapshot's file whole (descriptor, offset, count) for a stored entry, when the sink can.
     private let fileSink: ((Int32, Int, Int) throws -> Void)?
 
-    /// `fileSink`, when given, takes a stored database as a span of the
-    /// snapshot's file instead of its bytes.
+    /// The artifact of `snapshot`, a copy of the store `record` describes;
+    /// `sink` takes the archive's bytes in order. `fileSink`, when given,
+    /// takes a stored database as a span of the snapshot's file instead of its bytes.
     public init(snapshot: DatabaseSnapshot, of record: StoreRecord, method: ZipWriter.Method, sink: @escaping ([UInt8]) throws -> Void,
                 fileSink: ((Int32, Int, Int) throws -> Void)? = nil) {
         self.snapshot = snapshot
@@ -95,10 +96,10 @@ public final class ArtifactWriter: @unchecked Sendable {
                 phase = .done
                 return true
             }
-            let hash = self.hash
             if method == .store {
                 try zip.writeEntry(bytes) // (hashed in the checksum pass)
             } else {
+                let hash = self.hash
                 try zip.writeEntry(bytes) { hash.update(bytes) }
             }
             phase = .data(offset + UInt64(bytes.count))

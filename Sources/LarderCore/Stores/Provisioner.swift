@@ -178,10 +178,12 @@ public final class Provisioner: Sendable {
             if fixtures.isEmpty { try source.copyCommitted(to: path, base) } else { try source.copyCommitted(to: path) }
             // (A copy of a store in WAL mode says so in its header already.)
             let inWAL = try FileSystem.readPrefix(path, count: 20).suffix(2) == [2, 2]
-            for file in fixtures.isEmpty ? [path, base] : [path] where !inWAL {
-                let db = try Connection(path: file, mode: .readWrite)
-                try db.harden()
-                try db.execute("PRAGMA journal_mode=WAL")
+            if !inWAL {
+                for file in fixtures.isEmpty ? [path, base] : [path] {
+                    let db = try Connection(path: file, mode: .readWrite)
+                    try db.harden()
+                    try db.execute("PRAGMA journal_mode=WAL")
+                }
             }
             // The source holds whatever its test put there (triggers fire on
             // the fixtures): hardened and time-limited like a client's SQL.

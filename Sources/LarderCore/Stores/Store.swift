@@ -8,7 +8,8 @@ import Synchronization
 /// One live store: a directory under the root holding `store.sqlite`,
 /// `store.json` and `base.sqlite` (its creation state). Work that cannot interleave (migrations, fixtures, writes
 /// through the query endpoint, deletion) runs one at a time; a second such
-/// request meanwhile is a `conflict`. Reads open their own connection.
+/// request meanwhile is a `conflict`. Reads, resets and copies take a
+/// connection from the store's pool; other work opens its own.
 public final class Store: Sendable {
     public let id: String
     /// Its place in creation order (the record's, which never changes).
@@ -85,8 +86,11 @@ public final class Store: Sendable {
     }
 
     /// Bytes on disk: the database with its WAL.
-    public var sizeBytes: Int64 {
-        FileSystem.size(databasePath) + FileSystem.size(databasePath + "-wal")
+    public var sizeBytes: Int64 { Store.sizeBytes(of: directory) }
+
+    /// `sizeBytes` of the store whose files are in `directory`.
+    static func sizeBytes(of directory: String) -> Int64 {
+        FileSystem.size(directory + "/store.sqlite") + FileSystem.size(directory + "/store.sqlite-wal")
     }
 
     /// What the store costs on disk, for the quota: `sizeBytes`, and its
@@ -97,8 +101,8 @@ public final class Store: Sendable {
 
     /// `diskCost` of the store whose files are in `directory`.
     static func diskCost(of directory: String) -> Int64 {
-        let database = directory + "/store.sqlite", base = directory + "/" + baseName
-        return FileSystem.size(database) + FileSystem.size(database + "-wal") + (FileSystem.entry(base) == .ownFile ? FileSystem.size(base) : 0)
+        let base = directory + "/" + baseName
+        return sizeBytes(of: directory) + (FileSystem.entry(base) == .ownFile ? FileSystem.size(base) : 0)
     }
 
     var isDeleted: Bool { state.withLock { $0.deleted } }

@@ -71,12 +71,13 @@ public struct StoreEditor: Sendable {
         let store = try registry.get(id)
         let creation = try store.creationState()
         func restored() throws {
-            let before = store.record
-            let after = store.update {
+            let record = store.record
+            guard record.version != creation.version || record.fixtures != creation.fixtures else { return }
+            _ = store.update {
                 $0.version = creation.version
                 $0.fixtures = creation.fixtures
             }
-            if after.version != before.version || after.fixtures != before.fixtures { try registry.save(store) }
+            try registry.save(store)
         }
         do {
             return try registry.operate(store, exclusive: "reset", timeoutMs: registry.limits.operationTimeoutMs, pooled: true) { db in

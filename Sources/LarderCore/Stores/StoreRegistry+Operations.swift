@@ -33,8 +33,7 @@ extension StoreRegistry {
         defer { store.end(exclusive, on: db) }
         let sizeBefore = store.sizeBytes
         defer { if !store.isDeleted { noteGrowth(store.sizeBytes - sizeBefore) } }
-        var pageLimit: Int64?
-        let unlimited = limits.maxDiskBytes > 0 ? try db.scalar("PRAGMA max_page_count")?.int64 : nil
+        var pageLimit: Int64?, unlimited: Int64?
         // (The connection may go back to a pool: its limit goes back too.)
         defer { if let unlimited, pageLimit != nil { try? db.execute("PRAGMA max_page_count = \(unlimited)") } }
         do {
@@ -43,6 +42,7 @@ extension StoreRegistry {
             // crash of the machine may lose the last commits, never the
             // file). (Run here, where a delete interrupts its wait for a lock.)
             try db.execute("PRAGMA synchronous=NORMAL")
+            if limits.maxDiskBytes > 0 { unlimited = try db.scalar("PRAGMA max_page_count")?.int64 }
             pageLimit = try limitGrowth(db)
             return try db.limited(milliseconds: timeoutMs, exclusive ?? "the query") { try body(db) }
         } catch {
