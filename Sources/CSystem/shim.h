@@ -6,6 +6,7 @@
 #include <string.h>
 #include <stdint.h>
 #include <unistd.h>
+#include <fcntl.h>
 #include <sys/syscall.h>
 #include <zlib.h>
 #include <signal.h>
@@ -16,6 +17,12 @@
    system call directly. */
 static inline long larder_copy_file_range(int in, int out, size_t length) {
     return syscall(SYS_copy_file_range, in, (void *)0, out, (void *)0, length, 0u);
+}
+
+/* renameat2(2) with RENAME_NOREPLACE (glibc declares it only under
+   _GNU_SOURCE): fails with EEXIST rather than replace the target. */
+static inline int larder_rename_noreplace(const char *from, const char *to) {
+    return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, 1u);
 }
 
 /* Names the calling thread (prctl is variadic, so Swift cannot call it);

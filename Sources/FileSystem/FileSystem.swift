@@ -33,31 +33,39 @@ public enum FileSystem {
             close(output)
             if !ok { unlink(target) }
         }
-        var info = stat()
-        guard fstat(input, &info) == 0 else { throw Failure("cannot stat", source) }
-        var remaining = Int(info.st_size)
-        while remaining > 0 {
-            let n = Int(larder_copy_file_range(input, output, remaining))
-            if n > 0 { remaining -= n; continue }
-            if n == 0 { break }
-            if errno == EINTR { continue }
-            if errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP {
-                try copyByReading(input, output, source: source)
-                remaining = 0
-                break
-            }
-            throw Failure("cannot copy", source)
-        }
+        try copyContents(input, to: output, source: source)
         ok = true
     }
 
-    private static func copyByReading(_ input: Int32, _ output: Int32, source: String) throws {
+    /// Copies what is left of the file open as `input` (at the size it has
+    /// now) to `output`; answers the bytes copied.
+    @discardableResult
+    static func copyContents(_ input: Int32, to output: Int32, source: String) throws -> Int64 {
+        var info = stat()
+        guard fstat(input, &info) == 0 else { throw Failure("cannot stat", source) }
+        var remaining = Int(info.st_size), copied: Int64 = 0
+        while remaining > 0 {
+            let n = Int(larder_copy_file_range(input, output, remaining))
+            if n > 0 { remaining -= n; copied += Int64(n); continue }
+            if n == 0 { break }
+            if errno == EINTR { continue }
+            if errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP {
+                return copied + (try copyByReading(input, output, source: source))
+            }
+            throw Failure("cannot copy", source)
+        }
+        return copied
+    }
+
+    private static func copyByReading(_ input: Int32, _ output: Int32, source: String) throws -> Int64 {
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var copied: Int64 = 0
         while true {
             let n = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
-            if n == 0 { return }
+            if n == 0 { return copied }
             if n < 0 { if errno == EINTR { continue }; throw Failure("cannot read", source) }
             try buffer.withUnsafeBytes { try writeAll(output, UnsafeRawBufferPointer(rebasing: $0[0..<n]), path: source) }
+            copied += Int64(n)
         }
     }
 
@@ -163,6 +171,14 @@ public enum FileSystem {
         if Int(info.st_mode & 0o7777) != mode || group != nil, chmod(path, mode_t(mode)) != 0 { throw Failure("cannot set the mode of", path) }
     }
 
+    /// Sets the permission bits (setgid included) and, when `group` is
+    /// given, the group of the file or directory open as `fd`.
+    public static func setAccess(fd: Int32, mode: Int, group: UInt32?, path: String) throws {
+        if let group, fchown(fd, UInt32.max, group) != 0 { throw Failure("cannot give the group \(group)", path) }
+        // chown clears setgid: set the bits after it.
+        guard fchmod(fd, mode_t(mode)) == 0 else { throw Failure("cannot set the mode of", path) }
+    }
+
     /// The id of a group given by name or number, or nil when there is no such group.
     public static func groupID(_ nameOrNumber: String) -> UInt32? {
         if let number = UInt32(nameOrNumber) { return number }
@@ -211,6 +227,15 @@ public enum FileSystem {
         try copyFile(from: source, to: target)
     }
 
+    /// Renames a file or a directory to `target`, which must not exist
+    /// (`RENAME_NOREPLACE`, or a look first where the file system has no such flag).
+    public static func renameNew(_ source: String, to target: String) throws {
+        if larder_rename_noreplace(source, target) == 0 { return }
+        guard errno == EINVAL || errno == ENOSYS else { throw Failure("cannot move \(source) to", target) }
+        guard !exists(target) else { throw Failure("cannot move \(source) to", target, EEXIST) }
+        try rename(source, to: target)
+    }
+
     /// Moves a file with `rename`, or by copying across file systems.
     public static func move(_ source: String, to target: String) throws {
         if Glibc.rename(source, target) == 0 { return }
@@ -238,17 +263,21 @@ public enum FileSystem {
         /// A symbolic link, a directory, a device, or a plain file with a
         /// second name elsewhere (a hard link to another's file): in words.
         case foreign(String)
+
+        /// What `lstat` (or `fstatat` without following) found.
+        init(_ info: stat) {
+            switch info.st_mode & S_IFMT {
+            case S_IFREG: self = info.st_nlink == 1 ? .ownFile : .foreign("a hard link to a file that has another name")
+            case S_IFLNK: self = .foreign("a symbolic link")
+            case S_IFDIR: self = .foreign("a directory")
+            default: self = .foreign("not a plain file")
+            }
+        }
     }
 
     public static func entry(_ path: String) -> Entry {
         var info = stat()
-        guard lstat(path, &info) == 0 else { return .missing }
-        switch info.st_mode & S_IFMT {
-        case S_IFREG: return info.st_nlink == 1 ? .ownFile : .foreign("a hard link to a file that has another name")
-        case S_IFLNK: return .foreign("a symbolic link")
-        case S_IFDIR: return .foreign("a directory")
-        default: return .foreign("not a plain file")
-        }
+        return lstat(path, &info) == 0 ? Entry(info) : .missing
     }
 
     public static func isDirectory(_ path: String) -> Bool {
@@ -386,16 +415,6 @@ public enum FileSystem {
             if name != "." && name != ".." { out.append(name) }
         }
         return out
-    }
-
-    /// Takes a directory the server owns away from everyone else (mode
-    /// 0700), without following a link: what a test could write in it, it
-    /// no longer can.
-    public static func revokeAccess(_ path: String) {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        fchmod(fd, 0o700)
-        close(fd)
     }
 
     /// Bytes free for an unprivileged writer on the file system of `path`, or nil.

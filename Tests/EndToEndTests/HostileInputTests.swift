@@ -135,7 +135,7 @@ final class HostileInputTests: XCTestCase {
         let answer = try await running
         XCTAssertEqual(answer.status, 404, String(decoding: answer.data, as: UTF8.self))
         XCTAssertEqual(answer.code, "store_not_found")
-        XCTAssertEqual(FileSystem.entries(server.root + "/stores"), [])
+        XCTAssertEqual(storeDirectories(server.root), [], "no store left, ready copies aside")
     }
 
     func testOperationsRacingADeleteAnswer404NotA500() async throws {
@@ -376,7 +376,7 @@ final class HostileInputTests: XCTestCase {
         let upload = try await server.request("POST", "/stores?label=" + String(repeating: "y", count: 257), data: file, type: "application/vnd.sqlite3")
         XCTAssertEqual(upload.status, 400)
         XCTAssertTrue(upload.json?["error"]?["message"]?.stringValue?.contains("at most 256 bytes") == true)
-        XCTAssertEqual(FileSystem.entries(server.root + "/stores"), [])
+        XCTAssertEqual(storeDirectories(server.root), [], "no store left, ready copies aside")
         let id = try await server.create(#"{"template": "gallery", "label": "\#(fine)"}"#)
         let patched = try await server.request("PATCH", "/stores/\(id)", json: #"{"label": "\#(long)"}"#)
         XCTAssertEqual(patched.status, 400)

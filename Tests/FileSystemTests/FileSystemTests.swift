@@ -68,6 +68,47 @@ final class FileSystemTests: XCTestCase {
         XCTAssertEqual(FileSystem.entry(scratch), .foreign("a directory"))
     }
 
+    func testAnOpenDirectoryMakesCopiesLinksAndRemovesByDescriptorNeverThroughALink() throws {
+        try write(scratch + "/source", "contents")
+        let made = scratch + "/made"
+        let copied = try OpenDirectory.making(made) { directory -> Int64 in
+            try directory.setAccess(mode: 0o750, group: nil)
+            let copied = try directory.copy(from: scratch + "/source", as: "copy", mode: 0o640, group: nil)
+            try directory.link(scratch + "/source", as: "second")
+            XCTAssertThrowsError(try directory.copy(from: scratch + "/source", as: "copy", mode: 0o640, group: nil), "the target must not exist")
+            XCTAssertEqual(directory.size("copy"), 8)
+            XCTAssertEqual(directory.entry("copy"), .ownFile)
+            XCTAssertEqual(directory.entry("second"), .foreign("a hard link to a file that has another name"))
+            XCTAssertEqual(directory.entry("nothing"), .missing)
+            XCTAssertEqual(directory.size("nothing"), 0)
+            return copied
+        }
+        XCTAssertEqual(copied, 8)
+        XCTAssertEqual(try FileSystem.readFile(made + "/copy"), Array("contents".utf8))
+        XCTAssertEqual(FileSystem.permissions(made), 0o750)
+        XCTAssertEqual(FileSystem.permissions(made + "/copy"), 0o640, "whatever the umask")
+        XCTAssertThrowsError(try OpenDirectory.making(made) { _ in }, "an existing directory is never taken over")
+
+        // A link where the directory was is refused, and a link inside is removed as itself.
+        XCTAssertEqual(symlink(made, scratch + "/link-to-made"), 0)
+        XCTAssertThrowsError(try OpenDirectory.opening(scratch + "/link-to-made") { _ in })
+        XCTAssertEqual(symlink(scratch + "/source", made + "/link-to-source"), 0)
+        try OpenDirectory.opening(made) { directory in
+            XCTAssertEqual(directory.entry("link-to-source"), .foreign("a symbolic link"))
+            XCTAssertTrue(directory.remove("link-to-source"))
+            XCTAssertFalse(directory.remove("link-to-source"))
+        }
+        XCTAssertEqual(try FileSystem.readFile(scratch + "/source"), Array("contents".utf8), "what the link pointed at is untouched")
+    }
+
+    func testRenameNewNeverReplaces() throws {
+        try FileSystem.makeDirectories(scratch + "/a")
+        try FileSystem.makeDirectories(scratch + "/b")
+        XCTAssertThrowsError(try FileSystem.renameNew(scratch + "/a", to: scratch + "/b"), "not even an empty directory")
+        try FileSystem.renameNew(scratch + "/a", to: scratch + "/c")
+        XCTAssertEqual(FileSystem.entries(scratch), ["b", "c"])
+    }
+
     func testAFileLockIsHeldUntilReleasedAndNamesItsHolder() throws {
         let path = scratch + "/lock"
         guard case .acquired(let lock) = try FileLock.acquire(path) else { return XCTFail("the first takes it") }

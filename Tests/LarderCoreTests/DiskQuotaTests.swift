@@ -119,7 +119,7 @@ final class DiskQuotaTests: XCTestCase {
         core.provisioner.readyCopies.drain()
         core.registry.drainTrash()
         XCTAssertLessThanOrEqual(core.registry.usedBytes, quota)
-        let ready = FileSystem.entries(core.registry.layout.ready).count
+        let ready = readyCopyDirectories(core.registry.root).count
         XCTAssertEqual(ready, core.provisioner.readyCopies.stats.copies)
     }
 

@@ -5,7 +5,7 @@ import SQLite
 import TestSupport
 import XCTest
 
-/// Ready copies: stores made ahead of the requests and handed out by a rename.
+/// Ready copies: stores made ahead of the requests, in place, and handed out by writing their record.
 final class ReadyCopiesTests: XCTestCase {
     func bytes(_ path: String) throws -> Data { try Data(contentsOf: URL(fileURLWithPath: path)) }
 
@@ -39,7 +39,7 @@ final class ReadyCopiesTests: XCTestCase {
         core.provisioner.readyCopies.drain()
         XCTAssertEqual(core.provisioner.readyCopies.stats.copies, 3)
         XCTAssertEqual(core.provisioner.readyCopies.stats.handouts, 2)
-        XCTAssertEqual(FileSystem.entries(core.registry.layout.ready).count, 3)
+        XCTAssertEqual(readyCopyDirectories(core.registry.root).count, 3)
     }
 
     func testATemplateChangeIsNeverServedFromStaleCopies() throws {
@@ -87,7 +87,7 @@ final class ReadyCopiesTests: XCTestCase {
         registry.discard(taken)  // as a refused hand-out does
         copies.drain()
         registry.drainTrash()
-        XCTAssertEqual(FileSystem.entries(registry.layout.ready).count, copies.stats.copies)
+        XCTAssertEqual(readyCopyDirectories(registry.root).count, copies.stats.copies)
         XCTAssertEqual(FileSystem.entries(registry.root + "/trash"), [])
     }
 
@@ -100,7 +100,7 @@ final class ReadyCopiesTests: XCTestCase {
         XCTAssertEqual(core.registry.count, 1)
         core.provisioner.readyCopies.drain()
         core.registry.drainTrash()
-        XCTAssertEqual(FileSystem.entries(core.registry.layout.ready).count, 2, "refilled; the refused copy is gone")
+        XCTAssertEqual(readyCopyDirectories(core.registry.root).count, 2, "refilled; the refused copy is gone")
     }
 
     func testARestartThrowsReadyCopiesAndTheTrashAway() throws {
@@ -109,13 +109,17 @@ final class ReadyCopiesTests: XCTestCase {
         let kept = try core!.store("gallery")
         core!.provisioner.readyCopies.drain()
         let root = core!.registry.root
-        XCTAssertEqual(FileSystem.entries(root + "/ready").count, 4)
+        XCTAssertEqual(readyCopyDirectories(root).count, 4)
         core!.registry.close()
         core = nil
+        // An earlier version kept its ready copies in ready/.
+        scratch.write(["st_00000000000000000000000000000001/store.sqlite": "older"], under: "root/ready")
 
         let again = try CoreServices(scratch, readyCopies: 4)
         again.registry.drainTrash()
-        XCTAssertEqual(FileSystem.entries(root + "/ready"), [])
+        XCTAssertEqual(readyCopyDirectories(root), [])
+        XCTAssertFalse(FileSystem.exists(root + "/ready"))
+        XCTAssertEqual(FileSystem.entries(root + "/stores"), [kept.id])
         XCTAssertEqual(FileSystem.entries(root + "/trash"), [])
         XCTAssertEqual(try again.registry.list().stores.map(\.id), [kept.id])
         XCTAssertEqual(again.provisioner.readyCopies.stats.copies, 0)

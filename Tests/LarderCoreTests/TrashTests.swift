@@ -33,6 +33,30 @@ final class TrashTests: XCTestCase {
         XCTAssertEqual(FileSystem.entries(trash), [])
     }
 
+    /// What a test planted in its store's directory (links under the
+    /// store's own file names, to files and folders outside; folders of its
+    /// own) goes with it, and nothing outside does.
+    func testWhatATestPlantedGoesWithItsStoreAndNothingOutside() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let store = try core.store("gallery")
+        let outside = scratch.write(["keep": "precious", "folder/inner": "also"], under: "outside")
+        let directory = store.directory
+        FileSystem.remove(directory + "/store.sqlite-wal")
+        XCTAssertEqual(symlink(outside + "/keep", directory + "/store.sqlite-wal"), 0)
+        XCTAssertEqual(symlink(outside + "/folder", directory + "/escape"), 0)
+        scratch.write(["deeper/file": "x"], under: String(directory.dropFirst(scratch.path.count + 1)) + "/junk")
+        core.registry.trash.pause()
+        try core.registry.delete(store.id)
+        let trashed = core.registry.root + "/trash/" + store.id
+        XCTAssertTrue(FileSystem.isDirectory(trashed))
+        core.registry.trash.resume()
+        core.registry.drainTrash()
+        XCTAssertEqual(FileSystem.entries(core.registry.root + "/trash"), [])
+        XCTAssertEqual(try FileSystem.readFile(outside + "/keep"), Array("precious".utf8))
+        XCTAssertEqual(FileSystem.entries(outside + "/folder"), ["inner"])
+    }
+
     /// Without a quota a DELETE takes no sizes: the trash measures the files
     /// before it removes them, and the ledger ends where a recount would.
     func testTheTrashMeasuresWhatADeleteDidNotCount() throws {

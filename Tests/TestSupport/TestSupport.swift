@@ -110,3 +110,17 @@ public struct CoreServices {
         return try provisioner.create(try provisioner.plan(request), label: label, ttlSeconds: nil).0
     }
 }
+
+/// The ready copies under a root: directories in `stores/` without a record yet.
+public func readyCopyDirectories(_ root: String) -> [String] {
+    let stores = root + "/stores"
+    return ((try? FileManager.default.contentsOfDirectory(atPath: stores)) ?? [])
+        .filter { !FileManager.default.fileExists(atPath: stores + "/" + $0 + "/store.json") }
+}
+
+/// The stores under a root: directories in `stores/` with their record.
+public func storeDirectories(_ root: String) -> [String] {
+    let stores = root + "/stores"
+    return ((try? FileManager.default.contentsOfDirectory(atPath: stores)) ?? []).sorted()
+        .filter { FileManager.default.fileExists(atPath: stores + "/" + $0 + "/store.json") }
+}

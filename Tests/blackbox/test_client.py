@@ -317,13 +317,19 @@ class ClientTests(unittest.TestCase):
         # As a crash mid-removal leaves it: a deleted store still in the trash.
         os.makedirs(os.path.join(self.root, "trash", "st_cut_short"))
         open(os.path.join(self.root, "trash", "st_cut_short", "store.sqlite"), "wb").close()
-        self.assertGreater(len(os.listdir(os.path.join(self.root, "ready"))), 0)
+        self.assertGreater(len(self.ready_copies()), 0)
 
         self.larder = Larder(self.root)
         self.assertEqual([s["id"] for s in self.larder.call("GET", "/stores")[1]["stores"]], [first["id"]])
         self.eventually(lambda: os.listdir(os.path.join(self.root, "trash")) == [], "the trash is emptied")
-        self.assertEqual(os.listdir(os.path.join(self.root, "ready")), [])
+        self.assertEqual(self.ready_copies(), [])
+        self.assertEqual(sorted(os.listdir(os.path.join(self.root, "stores"))), [first["id"]])
         self.assertEqual(self.metric("larder_ready_copies"), 0)
+
+    def ready_copies(self):
+        """Ready copies: directories in stores/ without a record yet."""
+        stores = os.path.join(self.root, "stores")
+        return [n for n in os.listdir(stores) if not os.path.exists(os.path.join(stores, n, "store.json"))]
 
     def test_large_deflated_artifact_is_one_valid_stream(self):
         store = self.big_store(150)  # ~10 MB: compressed in parallel chunks

@@ -4,7 +4,7 @@ import FileSystem
 import Synchronization
 
 /// A ready copy: a store's directory (database, base) finished ahead of
-/// time in `ready/`, waiting for its record.
+/// time in `stores/`, waiting for its record.
 struct ReadyCopy: Sendable {
     let id: String
     let directory: String
@@ -12,7 +12,7 @@ struct ReadyCopy: Sendable {
 }
 
 /// Ready copies of recently used template cache entries, so that `POST
-/// /stores` is one rename instead of a file copy: made in the background,
+/// /stores` writes a record instead of copying a file: made in the background,
 /// handed out one per request, refilled in batches once half of a key's are
 /// handed out. Bounded per key (`--pool-size`), in keys (the most recently
 /// used stay stocked) and in
@@ -64,10 +64,11 @@ public final class ReadyCopies: Sendable {
     /// full disk must stay freed once someone frees it.
     static let spareBytes: Int64 = 64 << 20
 
-    /// Whether a copy of `size` bytes may be made ahead now.
-    private func hasRoom(for size: Int64) -> Bool {
+    /// Whether a copy of `size` bytes may be made ahead now, the file
+    /// system having `free` bytes (nil: it does not say).
+    private func hasRoom(for size: Int64, free: Int64?) -> Bool {
         guard registry.hasRoom(for: size) else { return false }
-        guard let free = FileSystem.availableBytes(registry.layout.ready) else { return true }
+        guard let free else { return true }
         return free - size >= max(ReadyCopies.spareBytes, size)
     }
 
@@ -131,10 +132,13 @@ public final class ReadyCopies: Sendable {
     /// Makes copies for `key` until its shelf is full or the byte budget is
     /// reached; stops at the first failure (the next request tries again).
     private func refill(_ key: String) {
+        // The file system's free room, asked once a batch and counted down
+        // by what each copy takes.
+        var free = FileSystem.availableBytes(registry.layout.stores)
         while true {
             // The quota is asked outside this lock (it asks the builds' own).
             let size = state.withLock { $0.shelves[key]?.entry.size } ?? 0
-            let room = hasRoom(for: size)
+            let room = hasRoom(for: size, free: free)
             let source = state.withLock { s -> TemplateCache.Entry? in
                 guard var shelf = s.shelves[key] else { return nil }
                 guard shelf.copies.count < perKey, s.bytes + shelf.entry.size <= maxBytes, room else {
@@ -149,6 +153,7 @@ public final class ReadyCopies: Sendable {
                 state.withLock { $0.shelves[key]?.filling = false }
                 return
             }
+            free = free.map { $0 - copy.bytes }
             // A shelf dropped meanwhile (its key went cold) takes no more copies.
             let kept = state.withLock { s -> Bool in
                 guard s.shelves[key] != nil else { return false }

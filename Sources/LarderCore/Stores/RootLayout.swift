@@ -8,7 +8,8 @@ public struct RootLayout: Sendable {
 
     public init(root: String) { self.root = root }
 
-    /// Live stores, one folder each (`st_…/store.sqlite`, its base, its record).
+    /// Live stores, one folder each (`st_…/store.sqlite`, its base, its
+    /// record), and ready copies (a folder without a record yet).
     public var stores: String { root + "/stores" }
     /// Stores being made: renamed into `stores/` once complete; emptied at start.
     public var building: String { root + "/building" }
@@ -16,8 +17,9 @@ public struct RootLayout: Sendable {
     public var temporary: String { root + "/tmp" }
     /// The template cache: one immutable database per template entry.
     public var cache: String { root + "/cache" }
-    /// Ready copies: private until handed out, thrown away at start.
-    public var ready: String { root + "/ready" }
+    /// Where an earlier version kept its ready copies (they are in
+    /// `stores/` now, without a record): emptied and removed at start.
+    var olderReady: String { root + "/ready" }
     /// App-built templates under way (`/builds`).
     public var builds: String { root + "/builds" }
     /// Deleted stores on their way out.

@@ -52,11 +52,17 @@ public final class Store: Sendable {
         self.state = Mutex(State(record: record, lastCounts: counts))
     }
 
-    public var databasePath: String { directory + "/store.sqlite" }
+    /// The names of a store's files in its directory.
+    static let databaseName = "store.sqlite"
     /// The store's contents when it was made, read-only: what a reset restores.
     static let baseName = "base.sqlite"
+    static let recordName = "store.json"
+    /// Every file a store's directory has (SQLite's beside the database).
+    static let fileNames = [databaseName, databaseName + "-wal", databaseName + "-shm", databaseName + "-journal", baseName, recordName]
+
+    public var databasePath: String { directory + "/" + Store.databaseName }
     var basePath: String { directory + "/" + Store.baseName }
-    var recordPath: String { directory + "/store.json" }
+    var recordPath: String { directory + "/" + Store.recordName }
     public var record: StoreRecord { state.withLock { $0.record } }
 
     /// The record as `store.json` keeps it: with the counts last read.
@@ -101,8 +107,13 @@ public final class Store: Sendable {
 
     /// `diskCost` of the store whose files are in `directory`.
     static func diskCost(of directory: String) -> Int64 {
-        let base = directory + "/" + baseName
-        return sizeBytes(of: directory) + (FileSystem.entry(base) == .ownFile ? FileSystem.size(base) : 0)
+        (try? OpenDirectory.opening(directory) { diskCost(in: $0) }) ?? 0
+    }
+
+    /// `diskCost` of the store whose directory is open.
+    static func diskCost(in directory: OpenDirectory) -> Int64 {
+        directory.size(databaseName) + directory.size(databaseName + "-wal")
+            + (directory.entry(baseName) == .ownFile ? directory.size(baseName) : 0)
     }
 
     var isDeleted: Bool { state.withLock { $0.deleted } }

@@ -44,6 +44,12 @@ public struct StoreAccess: Sendable {
         }
     }
 
+    /// A store's directory just made, by descriptor (the files made in it
+    /// are given their bits as they are made).
+    func grant(new directory: OpenDirectory) throws {
+        try directory.setAccess(mode: directoryMode, group: group)
+    }
+
     /// Gives a store's directory (or a build's) and its database files their bits and group.
     func grant(store directory: String, database: String = "store.sqlite") throws {
         try FileSystem.setAccess(directory, mode: directoryMode, group: group)

@@ -85,10 +85,9 @@ public final class StoreRegistry: Sendable {
             try FileSystem.makeDirectory(directory)
         }
         trash = try Trash(directory: layout.trash, root: root)
-        // Ready copies are only a cache: those of the last run go.
-        try FileSystem.makeDirectory(layout.ready)
-        try FileSystem.setAccess(layout.ready, mode: 0o700, group: nil)
-        for name in FileSystem.entries(layout.ready) { try trash.discard(layout.ready + "/" + name, name: name) }
+        // Where an earlier version kept its ready copies (a cache: they go).
+        for name in FileSystem.entries(layout.olderReady) { try trash.discard(layout.olderReady + "/" + name, name: name) }
+        FileSystem.removeEmptyDirectory(layout.olderReady)
         try access.open(root)
         try access.open(layout.stores)
         try recover()
@@ -120,7 +119,8 @@ public final class StoreRegistry: Sendable {
         return root
     }
 
-    /// Removes half-built stores and temporary files; lists complete stores again.
+    /// Removes half-built stores, ready copies (a directory in stores/
+    /// without its record) and temporary files; lists complete stores again.
     private func recover() throws {
         for name in FileSystem.entries(layout.building) { try FileSystem.removeTree(layout.building + "/" + name, within: root) }
         for name in FileSystem.entries(layout.temporary) { try FileSystem.removeTree(layout.temporary + "/" + name, within: root) }
@@ -157,14 +157,10 @@ public final class StoreRegistry: Sendable {
         }
     }
 
-    /// A new id: `st_` and 128 random bits in hex, never one in use.
-    func newID() -> String {
-        while true {
-            let id = "st_" + RandomName.hex()
-            // (A clash in building/ is caught by mkdir's EEXIST.)
-            if !FileSystem.exists(layout.stores + "/" + id) { return id }
-        }
-    }
+    /// A new id: `st_` and 128 random bits in hex. A clash is caught where
+    /// the directory is made (mkdir's EEXIST in building/ or stores/) and
+    /// where it enters stores/ (a rename that never replaces).
+    func newID() -> String { "st_" + RandomName.hex() }
 
     public var count: Int { live.withLock { $0.stores.count } }
 
@@ -231,22 +227,26 @@ public final class StoreRegistry: Sendable {
     }
 
     /// A copy of the immutable file `source`: a store directory, all but its
-    /// record, made aside in `ready/`.
+    /// record, made in place in `stores/` (so that handing it out is writing
+    /// its record; until then no listing has it, and a restart removes it).
     func makeReady(from source: String) throws -> ReadyCopy {
         let id = newID()
-        let directory = layout.ready + "/" + id
-        try FileSystem.makeDirectory(directory)
-        do {
-            try FileSystem.copyFile(from: source, to: directory + "/store.sqlite")
-            try FileSystem.linkOrCopy(source, to: directory + "/" + Store.baseName)
-            try access.grant(store: directory)
-            let copy = ReadyCopy(id: id, directory: directory, bytes: FileSystem.size(directory + "/store.sqlite"))
-            live.withLock { $0.readyBytes += copy.bytes }
-            return copy
-        } catch {
-            try? FileSystem.removeTree(directory, within: root)
-            throw error
+        let directory = layout.stores + "/" + id
+        // By descriptor: the directory's path is looked up once, not once per file.
+        let bytes = try OpenDirectory.making(directory) { made in
+            do {
+                try access.grant(new: made)
+                let bytes = try made.copy(from: source, as: Store.databaseName, mode: access.fileMode, group: access.group)
+                try made.link(source, as: Store.baseName)
+                return bytes
+            } catch {
+                try? FileSystem.removeTree(directory, within: root)
+                throw error
+            }
         }
+        let copy = ReadyCopy(id: id, directory: directory, bytes: bytes)
+        live.withLock { $0.readyBytes += copy.bytes }
+        return copy
     }
 
     /// A ready copy given back for its room: removed now.
@@ -275,10 +275,11 @@ public final class StoreRegistry: Sendable {
                                  createdAt: now, expiresAt: now.adding(seconds: ttlSeconds ?? limits.ttlSeconds),
                                  creation: .init(version: provenance.version, fixtures: provenance.fixtures, source: provenance.source),
                                  counts: provenance.counts)
-        // The staging directory is invisible until renamed: a plain write is atomic enough.
-        try FileSystem.writeFile(record.json.serialized(), to: staging + "/store.json")
+        // Until its record is written the directory is no store (a restart
+        // removes it): a plain write is atomic enough.
+        try FileSystem.writeFile(record.json.serialized(), to: staging + "/" + Store.recordName)
         let directory = layout.stores + "/" + id
-        try FileSystem.rename(staging, to: directory)
+        if staging != directory { try FileSystem.renameNew(staging, to: directory) }
         let store = Store(record: record, directory: directory, readTimeoutMs: limits.readTimeoutMs, busyTimeoutMs: limits.busyTimeoutMs)
         let size = bytes ?? store.diskCost
         live.withLock { l in

@@ -53,8 +53,6 @@ final class Trash: Sendable {
             try FileSystem.removeTree(storeDirectory, within: root)
             return
         }
-        // Out of the test's reach before its files go: nothing more can be planted here.
-        FileSystem.revokeAccess(target)
         empty(target, bytes: size, measured: measured)
     }
 
@@ -78,16 +76,24 @@ final class Trash: Sendable {
             return w.paths
         }
         for entry in paths {
-            let path = entry.path
-            entry.measured?(Store.diskCost(of: path))
-            // The files a store has; anything else falls back to a full walk.
-            FileSystem.removeDatabase(path + "/store.sqlite")
-            FileSystem.remove(path + "/" + Store.baseName)
-            FileSystem.remove(path + "/store.json")
-            if !FileSystem.removeEmptyDirectory(path) { try? FileSystem.removeTree(path, within: root) }
+            remove(entry.path, measured: entry.measured)
             pending.subtract(1, ordering: .relaxed)
             bytes.subtract(entry.bytes, ordering: .relaxed)
         }
+    }
+
+    /// Removes a store's directory by descriptor: first out of the test's
+    /// reach (mode 0700, so nothing more can be planted in it through a
+    /// descriptor it kept), then the files a store has by name; anything
+    /// else falls back to a full walk.
+    private func remove(_ path: String, measured: (@Sendable (Int64) -> Void)?) {
+        let opened = try? OpenDirectory.opening(path) { directory in
+            try? directory.setAccess(mode: 0o700, group: nil)
+            measured?(Store.diskCost(in: directory))
+            for name in Store.fileNames { directory.remove(name) }
+        }
+        if opened == nil { measured?(0) }
+        if !FileSystem.removeEmptyDirectory(path) { try? FileSystem.removeTree(path, within: root) }
     }
 
     /// Waits until everything discarded so far is removed.

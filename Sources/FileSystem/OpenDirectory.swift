@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: Apache-2.0
+import CSystem
+import Glibc
+
+/// A directory held open by descriptor for the length of a closure: its
+/// entries are made, measured and removed relative to it, so the directory's
+/// path is looked up once rather than once per file (a store's files are
+/// five components below the root), and a link swapped in for the directory
+/// is never followed.
+public struct OpenDirectory {
+    public let fd: Int32
+    /// Its path, for messages.
+    public let path: String
+
+    /// Makes the directory (which must not exist), private to the server
+    /// until `setAccess`, and runs `body` with it open.
+    public static func making<T>(_ path: String, _ body: (OpenDirectory) throws -> T) throws -> T {
+        guard mkdir(path, 0o700) == 0 else { throw FileSystem.Failure("cannot create directory", path) }
+        return try opening(path, body)
+    }
+
+    /// Runs `body` with the directory at `path` open; a link there is refused (ELOOP).
+    public static func opening<T>(_ path: String, _ body: (OpenDirectory) throws -> T) throws -> T {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { throw FileSystem.Failure("cannot open", path) }
+        defer { close(fd) }
+        return try body(OpenDirectory(fd: fd, path: path))
+    }
+
+    /// Sets the directory's own permission bits (setgid included) and, when
+    /// `group` is given, its group.
+    public func setAccess(mode: Int, group: UInt32?) throws {
+        try FileSystem.setAccess(fd: fd, mode: mode, group: group, path: path)
+    }
+
+    /// Copies the file `source` into the new entry `name`, with the bits
+    /// `mode` and the group `group`; answers the bytes copied.
+    @discardableResult
+    public func copy(from source: String, as name: String, mode: Int, group: UInt32?) throws -> Int64 {
+        let input = open(source, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { throw FileSystem.Failure("cannot open", source) }
+        defer { close(input) }
+        let output = openat(fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard output >= 0 else { throw FileSystem.Failure("cannot create", path + "/" + name) }
+        var ok = false
+        defer {
+            close(output)
+            if !ok { unlinkat(fd, name, 0) }
+        }
+        try FileSystem.setAccess(fd: output, mode: mode, group: group, path: path + "/" + name)
+        let size = try FileSystem.copyContents(input, to: output, source: source)
+        ok = true
+        return size
+    }
+
+    /// A second name `name` for the file `source` (a hard link), or a copy
+    /// where the file system will not link it.
+    public func link(_ source: String, as name: String) throws {
+        if linkat(AT_FDCWD, source, fd, name, 0) == 0 { return }
+        guard errno == EXDEV || errno == EPERM || errno == EMLINK else { throw FileSystem.Failure("cannot link \(source) to", path + "/" + name) }
+        try copy(from: source, as: name, mode: 0o444, group: nil)
+    }
+
+    /// What the entry `name` is, without following a link.
+    public func entry(_ name: String) -> FileSystem.Entry {
+        var info = stat()
+        return fstatat(fd, name, &info, AT_SYMLINK_NOFOLLOW) == 0 ? FileSystem.Entry(info) : .missing
+    }
+
+    /// The size of the entry `name` in bytes, 0 when it is missing.
+    public func size(_ name: String) -> Int64 {
+        var info = stat()
+        return fstatat(fd, name, &info, AT_SYMLINK_NOFOLLOW) == 0 ? Int64(info.st_size) : 0
+    }
+
+    /// Removes the entry `name` (not a directory); false when it was not there or could not go.
+    @discardableResult
+    public func remove(_ name: String) -> Bool {
+        unlinkat(fd, name, 0) == 0
+    }
+}
