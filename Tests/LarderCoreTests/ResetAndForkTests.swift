@@ -176,7 +176,7 @@ final class ResetAndForkTests: XCTestCase {
             }
             for round in 0..<12 {
                 let fork = try core.provisioner.createFork(of: store.id, fixtures: nil, label: nil, ttlSeconds: nil).0
-                XCTAssertEqual(FileSystem.entries(fork.directory), ["base.sqlite", "store.json", "store.sqlite"], "counted without a -wal or -shm")
+                XCTAssertEqual(FileSystem.entries(fork.directory), ["base.sqlite", "store.sqlite"], "counted without a -wal or -shm")
                 try check(fork.databasePath, "fork \(round)")
                 let counted = Dictionary(uniqueKeysWithValues: fork.lastCounts ?? [])
                 XCTAssertEqual(counted["moves"], try Connection(path: fork.databasePath, mode: .readOnly).scalar("SELECT count(*) FROM moves")?.int64)

@@ -111,16 +111,22 @@ public struct CoreServices {
     }
 }
 
-/// The ready copies under a root: directories in `stores/` without a record yet.
-public func readyCopyDirectories(_ root: String) -> [String] {
-    let stores = root + "/stores"
-    return ((try? FileManager.default.contentsOfDirectory(atPath: stores)) ?? [])
-        .filter { !FileManager.default.fileExists(atPath: stores + "/" + $0 + "/store.json") }
+/// The ids the journal of records under a root names (`stores.journal`).
+public func journaledIDs(_ root: String) -> Set<String> {
+    let text = (try? String(contentsOfFile: root + "/stores.journal", encoding: .utf8)) ?? ""
+    return Set(text.split(separator: "\n").compactMap { line in
+        (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["id"] as? String
+    })
 }
 
-/// The stores under a root: directories in `stores/` with their record.
+/// The ready copies under a root: directories in `stores/` whose record is not in the journal yet.
+public func readyCopyDirectories(_ root: String) -> [String] {
+    let ids = journaledIDs(root)
+    return ((try? FileManager.default.contentsOfDirectory(atPath: root + "/stores")) ?? []).sorted().filter { !ids.contains($0) }
+}
+
+/// The stores under a root: directories in `stores/` with their record in the journal.
 public func storeDirectories(_ root: String) -> [String] {
-    let stores = root + "/stores"
-    return ((try? FileManager.default.contentsOfDirectory(atPath: stores)) ?? []).sorted()
-        .filter { FileManager.default.fileExists(atPath: stores + "/" + $0 + "/store.json") }
+    let ids = journaledIDs(root)
+    return ((try? FileManager.default.contentsOfDirectory(atPath: root + "/stores")) ?? []).sorted().filter { ids.contains($0) }
 }

@@ -327,9 +327,10 @@ class ClientTests(unittest.TestCase):
         self.assertEqual(self.metric("larder_ready_copies"), 0)
 
     def ready_copies(self):
-        """Ready copies: directories in stores/ without a record yet."""
-        stores = os.path.join(self.root, "stores")
-        return [n for n in os.listdir(stores) if not os.path.exists(os.path.join(stores, n, "store.json"))]
+        """Ready copies: directories in stores/ whose record is not in the journal yet."""
+        with open(os.path.join(self.root, "stores.journal")) as f:
+            ids = {json.loads(line)["id"] for line in f if line.strip()}
+        return [n for n in os.listdir(os.path.join(self.root, "stores")) if n not in ids]
 
     def test_large_deflated_artifact_is_one_valid_stream(self):
         store = self.big_store(150)  # ~10 MB: compressed in parallel chunks

@@ -8,9 +8,11 @@ public struct RootLayout: Sendable {
 
     public init(root: String) { self.root = root }
 
-    /// Live stores, one folder each (`st_…/store.sqlite`, its base, its
-    /// record), and ready copies (a folder without a record yet).
+    /// Live stores, one folder each (`st_…/store.sqlite` and its base), and
+    /// ready copies (a folder whose record is not in the journal yet).
     public var stores: String { root + "/stores" }
+    /// The stores' records, a line each (`RecordJournal`).
+    public var journal: String { root + "/stores.journal" }
     /// Stores being made: renamed into `stores/` once complete; emptied at start.
     public var building: String { root + "/building" }
     /// Scratch files (spooled bodies, copies under way); emptied at start.

@@ -56,16 +56,16 @@ public final class Store: Sendable {
     static let databaseName = "store.sqlite"
     /// The store's contents when it was made, read-only: what a reset restores.
     static let baseName = "base.sqlite"
+    /// Where an earlier version kept the record (the journal has it now).
     static let recordName = "store.json"
     /// Every file a store's directory has (SQLite's beside the database).
     static let fileNames = [databaseName, databaseName + "-wal", databaseName + "-shm", databaseName + "-journal", baseName, recordName]
 
     public var databasePath: String { directory + "/" + Store.databaseName }
     var basePath: String { directory + "/" + Store.baseName }
-    var recordPath: String { directory + "/" + Store.recordName }
     public var record: StoreRecord { state.withLock { $0.record } }
 
-    /// The record as `store.json` keeps it: with the counts last read.
+    /// The record as the journal keeps it: with the counts last read.
     var savedRecord: StoreRecord {
         state.withLock { s in
             var record = s.record

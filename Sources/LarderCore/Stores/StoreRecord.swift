@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-/// What Larder knows of a store, kept beside it as `store.json` so a restart
-/// finds it again.
+/// What Larder knows of a store, kept in the root's journal of records
+/// (`RecordJournal`) so a restart finds it again.
 public struct StoreRecord: Sendable {
     /// The longest label, in UTF-8 bytes: every listing, page and record repeats it.
     public static let maxLabelBytes = 256

@@ -45,6 +45,8 @@ public final class StoreRegistry: Sendable {
     let clientRoot: String
     /// Deleted stores on their way out, removed in the background.
     let trash: Trash
+    /// The stores' records.
+    let journal: RecordJournal
 
     struct Live {
         var stores = StoreIndex()
@@ -85,6 +87,7 @@ public final class StoreRegistry: Sendable {
             try FileSystem.makeDirectory(directory)
         }
         trash = try Trash(directory: layout.trash, root: root)
+        journal = RecordJournal(path: layout.journal)
         // Where an earlier version kept its ready copies (a cache: they go).
         for name in FileSystem.entries(layout.olderReady) { try trash.discard(layout.olderReady + "/" + name, name: name) }
         FileSystem.removeEmptyDirectory(layout.olderReady)
@@ -120,24 +123,30 @@ public final class StoreRegistry: Sendable {
     }
 
     /// Removes half-built stores, ready copies (a directory in stores/
-    /// without its record) and temporary files; lists complete stores again.
+    /// without its record) and temporary files; lists complete stores
+    /// again, and starts the journal anew with their records.
     private func recover() throws {
         for name in FileSystem.entries(layout.building) { try FileSystem.removeTree(layout.building + "/" + name, within: root) }
         for name in FileSystem.entries(layout.temporary) { try FileSystem.removeTree(layout.temporary + "/" + name, within: root) }
-        // One pass over the stores, on every core: each record read and
-        // parsed and its files' sizes taken where it is found. A directory
-        // without a readable record of its own name is removed after.
+        let journaled = RecordJournal.read(layout.journal)
+        // One pass over the stores, on every core: each one's record found
+        // and its files' sizes taken. A directory without a record of its
+        // own name is removed after.
         let names = FileSystem.entries(layout.stores)
         let chunks = max(1, min(ProcessInfo.processInfo.activeProcessorCount, names.count / 256))
-        let found = Mutex([(stores: [Store], bytes: Int64, broken: [String])]())
+        let found = Mutex([(stores: [Store], bytes: Int64, broken: [String], older: [String])]())
         DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
-            var stores: [Store] = [], bytes: Int64 = 0, broken: [String] = []
+            var stores: [Store] = [], bytes: Int64 = 0, broken: [String] = [], older: [String] = []
             for name in names[names.count * chunk / chunks..<names.count * (chunk + 1) / chunks] {
                 let directory = layout.stores + "/" + name
-                guard let text = try? FileSystem.readFile(directory + "/store.json"),
-                      let json = try? JSONValue.parse(text), let record = StoreRecord(json: json), record.id == name else {
-                    // (Under stores/ a directory is complete: a missing store.sqlite
-                    // is its test's doing, and a reset makes it again.)
+                var record = journaled[name]
+                if record == nil, let kept = StoreRegistry.olderRecord(in: directory), kept.id == name {
+                    record = kept
+                    older.append(directory)
+                }
+                // (Under stores/ a directory with a record is complete: a
+                // missing store.sqlite is its test's doing, and a reset makes it again.)
+                guard let record else {
                     broken.append(directory)
                     continue
                 }
@@ -145,16 +154,25 @@ public final class StoreRegistry: Sendable {
                 bytes += store.diskCost
                 stores.append(store)
             }
-            found.withLock { $0.append((stores, bytes, broken)) }
+            found.withLock { $0.append((stores, bytes, broken, older)) }
         }
         let parts = found.withLock { $0 }
         for directory in parts.flatMap(\.broken) { try FileSystem.removeTree(directory, within: root) }
         let stores = StoreIndex(parts.flatMap(\.stores))
+        try journal.rewrite { stores.all.map(\.savedRecord) }
+        // Records an earlier version kept beside each store are in the journal now.
+        for directory in parts.flatMap(\.older) { FileSystem.remove(directory + "/" + Store.recordName) }
         live.withLock { l in
             l.nextSequence = (stores.all.last?.sequence ?? 0) + 1
             l.stores = stores
             l.diskBytes = parts.reduce(0) { $0 + $1.bytes }
         }
+    }
+
+    /// The record an earlier version kept beside a store (`store.json`), if readable.
+    private static func olderRecord(in directory: String) -> StoreRecord? {
+        guard let text = try? FileSystem.readFile(directory + "/" + Store.recordName), let json = try? JSONValue.parse(text) else { return nil }
+        return StoreRecord(json: json)
     }
 
     /// A new id: `st_` and 128 random bits in hex. A clash is caught where
@@ -261,8 +279,9 @@ public final class StoreRegistry: Sendable {
         try? trash.discard(copy.directory, name: copy.id, bytes: copy.bytes)
     }
 
-    /// Writes the record of a finished store directory and renames it into
-    /// `stores/`: from then on it is listed and counted. `bytes`: its size when known.
+    /// Appends the record of a finished store directory to the journal and
+    /// renames the directory into `stores/` unless it is there already (a
+    /// ready copy): from then on it is listed and counted. `bytes`: its size when known.
     private func enter(_ staging: String, id: String, provenance: Provenance, label: String?, ttlSeconds: Int?,
                        bytes: Int64? = nil) throws -> Store {
         let now = Timestamp.now
@@ -275,18 +294,28 @@ public final class StoreRegistry: Sendable {
                                  createdAt: now, expiresAt: now.adding(seconds: ttlSeconds ?? limits.ttlSeconds),
                                  creation: .init(version: provenance.version, fixtures: provenance.fixtures, source: provenance.source),
                                  counts: provenance.counts)
-        // Until its record is written the directory is no store (a restart
-        // removes it): a plain write is atomic enough.
-        try FileSystem.writeFile(record.json.serialized(), to: staging + "/" + Store.recordName)
         let directory = layout.stores + "/" + id
-        if staging != directory { try FileSystem.renameNew(staging, to: directory) }
         let store = Store(record: record, directory: directory, readTimeoutMs: limits.readTimeoutMs, busyTimeoutMs: limits.busyTimeoutMs)
-        let size = bytes ?? store.diskCost
-        live.withLock { l in
-            l.stores.insert(store)
-            l.diskBytes += size
+        let size = bytes ?? Store.diskCost(of: staging)
+        // Until its record is in the journal the directory is no store (a
+        // restart removes it). The store is live once its record is.
+        let due = try journal.append(record) {
+            if staging != directory { try FileSystem.renameNew(staging, to: directory) }
+            live.withLock { l in
+                l.stores.insert(store)
+                l.diskBytes += size
+            }
         }
+        if due { rewriteJournalLater() }
         return store
+    }
+
+    /// Rewrites the journal with the live stores' records, in the background.
+    private func rewriteJournalLater() {
+        DispatchQueue.global(qos: .utility).async { [weak self] in
+            guard let self else { return }
+            try? journal.rewrite { live.withLock { $0.stores.all }.map(\.savedRecord) }
+        }
     }
 
     /// Where test code finds a file under the root: the same path under `--client-root`.
@@ -444,13 +473,12 @@ extension String {
 }
 
 extension StoreRegistry {
-    /// Writes the store's record beside it (`store_not_found` when the store was deleted meanwhile).
+    /// Appends the store's record to the journal (`store_not_found` when the store was deleted meanwhile).
     public func save(_ store: Store) throws {
-        do {
-            try FileSystem.writeAtomically(store.savedRecord.json.serialized(), to: store.recordPath)
-        } catch {
-            throw store.isDeleted ? store.notFound : error
-        }
+        guard !store.isDeleted else { throw store.notFound }
+        if try journal.append(store.savedRecord) { rewriteJournalLater() }
+        // (A line of a store deleted meanwhile names no directory: it is dropped.)
+        if store.isDeleted { throw store.notFound }
     }
 
     func setVersion(_ store: Store, _ version: String?) throws {

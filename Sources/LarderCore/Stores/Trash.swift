@@ -87,7 +87,7 @@ final class Trash: Sendable {
     /// descriptor it kept), then the files a store has by name; anything
     /// else falls back to a full walk.
     private func remove(_ path: String, measured: (@Sendable (Int64) -> Void)?) {
-        let opened = try? OpenDirectory.opening(path) { directory in
+        let opened: Void? = try? OpenDirectory.opening(path) { directory in
             try? directory.setAccess(mode: 0o700, group: nil)
             measured?(Store.diskCost(in: directory))
             for name in Store.fileNames { directory.remove(name) }

@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: Apache-2.0
+import Dispatch
+import FileSystem
+import FoundationEssentials
+import Glibc
+import Synchronization
+
+/// The stores' records, one JSON line each appended to one file in the root
+/// (`stores.journal`), the last line of an id winning: making a store or
+/// changing its record is one `write(2)` on a descriptor held open, with no
+/// file made beside the store, and the tests cannot reach the records (the
+/// root is the server's). A store is live while its directory is in
+/// `stores/`: a deletion writes nothing here (its directory leaves), and
+/// lines of stores gone are dropped when the journal is rewritten, at start
+/// and whenever it has grown to several times what is live.
+final class RecordJournal: Sendable {
+    let path: String
+    private struct State {
+        var fd: Int32 = -1
+        var lines = 0
+        /// Lines at the last rewrite: the next one comes at three times as many.
+        var kept = 0
+        var rewriting = false
+    }
+    private let state = Mutex(State())
+
+    /// Rewritten no sooner than at this many lines.
+    static let minimumLines = 4096
+
+    /// The journal at `path`, not yet open: `rewrite` starts it.
+    init(path: String) { self.path = path }
+
+    deinit { state.withLock { s in if s.fd >= 0 { close(s.fd) } } }
+
+    /// The last record of each id; a line that is not a record (torn by a
+    /// crash mid-write) is skipped. Lines are parsed on every core.
+    static func read(_ path: String) -> [String: StoreRecord] {
+        guard let bytes = try? FileSystem.readFile(path), !bytes.isEmpty else { return [:] }
+        // Lines cut into one piece per core, each ending after a newline.
+        let pieces = max(1, min(ProcessInfo.processInfo.activeProcessorCount, bytes.count / (1 << 20)))
+        var cuts = [0]
+        for piece in 1..<pieces {
+            var at = max(bytes.count * piece / pieces, cuts.last!)
+            while at < bytes.count && bytes[at - 1] != UInt8(ascii: "\n") { at += 1 }
+            cuts.append(at)
+        }
+        cuts.append(bytes.count)
+        let bounds = cuts
+        let found = Mutex([[StoreRecord]](repeating: [], count: pieces))
+        DispatchQueue.concurrentPerform(iterations: pieces) { piece in
+            var records: [StoreRecord] = []
+            var start = bounds[piece]
+            let end = bounds[piece + 1]
+            while start < end {
+                let stop = bytes[start..<end].firstIndex(of: UInt8(ascii: "\n")) ?? end
+                if let json = try? JSONValue.parse(Array(bytes[start..<stop])), let record = StoreRecord(json: json) {
+                    records.append(record)
+                }
+                start = stop + 1
+            }
+            found.withLock { $0[piece] = records }
+        }
+        // Piece after piece, line after line: the last record of an id wins.
+        var last: [String: StoreRecord] = [:]
+        for record in found.withLock({ $0 }).joined() { last[record.id] = record }
+        return last
+    }
+
+    /// Appends `record` as one line, then runs `entered` (which makes the
+    /// store live) before a rewrite can start: a rewrite sees the store and
+    /// its line both, or neither. Answers whether a rewrite is due (the
+    /// journal has grown to three times its last one); the caller runs it.
+    func append(_ record: StoreRecord, then entered: () throws -> Void = {}) throws -> Bool {
+        var line = record.json.serialized()
+        line.append(UInt8(ascii: "\n"))
+        return try state.withLock { s -> Bool in
+            // One write on an O_APPEND descriptor: lines never interleave.
+            try line.withUnsafeBytes { try FileSystem.writeAll(s.fd, $0, path: path) }
+            s.lines += 1
+            try entered()
+            guard !s.rewriting, s.lines >= RecordJournal.minimumLines, s.lines >= 3 * s.kept else { return false }
+            s.rewriting = true
+            return true
+        }
+    }
+
+    /// Writes the journal anew with `records()`, the live stores' records,
+    /// read while appends wait.
+    func rewrite(_ records: () -> [StoreRecord]) throws {
+        try state.withLock { s in
+            defer { s.rewriting = false }
+            let all = records()
+            let fd = try RecordJournal.write(all, to: path)
+            if s.fd >= 0 { close(s.fd) }
+            s.fd = fd
+            s.lines = all.count
+            s.kept = all.count
+        }
+    }
+
+    /// Writes `records` to a new file beside `path`, renames it over `path`
+    /// and answers a descriptor appending to it.
+    private static func write(_ records: [StoreRecord], to path: String) throws -> Int32 {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(records.count * 512)
+        for record in records {
+            bytes += record.json.serialized()
+            bytes.append(UInt8(ascii: "\n"))
+        }
+        // The server's alone (0600): ids are what lets a test reach a store.
+        let temporary = path + ".tmp"
+        unlink(temporary) // a leftover of an earlier crash
+        let fd = try FileSystem.createPrivate(temporary)
+        do {
+            try bytes.withUnsafeBytes { try FileSystem.writeAll(fd, $0, path: temporary) }
+            try FileSystem.rename(temporary, to: path)
+        } catch {
+            close(fd)
+            unlink(temporary)
+            throw error
+        }
+        close(fd)
+        let appending = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
+        guard appending >= 0 else { throw FileSystem.Failure("cannot open", path) }
+        return appending
+    }
+}

@@ -1,0 +1,140 @@
+import FileSystem
+import Foundation
+@testable import LarderCore
+import Synchronization
+import TestSupport
+import XCTest
+
+/// The stores' records in one journal of lines: what a restart finds, what
+/// a crash mid-write leaves, a root of an earlier version, a journal that
+/// grows, and rewrites racing with stores being made.
+final class RecordJournalTests: XCTestCase {
+    func lines(_ root: String) throws -> [String] {
+        try String(contentsOfFile: root + "/stores.journal", encoding: .utf8).split(separator: "\n").map(String.init)
+    }
+
+    func testARestartFindsEachStoresLastRecordAndKeepsTheLiveOnly() throws {
+        let scratch = Scratch()
+        var core: CoreServices? = try CoreServices(scratch, readyCopies: 2)
+        let root = core!.registry.root
+        let kept = try core!.store("gallery", fixtures: ["artists", "artworks"], label: "first")
+        let doomed = try core!.store("boardgames", label: "doomed")
+        let made = try core!.store("gallery", label: "made")
+        _ = try core!.registry.update(kept.id, .init(keep: .forever, label: .some("renamed")))
+        try core!.registry.delete(doomed.id)
+        XCTAssertEqual(try lines(root).count, 4, "three stores and one change, and no line for a deletion")
+        XCTAssertEqual(FileSystem.permissions(root + "/stores.journal"), 0o600, "ids are the tests' keys: the records are the server's alone")
+        XCTAssertFalse(FileSystem.exists(kept.directory + "/store.json"), "no file beside the store")
+        core!.registry.close()
+        core = nil
+
+        let again = try CoreServices(scratch, readyCopies: 2)
+        XCTAssertEqual(try again.registry.list().stores.map(\.id), [made.id, kept.id])
+        let found = try again.registry.get(kept.id).record
+        XCTAssertEqual(found.label, "renamed")
+        XCTAssertTrue(found.keptForever)
+        XCTAssertEqual(found.fixtures, ["artists", "artworks"])
+        XCTAssertEqual(Dictionary(uniqueKeysWithValues: try again.registry.get(kept.id).lastCounts ?? [])["artworks"], 12)
+        XCTAssertLarderError(.storeNotFound, try again.registry.get(doomed.id))
+        XCTAssertEqual(try lines(root).count, 2, "rewritten at start: one line per live store")
+        XCTAssertEqual(readyCopyDirectories(root), [], "the ready copies of the last run are gone")
+        // Sequences go on from the last store's.
+        let next = try again.store("boardgames")
+        XCTAssertGreaterThan(next.record.sequence, made.record.sequence)
+    }
+
+    /// A crash mid-append leaves half a line: it is skipped, and the
+    /// journal is rewritten whole before anything is appended after it.
+    func testATornLastLineIsSkippedAndNeverJoinsTheNextRecord() throws {
+        let scratch = Scratch()
+        var core: CoreServices? = try CoreServices(scratch)
+        let root = core!.registry.root
+        let store = try core!.store("boardgames", label: "whole")
+        core!.registry.close()
+        core = nil
+        let journal = try XCTUnwrap(FileHandle(forWritingAtPath: root + "/stores.journal"))
+        journal.seekToEndOfFile()
+        journal.write(Data(#"{"id":"st_torn","sequence":9,"label":"hal"#.utf8))
+        journal.closeFile()
+
+        let again = try CoreServices(scratch)
+        XCTAssertEqual(try again.registry.list().stores.map(\.id), [store.id])
+        let later = try again.store("boardgames", label: "later")
+        again.registry.close()
+        let third = try CoreServices(scratch)
+        XCTAssertEqual(try third.registry.list().stores.map(\.record.label), ["later", "whole"])
+        XCTAssertEqual(third.registry.count, 2)
+        XCTAssertEqual(try third.registry.get(later.id).record.label, "later")
+    }
+
+    /// A root an earlier version left: a `store.json` beside each store and
+    /// no journal. Its stores are found, their records move to the journal.
+    func testARootOfAnEarlierVersionKeepsItsStores() throws {
+        let scratch = Scratch()
+        var core: CoreServices? = try CoreServices(scratch)
+        let root = core!.registry.root
+        let store = try core!.store("gallery", fixtures: ["artists"], label: "older")
+        let record = try core!.registry.get(store.id).savedRecord
+        core!.registry.close()
+        core = nil
+        try FileSystem.writeFile(record.json.serialized(), to: store.directory + "/store.json")
+        FileSystem.remove(root + "/stores.journal")
+
+        let again = try CoreServices(scratch)
+        XCTAssertEqual(try again.registry.get(store.id).record.label, "older")
+        XCTAssertEqual(try again.registry.get(store.id).record.fixtures, ["artists"])
+        XCTAssertFalse(FileSystem.exists(store.directory + "/store.json"))
+        XCTAssertEqual(journaledIDs(root), [store.id])
+    }
+
+    func testAGrowingJournalIsRewrittenWithTheLiveRecords() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let root = core.registry.root
+        let store = try core.store("boardgames")
+        let changes = 2 * RecordJournal.minimumLines
+        for n in 0..<changes {
+            _ = try core.registry.update(store.id, .init(label: .some("label \(n)")))
+        }
+        let deadline = Date().addingTimeInterval(10)
+        while try lines(root).count > RecordJournal.minimumLines, Date() < deadline { usleep(10_000) }
+        XCTAssertLessThanOrEqual(try lines(root).count, RecordJournal.minimumLines, "rewritten in the background")
+        XCTAssertEqual(journaledIDs(root), [store.id])
+        core.registry.close()
+        let again = try CoreServices(scratch)
+        XCTAssertEqual(try again.registry.get(store.id).record.label, "label \(changes - 1)")
+    }
+
+    /// Stores made and deleted on several threads while the journal is
+    /// rewritten again and again: every live store's record survives.
+    func testRewritesRacingWithNewStoresLoseNoRecord() throws {
+        let scratch = Scratch()
+        var core: CoreServices? = try CoreServices(scratch, readyCopies: 4)
+        let registry = core!.registry, provisioner = core!.provisioner
+        let made = Mutex<[String]>([])
+        let stop = Atomic<Bool>(false)
+        let rewriter = Thread {
+            while !stop.load(ordering: .relaxed) {
+                try? registry.journal.rewrite { registry.live.withLock { $0.stores.all }.map(\.savedRecord) }
+            }
+        }
+        rewriter.start()
+        DispatchQueue.concurrentPerform(iterations: 4) { worker in
+            for n in 0..<60 {
+                var request = Provisioner.Request()
+                request.template = n % 2 == 0 ? "boardgames" : "gallery"
+                guard let store = try? provisioner.create(provisioner.plan(request), label: "w\(worker)", ttlSeconds: nil).0 else { continue }
+                if n % 3 == 0 { try? registry.delete(store.id) } else { made.withLock { $0.append(store.id) } }
+            }
+        }
+        stop.store(true, ordering: .relaxed)
+        while !rewriter.isFinished { usleep(1_000) }
+        let live = made.withLock { $0 }
+        XCTAssertEqual(live.count, 160)
+        registry.close()
+        core = nil
+
+        let again = try CoreServices(scratch)
+        XCTAssertEqual(Set(try again.registry.list(limit: 1000).stores.map(\.id)), Set(live))
+    }
+}
