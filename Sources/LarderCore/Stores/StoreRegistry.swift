@@ -18,6 +18,9 @@ public struct Provenance: Sendable {
     public var source: String?
     /// The key of the app-built template it is a copy of.
     public var build: String?
+    /// The database's size in bytes when the builder knows it (a copy just
+    /// made, without a WAL): the answer need not look.
+    public var sizeBytes: Int64?
 
     public init(template: String? = nil, version: String? = nil, snapshot: String? = nil,
                 fixtures: [String] = [], counts: [(String, Int64)]? = nil, source: String? = nil, build: String? = nil) {
@@ -237,7 +240,9 @@ public final class StoreRegistry: Sendable {
             let store = try enter(copy.directory, id: copy.id, provenance: provenance, label: label, ttlSeconds: ttlSeconds,
                                   bytes: copy.bytes)
             live.withLock { $0.readyBytes -= copy.bytes } // counted as the store's now
-            return (store, provenance)
+            var made = provenance
+            made.sizeBytes = copy.bytes
+            return (store, made)
         } catch {
             discard(copy)
             throw error

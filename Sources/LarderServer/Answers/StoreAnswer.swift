@@ -44,10 +44,10 @@ enum StoreAnswer {
 
     static func deleted(_ count: Int) -> JSONValue { ["deleted": .int(Int64(count))] }
 
-    /// Counts are read live unless the caller already knows them; a store
-    /// whose test broke its file is still shown (and can be kept, to look
-    /// at), with the counts Larder last read.
-    static func json(_ s: ServerContext, _ store: Store, counts known: [(String, Int64)]?) throws -> JSONValue {
+    /// Counts and size are read live unless the caller already knows them
+    /// (a store just made); a store whose test broke its file is still
+    /// shown (and can be kept, to look at), with the counts Larder last read.
+    static func json(_ s: ServerContext, _ store: Store, counts known: [(String, Int64)]?, sizeBytes: Int64? = nil) throws -> JSONValue {
         let record = store.record
         let counts: [(String, Int64)]
         do {
@@ -62,7 +62,7 @@ enum StoreAnswer {
             ("snapshot", JSONValue(record.snapshot)), ("fixtures", JSONValue(record.fixtures)), ("build", JSONValue(record.build)),
             ("label", JSONValue(record.label)), ("counts", JSONValue(counts: counts)),
             ("created_at", .string(record.createdAt.rfc3339)), ("expires_at", record.keptForever ? .null : .string(record.expiresAt.rfc3339)),
-            ("keep", .bool(record.keep)), ("size_bytes", .int(store.sizeBytes)),
+            ("keep", .bool(record.keep)), ("size_bytes", .int(sizeBytes ?? store.sizeBytes)),
             ("links", .object(links.map { ($0, .string($0 == "self" ? base : base + "/" + $0)) })),
         ])
     }

@@ -11,7 +11,9 @@ enum StoreRoutes {
     static func create(_ request: Request, _ c: RouteContext) throws -> Outcome {
         let s = c.server
         let (creation, label, ttl) = try StoreCreation.read(request, s.configuration)
-        let made: @Sendable ((Store, Provenance)) throws -> Response = { json(201, try StoreAnswer.json(s, $0.0, counts: $0.1.counts)) }
+        let made: @Sendable ((Store, Provenance)) throws -> Response = {
+            json(201, try StoreAnswer.json(s, $0.0, counts: $0.1.counts, sizeBytes: $0.1.sizeBytes))
+        }
         switch creation {
         case .upload(let upload, let spooled, let template, let version):
             // The spooled file is kept alive by this closure until the store has it.
