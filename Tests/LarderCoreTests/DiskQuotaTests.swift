@@ -90,6 +90,30 @@ final class DiskQuotaTests: XCTestCase {
         XCTAssertLessThanOrEqual(onDisk, quota, "what is really on disk")
     }
 
+    /// Was (one run in ten): the request that found no ready copy asked for
+    /// a refill, the refill filled the quota before the request reserved
+    /// its own store, and that reservation took the room back from every
+    /// copy at once. A copy ahead now leaves room for one more store.
+    func testACopyAheadNeverTakesTheRoomOfTheStoreThatAskedForIt() throws {
+        var request = Provisioner.Request()
+        request.template = "gallery"
+        let scratch = Scratch(), other = Scratch()
+        let probe = try CoreServices(scratch)
+        let size = try probe.provisioner.entry(try probe.provisioner.plan(request)).size
+        probe.registry.close()
+        let quota = size * 6 + size / 2
+        let tight = try CoreServices(other, readyCopies: 8) { $0.maxDiskBytes = quota }
+        let tightEntry = try tight.provisioner.entry(try tight.provisioner.plan(request))
+        // The miss and its refill, the refill finishing first.
+        XCTAssertNil(tight.provisioner.readyCopies.take(tightEntry))
+        tight.provisioner.readyCopies.drain()
+        let ahead = tight.provisioner.readyCopies.stats.copies
+        XCTAssertGreaterThan(ahead, 0)
+        _ = try tight.registry.create(copyOf: tightEntry.path, ready: nil, provenance: Provenance(), label: nil, ttlSeconds: nil)
+        XCTAssertEqual(tight.provisioner.readyCopies.stats.copies, ahead, "the copies kept their room")
+        XCTAssertLessThanOrEqual(tight.registry.usedBytes, quota)
+    }
+
     /// Was: refused requests produced hundreds of MiB of ready copies, and
     /// ready copies took back room freed on a full disk. Now they are made
     /// only into room to spare, and give it back when a store needs it.

@@ -65,9 +65,13 @@ public final class ReadyCopies: Sendable {
     static let spareBytes: Int64 = 64 << 20
 
     /// Whether a copy of `size` bytes may be made ahead now, the file
-    /// system having `free` bytes (nil: it does not say).
+    /// system having `free` bytes (nil: it does not say). The quota must
+    /// keep room for one more store of that size besides: a copy ahead
+    /// never takes the last room, which the request that asked for the
+    /// refill (reserving its own store just after) would take back from
+    /// every copy at once.
     private func hasRoom(for size: Int64, free: Int64?) -> Bool {
-        guard registry.hasRoom(for: size) else { return false }
+        guard registry.hasRoom(for: 2 * size) else { return false }
         guard let free else { return true }
         return free - size >= max(ReadyCopies.spareBytes, size)
     }
