@@ -47,20 +47,33 @@ public final class DirectoryWatch: @unchecked Sendable {
     }
 
     /// Drains pending events; true when there were any.
-    public func changed() -> Bool { !changes().isEmpty }
+    /// (Asked on every request that reads a template: one read into a
+    /// buffer on the stack, nothing allocated.)
+    public func changed() -> Bool {
+        var any = false
+        drain { _ in any = true }
+        return any
+    }
 
     /// Drains pending events; the ids of the watches that saw any.
     public func changes() -> Set<Int32> {
-        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         var ids = Set<Int32>()
-        while true {
-            let n = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if n <= 0 { return ids }
-            var offset = 0
-            while offset + MemoryLayout<inotify_event>.size <= n {
-                let event = buffer.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: inotify_event.self) }
-                ids.insert(event.wd)
-                offset += MemoryLayout<inotify_event>.size + Int(event.len)
+        drain { ids.insert($0) }
+        return ids
+    }
+
+    /// Reads every pending event, telling `seen` the id of each one's watch.
+    private func drain(_ seen: (Int32) -> Void) {
+        withUnsafeTemporaryAllocation(byteCount: 16 * 1024, alignment: MemoryLayout<inotify_event>.alignment) { buffer in
+            while true {
+                let n = read(descriptor, buffer.baseAddress, buffer.count)
+                if n <= 0 { return }
+                var offset = 0
+                while offset + MemoryLayout<inotify_event>.size <= n {
+                    let event = UnsafeRawBufferPointer(buffer).loadUnaligned(fromByteOffset: offset, as: inotify_event.self)
+                    seen(event.wd)
+                    offset += MemoryLayout<inotify_event>.size + Int(event.len)
+                }
             }
         }
     }

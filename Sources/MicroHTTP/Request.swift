@@ -41,7 +41,14 @@ public struct Request: Sendable {
 
     /// The media type of the body, without parameters, lower-cased.
     public var mediaType: String? {
-        guard let value = header("content-type") else { return nil }
+        guard let value = headers["content-type"] else { return nil }
+        // (Asked of every request with a body: ASCII, the rule, is read as bytes.)
+        if value.utf8.allSatisfy({ $0 < 0x80 }) {
+            var bytes = Array(value.utf8.prefix { $0 != UInt8(ascii: ";") })
+            while bytes.last == 0x20 || bytes.last == 0x09 { bytes.removeLast() }
+            let start = bytes.firstIndex { $0 != 0x20 && $0 != 0x09 } ?? bytes.endIndex
+            return String(decoding: bytes[start...].map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
+        }
         let type = value.firstIndex(of: ";").map { value[..<$0] } ?? value[...]
         return type.trimmingSpaces().lowercased()
     }

@@ -87,6 +87,18 @@ final class MicroHTTPServerTests: XCTestCase {
         Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\(extra)\r\n".utf8)
     }
 
+    func testTheMediaTypeIsTheTypeWithoutParametersLowerCased() {
+        func type(_ header: String?) -> String? {
+            Request(method: "POST", path: "/", headers: header.map { ["content-type": $0] } ?? [:]).mediaType
+        }
+        XCTAssertEqual(type("Application/JSON ; charset=utf-8"), "application/json")
+        XCTAssertEqual(type(" \ttext/CSV"), "text/csv")
+        XCTAssertEqual(type("application/vnd.sqlite3"), "application/vnd.sqlite3")
+        XCTAssertEqual(type(";"), "")
+        XCTAssertEqual(type("\u{A0}Text/Plain\u{A0}"), "text/plain", "a no-break space is a space, as Foundation trims")
+        XCTAssertNil(type(nil))
+    }
+
     func testTheProbeGetsAnAnswerAndFailsFastWhenThereIsNone() throws {
         try withServer(handler: { request in
             .now(Response(status: request.header("host")?.hasPrefix("127.0.0.1:") == true ? 200 : 400, contentType: "application/json",

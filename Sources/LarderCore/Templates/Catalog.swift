@@ -68,8 +68,11 @@ public final class Catalog: @unchecked Sendable {
     }
 
     /// Template names, sorted.
-    public func names() -> [String] {
-        if cachedReadsAreFresh(), let names = watched.withLock({ $0.names }) { return names }
+    public func names() -> [String] { names(fresh: cachedReadsAreFresh()) }
+
+    /// The names, `fresh` telling whether the cached ones are still good.
+    private func names(fresh: Bool) -> [String] {
+        if fresh, let names = watched.withLock({ $0.names }) { return names }
         let names = FileSystem.entries(directory).filter { Catalog.isSafeName($0) && FileSystem.isDirectory(directory + "/" + $0) }
         // Cached only while inotify watches an existing directory.
         if FileSystem.isDirectory(directory) { watched.withLock { w in if w.watch != nil { w.names = names } } }
@@ -81,13 +84,16 @@ public final class Catalog: @unchecked Sendable {
     }
 
     public func template(_ name: String) throws -> Template {
-        guard Catalog.isSafeName(name), names().contains(name) else {
-            throw LarderError(.unknownTemplate, "no template '\(name)' in \(directory); templates: \(names().joined(separator: ", "))",
-                              details: [("template", .string(name)), ("templates", JSONValue(names()))])
+        // Asked once a request: the names and the template are read as of one moment.
+        let fresh = cachedReadsAreFresh()
+        let names = names(fresh: fresh)
+        guard Catalog.isSafeName(name), names.contains(name) else {
+            throw LarderError(.unknownTemplate, "no template '\(name)' in \(directory); templates: \(names.joined(separator: ", "))",
+                              details: [("template", .string(name)), ("templates", JSONValue(names))])
         }
         let folder = directory + "/" + name
         let watching = watched.withLock { $0.watch != nil }
-        if watching, cachedReadsAreFresh(), let hit = cache.withLock({ $0[name] }) { return hit.template }
+        if watching, fresh, let hit = cache.withLock({ $0[name] }) { return hit.template }
         let signature = watching ? "" : Catalog.signature(of: folder)
         if !watching, let hit = cache.withLock({ $0[name] }), hit.signature == signature { return hit.template }
         let template = try Catalog.load(name: name, folder: folder)
