@@ -25,6 +25,11 @@ static inline int larder_rename_noreplace(const char *from, const char *to) {
     return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, 1u);
 }
 
+/* The calling thread's id (gettid(2); glibc declares it only under _GNU_SOURCE). */
+static inline int larder_thread_id(void) {
+    return (int)syscall(SYS_gettid);
+}
+
 /* Names the calling thread (prctl is variadic, so Swift cannot call it);
    the kernel keeps the first 15 bytes. */
 static inline void larder_name_thread(const char *name) {

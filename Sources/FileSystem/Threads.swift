@@ -108,3 +108,82 @@ public final class Latch: Sendable {
     public var isSet: Bool { value.load(ordering: .acquiring) }
     public func set() { value.store(true, ordering: .releasing) }
 }
+
+/// A serial queue on a thread of its own at nice 19, for housekeeping that
+/// must go on but should give way at once to the requests (the trash, ready
+/// copies made ahead): on a busy machine a request then waits for a core
+/// no longer than the scheduler takes to preempt it. A thread of its own,
+/// since an unprivileged process may lower a thread's priority but never
+/// raise it again: a thread of a shared pool must never be lowered.
+public final class YieldingQueue: Sendable {
+    private final class Shared: @unchecked Sendable {
+        let condition = Condition()
+        /// Guarded by `condition`: work and when it is due (monotonic nanoseconds).
+        var items: [(due: UInt64, body: @Sendable () -> Void)] = []
+        var stopped = false
+    }
+    private let shared = Shared()
+
+    /// `name`: the thread's, for `top -H` (15 bytes kept).
+    public init(name: String) {
+        let shared = self.shared
+        Threads.start(name) {
+            setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(larder_thread_id()), 19)
+            shared.condition.lock()
+            defer { shared.condition.unlock() }
+            while true {
+                // The earliest due first; among those due together, the first asked.
+                guard let next = shared.items.indices.min(by: { shared.items[$0].due < shared.items[$1].due }) else {
+                    if shared.stopped { return }
+                    shared.condition.wait()
+                    continue
+                }
+                let now = YieldingQueue.now()
+                if shared.items[next].due > now {
+                    shared.condition.wait(seconds: Double(shared.items[next].due - now) / 1e9)
+                    continue
+                }
+                let body = shared.items.remove(at: next).body
+                shared.condition.unlock()
+                body()
+                shared.condition.lock()
+            }
+        }
+    }
+
+    /// The thread ends once the work asked before is done.
+    deinit {
+        shared.condition.withLock {
+            shared.stopped = true
+            shared.condition.signal()
+        }
+    }
+
+    private static func now() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+    }
+
+    /// Runs `body` on the queue's thread, `milliseconds` from now at the earliest.
+    public func async(afterMilliseconds milliseconds: Int = 0, _ body: @escaping @Sendable () -> Void) {
+        let due = YieldingQueue.now() + UInt64(max(milliseconds, 0)) * 1_000_000
+        shared.condition.withLock {
+            shared.items.append((due, body))
+            shared.condition.signal()
+        }
+    }
+
+    /// Runs `body` on the queue's thread after the work already due, and waits for it.
+    public func sync(_ body: @escaping @Sendable () -> Void) {
+        let done = Condition(), finished = Latch()
+        async {
+            body()
+            done.withLock {
+                finished.set()
+                done.signal()
+            }
+        }
+        done.withLock { while !finished.isSet { done.wait() } }
+    }
+}

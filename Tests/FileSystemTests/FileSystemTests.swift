@@ -1,6 +1,7 @@
 import FileSystem
 import Foundation
 import Glibc
+import Synchronization
 import XCTest
 
 /// The file system layer alone, on real files in a scratch directory:
@@ -107,6 +108,33 @@ final class FileSystemTests: XCTestCase {
         XCTAssertThrowsError(try FileSystem.renameNew(scratch + "/a", to: scratch + "/b"), "not even an empty directory")
         try FileSystem.renameNew(scratch + "/a", to: scratch + "/c")
         XCTAssertEqual(FileSystem.entries(scratch), ["b", "c"])
+    }
+
+    /// Threads of this process named `name`.
+    func threads(named name: String) -> Int {
+        FileSystem.entries("/proc/self/task").filter {
+            (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8))?.hasPrefix(name) == true
+        }.count
+    }
+
+    func testAYieldingQueueRunsInOrderAtNice19OnAThreadThatEndsWithIt() throws {
+        let ran = Mutex<[String]>([])
+        var queue: YieldingQueue? = YieldingQueue(name: "larder-fs-test")
+        queue!.async(afterMilliseconds: 50) { ran.withLock { $0.append("late") } }
+        for n in 0..<3 { queue!.async { ran.withLock { $0.append("\(n)") } } }
+        queue!.sync {
+            errno = 0
+            let nice = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
+            ran.withLock { $0.append("nice \(nice)") }
+        }
+        XCTAssertEqual(ran.withLock { $0 }, ["0", "1", "2", "nice 19"], "the delayed work waits its time; sync waits for the rest")
+        XCTAssertEqual(threads(named: "larder-fs-test"), 1)
+        Threads.sleep(milliseconds: 80)
+        XCTAssertEqual(ran.withLock { $0 }.last, "late")
+        queue = nil
+        let deadline = Date().addingTimeInterval(5)
+        while threads(named: "larder-fs-test") > 0, Date() < deadline { Threads.sleep(milliseconds: 5) }
+        XCTAssertEqual(threads(named: "larder-fs-test"), 0, "the thread ends with its queue")
     }
 
     func testAFileLockIsHeldUntilReleasedAndNamesItsHolder() throws {

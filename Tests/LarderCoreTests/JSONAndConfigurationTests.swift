@@ -1,5 +1,5 @@
 import Foundation
-import LarderCore
+@testable import LarderCore
 import TestSupport
 import XCTest
 
@@ -82,7 +82,31 @@ final class JSONAndConfigurationTests: XCTestCase {
         let kept = try JSONValue.parse(Array(#"{"id": "st_1", "sequence": 1, "created_at": 1, "expires_at": 2, "keep": true, "kept_forever": false}"#.utf8))
         XCTAssertEqual(StoreRecord(json: kept)?.keptForever, false)
         let record = try XCTUnwrap(StoreRecord(json: kept))
-        XCTAssertEqual(StoreRecord(json: record.json)?.keptForever, false)
+        XCTAssertEqual(StoreRecord(json: try JSONValue.parse(record.serialized()))?.keptForever, false)
+    }
+
+    /// A record is one journal line, whatever its label holds, and reads back whole.
+    func testARecordIsOneLineAndReadsBackWhole() throws {
+        let created = Timestamp(seconds: 1_795_000_000.125)
+        let record = StoreRecord(id: "st_1", sequence: 42, template: "gallery", version: "6", snapshot: nil, fixtures: ["artists", "art\"works"],
+                                 build: nil, label: "line\nbreak \"quoted\" \\ tab\t nul\u{0} é 🗄", createdAt: created,
+                                 expiresAt: created.adding(seconds: 3600), keep: true, keptForever: false,
+                                 creation: .init(version: "5", fixtures: ["artists"], source: "fork of st_0"),
+                                 counts: [("artists", 4), ("artworks", 12)])
+        let line = record.serialized()
+        XCTAssertFalse(line.contains(0x0A), "no line break inside a line")
+        let back = try XCTUnwrap(StoreRecord(json: try JSONValue.parse(line)))
+        XCTAssertEqual(back.serialized(), line)
+        XCTAssertEqual(back.label, record.label)
+        XCTAssertEqual(back.fixtures, record.fixtures)
+        XCTAssertEqual(back.creation, record.creation)
+        XCTAssertEqual(back.createdAt.seconds, created.seconds)
+        XCTAssertEqual(back.counts?.map { $0.0 }, ["artists", "artworks"])
+        XCTAssertEqual(back.counts?.map { $0.1 }, [4, 12])
+        // The writer writes what a JSONValue of the same members does.
+        var w = JSONWriter()
+        w.beginObject(); w.key("a\"b"); w.string("x", "/y\n"); w.key("n"); w.double(2); w.key("c"); w.counts(nil); w.endObject()
+        XCTAssertEqual(w.bytes, JSONValue.object([("a\"b", .string("x/y\n")), ("n", .double(2)), ("c", .null)]).serialized())
     }
 
     func testEverySettingHasAFlagAnEnvironmentVariableAndIsInTheREADME() throws {

@@ -77,7 +77,7 @@ final class RecordJournalTests: XCTestCase {
         let record = try core!.registry.get(store.id).savedRecord
         core!.registry.close()
         core = nil
-        try FileSystem.writeFile(record.json.serialized(), to: store.directory + "/store.json")
+        try FileSystem.writeFile(record.serialized(), to: store.directory + "/store.json")
         FileSystem.remove(root + "/stores.journal")
 
         let again = try CoreServices(scratch)

@@ -35,7 +35,9 @@ public final class ReadyCopies: Sendable {
     let maxKeys: Int
     let maxBytes: Int64
     private let registry: StoreRegistry
-    private let queue = DispatchQueue(label: "larder.ready-copies", qos: .utility)
+    /// Copies ahead give way to the requests: when they cannot keep up, a
+    /// request copies its own, at its own priority.
+    private let queue = YieldingQueue(name: "larder-ready")
 
     private struct Shelf {
         var entry: TemplateCache.Entry

@@ -71,7 +71,7 @@ final class RecordJournal: Sendable {
     /// its line both, or neither. Answers whether a rewrite is due (the
     /// journal has grown to three times its last one); the caller runs it.
     func append(_ record: StoreRecord, then entered: () throws -> Void = {}) throws -> Bool {
-        var line = record.json.serialized()
+        var line = record.serialized()
         line.append(UInt8(ascii: "\n"))
         return try state.withLock { s -> Bool in
             // One write on an O_APPEND descriptor: lines never interleave.
@@ -104,7 +104,7 @@ final class RecordJournal: Sendable {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(records.count * 512)
         for record in records {
-            bytes += record.json.serialized()
+            bytes += record.serialized()
             bytes.append(UInt8(ascii: "\n"))
         }
         // The server's alone (0600): ids are what lets a test reach a store.

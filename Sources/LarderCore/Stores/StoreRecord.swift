@@ -78,17 +78,35 @@ public struct StoreRecord: Sendable {
         self.counts = counts
     }
 
-    public var json: JSONValue {
-        .object([
-            ("id", .string(id)), ("sequence", .int(sequence)),
-            ("template", JSONValue(template)), ("version", JSONValue(version)), ("snapshot", JSONValue(snapshot)),
-            ("fixtures", JSONValue(fixtures)), ("build", JSONValue(build)), ("label", JSONValue(label)),
-            ("created_at", .double(createdAt.seconds)), ("expires_at", .double(expiresAt.seconds)),
-            ("keep", .bool(keep)), ("kept_forever", .bool(keptForever)),
-            ("creation", creation.map { .object([("version", JSONValue($0.version)), ("fixtures", JSONValue($0.fixtures)),
-                                                 ("source", JSONValue($0.source))]) } ?? .null),
-            ("counts", counts.map { JSONValue(counts: $0) } ?? .null),
-        ])
+    /// The record as one line of compact JSON (the journal's), which `init?(json:)` reads back.
+    public func serialized() -> [UInt8] {
+        var w = JSONWriter(capacity: 512)
+        w.beginObject()
+        w.key("id"); w.string(id)
+        w.key("sequence"); w.int(sequence)
+        w.key("template"); w.string(template)
+        w.key("version"); w.string(version)
+        w.key("snapshot"); w.string(snapshot)
+        w.key("fixtures"); w.strings(fixtures)
+        w.key("build"); w.string(build)
+        w.key("label"); w.string(label)
+        w.key("created_at"); w.double(createdAt.seconds)
+        w.key("expires_at"); w.double(expiresAt.seconds)
+        w.key("keep"); w.bool(keep)
+        w.key("kept_forever"); w.bool(keptForever)
+        w.key("creation")
+        if let creation {
+            w.beginObject()
+            w.key("version"); w.string(creation.version)
+            w.key("fixtures"); w.strings(creation.fixtures)
+            w.key("source"); w.string(creation.source)
+            w.endObject()
+        } else {
+            w.string(nil)
+        }
+        w.key("counts"); w.counts(counts)
+        w.endObject()
+        return w.bytes
     }
 
     public init?(json: JSONValue) {

@@ -11,14 +11,19 @@ import Synchronization
 final class Trash: Sendable {
     let directory: String
     private let root: String
-    private let queue = DispatchQueue(label: "larder.trash", qos: .utility)
+    /// Removal gives way to the requests (`YieldingQueue`)...
+    private let queue = YieldingQueue(name: "larder-trash")
+    /// ...unless it is behind: a load that leaves no idle time must not
+    /// pile deletions up, so past `behind` waiting a pass runs at the
+    /// requests' own priority.
+    private let urgent = DispatchQueue(label: "larder.trash-behind", qos: .utility)
     private let pending = Atomic<Int>(0)
     /// Bytes of what waits to be removed, as its discarders counted them.
     private let bytes = Atomic<Int64>(0)
     /// Directories not yet handed to the queue, and whether a removal pass is
     /// scheduled: deletions are removed in batches, one wake-up of the queue
     /// per pass rather than one per request.
-    private let waiting = Mutex<(paths: [Waiting], scheduled: Bool)>(([], false))
+    private let waiting = Mutex<(paths: [Waiting], scheduled: Bool, urgent: Bool)>(([], false, false))
 
     private struct Waiting {
         let path: String
@@ -27,6 +32,8 @@ final class Trash: Sendable {
         /// (a discard that did not count them).
         let measured: (@Sendable (Int64) -> Void)?
     }
+    /// Deletions waiting past which removal runs at the requests' own priority.
+    static let behind = 256
     /// Held while removal is held back (tests of a trash that is behind).
     private let hold = Lock()
 
@@ -59,20 +66,25 @@ final class Trash: Sendable {
     private func empty(_ path: String, bytes size: Int64 = 0, measured: (@Sendable (Int64) -> Void)? = nil) {
         pending.add(1, ordering: .relaxed)
         bytes.add(size, ordering: .relaxed)
-        let schedule = waiting.withLock { w -> Bool in
+        let behind = pending.load(ordering: .relaxed) > Trash.behind
+        let (schedule, hurry) = waiting.withLock { w -> (Bool, Bool) in
             w.paths.append(Waiting(path: path, bytes: size, measured: measured))
-            defer { w.scheduled = true }
-            return !w.scheduled
+            defer {
+                w.scheduled = true
+                if behind { w.urgent = true }
+            }
+            return (!w.scheduled, behind && !w.urgent)
         }
         // A short delay gathers the deletions of a busy suite into one pass.
-        if schedule { queue.asyncAfter(deadline: .now() + .milliseconds(5)) { [self] in removeWaiting() } }
+        if schedule { queue.async(afterMilliseconds: 5) { [self] in removeWaiting() } }
+        if hurry { urgent.async { [self] in removeWaiting() } }
     }
 
     private func removeWaiting() {
         hold.lock()
         hold.unlock()
         let paths = waiting.withLock { w -> [Waiting] in
-            defer { w = ([], false) }
+            defer { w = ([], false, false) }
             return w.paths
         }
         for entry in paths {
@@ -96,9 +108,10 @@ final class Trash: Sendable {
         if !FileSystem.removeEmptyDirectory(path) { try? FileSystem.removeTree(path, within: root) }
     }
 
-    /// Waits until everything discarded so far is removed.
+    /// Waits until everything discarded so far is removed (by this pass or one under way).
     func drain() {
-        queue.sync { removeWaiting() }
+        removeWaiting()
+        while pending.load(ordering: .relaxed) > 0 { Threads.sleep(milliseconds: 1) }
     }
 
     /// Holds removal back until `resume()` (for tests of a trash that is behind).

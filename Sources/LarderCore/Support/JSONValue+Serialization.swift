@@ -29,13 +29,7 @@ extension JSONValue {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
         case .int(let v): JSONValue.writeInteger(v, to: &out)
-        case .double(let d):
-            if d.isFinite {
-                if d == d.rounded(), abs(d) < 1e15 { JSONValue.writeInteger(Int64(d), to: &out); out.append(contentsOf: ".0".utf8) }
-                else { out.append(contentsOf: "\(d)".utf8) }
-            } else {
-                out.append(contentsOf: "null".utf8)
-            }
+        case .double(let d): JSONValue.writeDouble(d, to: &out)
         case .string(let s): JSONValue.writeString(s, to: &out)
         case .array(let items):
             out.append(UInt8(ascii: "["))
@@ -58,6 +52,16 @@ extension JSONValue {
             }
             if !members.isEmpty { newline(&out, indent, level) }
             out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// A number with a fraction (a whole one keeps its `.0`); not a number is null.
+    static func writeDouble(_ d: Double, to out: inout [UInt8]) {
+        if d.isFinite {
+            if d == d.rounded(), abs(d) < 1e15 { writeInteger(Int64(d), to: &out); out.append(contentsOf: ".0".utf8) }
+            else { out.append(contentsOf: "\(d)".utf8) }
+        } else {
+            out.append(contentsOf: "null".utf8)
         }
     }
 
@@ -90,6 +94,12 @@ extension JSONValue {
     /// A JSON string: runs of bytes that need no escape are copied whole.
     static func writeString(_ s: String, to out: inout [UInt8]) {
         out.append(0x22)
+        writeEscaped(s, to: &out)
+        out.append(0x22)
+    }
+
+    /// What goes between a JSON string's quotes.
+    static func writeEscaped(_ s: String, to out: inout [UInt8]) {
         var s = s
         s.withUTF8 { bytes in
             var start = 0
@@ -108,6 +118,5 @@ extension JSONValue {
             }
             out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...]))
         }
-        out.append(0x22)
     }
 }

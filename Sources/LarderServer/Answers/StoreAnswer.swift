@@ -27,7 +27,7 @@ enum StoreAnswer {
     static let deletedObject = ContractObject("Deleted", OpenAPI.answer([("deleted", OpenAPI.nonNegative)]))
 
     /// The listing, `{"stores": [...], "next_cursor": ...}`, from its stores
-    /// already serialized (as `json(...).serialized()` writes each): a long
+    /// already serialized (as `serialized(...)` writes each): a long
     /// page is written on every core, then put together here.
     static func listBody(serialized stores: [[UInt8]], next: String?) -> [UInt8] {
         var out = Array(#"{"stores":["#.utf8)
@@ -44,10 +44,12 @@ enum StoreAnswer {
 
     static func deleted(_ count: Int) -> JSONValue { ["deleted": .int(Int64(count))] }
 
-    /// Counts and size are read live unless the caller already knows them
-    /// (a store just made); a store whose test broke its file is still
-    /// shown (and can be kept, to look at), with the counts Larder last read.
-    static func json(_ s: ServerContext, _ store: Store, counts known: [(String, Int64)]?, sizeBytes: Int64? = nil) throws -> JSONValue {
+    /// The store object, written straight into bytes (every hand-out and
+    /// listing writes it). Counts and size are read live unless the caller
+    /// already knows them (a store just made); a store whose test broke
+    /// its file is still shown (and can be kept, to look at), with the
+    /// counts Larder last read.
+    static func serialized(_ s: ServerContext, _ store: Store, counts known: [(String, Int64)]?, sizeBytes: Int64? = nil) throws -> [UInt8] {
         let record = store.record
         let counts: [(String, Int64)]
         do {
@@ -56,14 +58,29 @@ enum StoreAnswer {
             counts = store.lastCounts ?? []
         }
         let base = s.base + "/stores/" + record.id
-        return .object([
-            ("id", .string(record.id)), ("path", .string(s.registry.clientPath(store.databasePath))),
-            ("template", JSONValue(record.template)), ("version", JSONValue(record.version)),
-            ("snapshot", JSONValue(record.snapshot)), ("fixtures", JSONValue(record.fixtures)), ("build", JSONValue(record.build)),
-            ("label", JSONValue(record.label)), ("counts", JSONValue(counts: counts)),
-            ("created_at", .string(record.createdAt.rfc3339)), ("expires_at", record.keptForever ? .null : .string(record.expiresAt.rfc3339)),
-            ("keep", .bool(record.keep)), ("size_bytes", .int(sizeBytes ?? store.sizeBytes)),
-            ("links", .object(links.map { ($0, .string($0 == "self" ? base : base + "/" + $0)) })),
-        ])
+        var w = JSONWriter(capacity: 1024 + 128 * counts.count)
+        w.beginObject()
+        w.key("id"); w.string(record.id)
+        w.key("path"); w.string(s.registry.clientPath(store.databasePath))
+        w.key("template"); w.string(record.template)
+        w.key("version"); w.string(record.version)
+        w.key("snapshot"); w.string(record.snapshot)
+        w.key("fixtures"); w.strings(record.fixtures)
+        w.key("build"); w.string(record.build)
+        w.key("label"); w.string(record.label)
+        w.key("counts"); w.counts(counts)
+        w.key("created_at"); w.string(record.createdAt.rfc3339)
+        w.key("expires_at"); w.string(record.keptForever ? nil : record.expiresAt.rfc3339)
+        w.key("keep"); w.bool(record.keep)
+        w.key("size_bytes"); w.int(sizeBytes ?? store.sizeBytes)
+        w.key("links")
+        w.beginObject()
+        for link in links {
+            w.key(link)
+            w.string(base, link == "self" ? "" : "/" + link)
+        }
+        w.endObject()
+        w.endObject()
+        return w.bytes
     }
 }

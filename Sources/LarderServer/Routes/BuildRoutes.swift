@@ -72,7 +72,7 @@ enum BuildRoutes {
         try BuildRegistry.check(key: key)
         let make: @Sendable (TemplateCache.Entry) throws -> Response = { entry in
             let (store, provenance) = try s.provisioner.create(build: key, entry: entry, label: label, ttlSeconds: ttlSeconds)
-            return json(201, try StoreAnswer.json(s, store, counts: provenance.counts, sizeBytes: provenance.sizeBytes))
+            return json(201, serialized: try StoreAnswer.serialized(s, store, counts: provenance.counts, sizeBytes: provenance.sizeBytes))
         }
         if !s.builds.isBuilding(key) { return .now(try make(try s.builds.entry(key))) }
         let timeout = timeoutMs ?? s.configuration.defaultWaitTimeoutMs

@@ -12,7 +12,7 @@ enum StoreRoutes {
         let s = c.server
         let (creation, label, ttl) = try StoreCreation.read(request, s.configuration)
         let made: @Sendable ((Store, Provenance)) throws -> Response = {
-            json(201, try StoreAnswer.json(s, $0.0, counts: $0.1.counts, sizeBytes: $0.1.sizeBytes))
+            json(201, serialized: try StoreAnswer.serialized(s, $0.0, counts: $0.1.counts, sizeBytes: $0.1.sizeBytes))
         }
         switch creation {
         case .upload(let upload, let spooled, let template, let version):
@@ -55,7 +55,7 @@ enum StoreRoutes {
                 var mine: [(Int, [UInt8])] = []
                 for i in stores.count * part / parts..<stores.count * (part + 1) / parts {
                     do {
-                        mine.append((i, try StoreAnswer.json(s, stores[i], counts: stores[i].lastCounts).serialized()))
+                        mine.append((i, try StoreAnswer.serialized(s, stores[i], counts: stores[i].lastCounts)))
                     } catch let error as LarderError where error.code == .storeNotFound {
                     } catch {
                         rendered.withLock { $0.error = $0.error ?? error }
@@ -84,7 +84,7 @@ enum StoreRoutes {
     static func show(_ request: Request, _ c: RouteContext) throws -> Outcome {
         let s = c.server, id = c["id"]
         // Counts read the store, which its test may hold locked: off the pool threads.
-        return .later { json(200, try StoreAnswer.json(s, try s.registry.get(id), counts: nil)) }
+        return .later { json(200, serialized: try StoreAnswer.serialized(s, try s.registry.get(id), counts: nil)) }
     }
 
     static func patch(_ request: Request, _ c: RouteContext) throws -> Outcome {
@@ -104,7 +104,7 @@ enum StoreRoutes {
         patch.ttlSeconds = try body.int("ttl_seconds", in: StoreRecord.ttlSeconds)
         if body.has("label") { patch.label = .some(try body.string("label")) }
         let change = patch
-        return .later { json(200, try StoreAnswer.json(s, try s.registry.update(id, change), counts: nil)) }
+        return .later { json(200, serialized: try StoreAnswer.serialized(s, try s.registry.update(id, change), counts: nil)) }
     }
 
     /// `POST /stores/{id}/reset`: back to the creation state, in place.
@@ -113,7 +113,7 @@ enum StoreRoutes {
         _ = try JSONBody(request, allowed: [])
         return .later {
             let store = try s.editor.reset(id)
-            return json(200, try StoreAnswer.json(s, store, counts: store.lastCounts))
+            return json(200, serialized: try StoreAnswer.serialized(s, store, counts: store.lastCounts))
         }
     }
 

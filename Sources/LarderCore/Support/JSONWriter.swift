@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+/// Writes compact JSON straight into bytes, value after value, for what is
+/// written on every request (a store's answer, its record): no `JSONValue`
+/// tree is made first. The bytes are those `JSONValue.serialized()` writes
+/// for the same members in the same order.
+public struct JSONWriter {
+    public private(set) var bytes: [UInt8] = []
+    /// Whether the next value or key follows another in its object or array.
+    private var follows = false
+
+    public init(capacity: Int = 256) { bytes.reserveCapacity(capacity) }
+
+    private mutating func separate() {
+        if follows { bytes.append(UInt8(ascii: ",")) }
+        follows = true
+    }
+
+    public mutating func beginObject() {
+        separate()
+        bytes.append(UInt8(ascii: "{"))
+        follows = false
+    }
+
+    public mutating func endObject() {
+        bytes.append(UInt8(ascii: "}"))
+        follows = true
+    }
+
+    /// A member's name; its value comes next.
+    public mutating func key(_ name: String) {
+        separate()
+        JSONValue.writeString(name, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        follows = false
+    }
+
+    public mutating func string(_ value: String?) {
+        separate()
+        if let value { JSONValue.writeString(value, to: &bytes) } else { bytes += "null".utf8 }
+    }
+
+    /// One string written from two parts (a link: a base and its tail), neither copied into a new one.
+    public mutating func string(_ head: String, _ tail: String) {
+        separate()
+        bytes.append(0x22)
+        JSONValue.writeEscaped(head, to: &bytes)
+        JSONValue.writeEscaped(tail, to: &bytes)
+        bytes.append(0x22)
+    }
+
+    public mutating func int(_ value: Int64) {
+        separate()
+        JSONValue.writeInteger(value, to: &bytes)
+    }
+
+    public mutating func double(_ value: Double) {
+        separate()
+        JSONValue.writeDouble(value, to: &bytes)
+    }
+
+    public mutating func bool(_ value: Bool) {
+        separate()
+        bytes += (value ? "true" : "false").utf8
+    }
+
+    public mutating func strings(_ values: [String]) {
+        separate()
+        bytes.append(UInt8(ascii: "["))
+        for (i, value) in values.enumerated() {
+            if i > 0 { bytes.append(UInt8(ascii: ",")) }
+            JSONValue.writeString(value, to: &bytes)
+        }
+        bytes.append(UInt8(ascii: "]"))
+    }
+
+    /// Row counts as an object of table names to numbers; nil is null.
+    public mutating func counts(_ counts: [(String, Int64)]?) {
+        guard let counts else { return string(nil) }
+        beginObject()
+        for (table, count) in counts {
+            key(table)
+            int(count)
+        }
+        endObject()
+    }
+
+    /// Any value, as `JSONValue` writes it.
+    public mutating func value(_ value: JSONValue) {
+        separate()
+        value.write(to: &bytes, indent: nil, level: 0)
+    }
+}
