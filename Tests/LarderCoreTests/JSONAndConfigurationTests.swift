@@ -105,8 +105,14 @@ final class JSONAndConfigurationTests: XCTestCase {
         XCTAssertEqual(back.counts?.map { $0.1 }, [4, 12])
         // The writer writes what a JSONValue of the same members does.
         var w = JSONWriter()
-        w.beginObject(); w.key("a\"b"); w.string("x", "/y\n"); w.key("n"); w.double(2); w.key("c"); w.counts(nil); w.endObject()
-        XCTAssertEqual(w.bytes, JSONValue.object([("a\"b", .string("x/y\n")), ("n", .double(2)), ("c", .null)]).serialized())
+        w.beginObject(); w.key("a\"b"); w.string(nil); w.key("n"); w.double(2); w.key("c"); w.counts(nil)
+        w.key("links"); w.link(base: "http://h/\"x", tails: ["self", "a\nb"]); w.endObject()
+        XCTAssertEqual(w.bytes, JSONValue.object([("a\"b", .null), ("n", .double(2)), ("c", .null),
+                                                  ("links", .object([("self", .string("http://h/\"x")), ("a\nb", .string("http://h/\"x/a\nb"))]))]).serialized())
+        // Escapes found in every place of a word, and across words.
+        for text in ["plain text longer than eight", "\"start", "end\"", "mid\\dle of a long one", "\u{1}\u{1f} é\u{7f}🗄 tab\t", "12345678\n"] {
+            XCTAssertEqual(try JSONValue.parse(JSONValue.string(text).serialized()), .string(text), text)
+        }
     }
 
     func testEverySettingHasAFlagAnEnvironmentVariableAndIsInTheREADME() throws {

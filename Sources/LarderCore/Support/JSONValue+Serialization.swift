@@ -98,25 +98,53 @@ extension JSONValue {
         out.append(0x22)
     }
 
-    /// What goes between a JSON string's quotes.
+    /// What goes between a JSON string's quotes. Eight bytes are looked at
+    /// a time: most strings need no escape and are copied whole.
     static func writeEscaped(_ s: String, to out: inout [UInt8]) {
         var s = s
-        s.withUTF8 { bytes in
-            var start = 0
-            for (i, byte) in bytes.enumerated() where byte < 0x20 || byte == 0x22 || byte == 0x5C {
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<i]))
-                start = i + 1
-                switch byte {
-                case 0x22, 0x5C: out.append(0x5C); out.append(byte)
-                case 0x0A: out.append(0x5C); out.append(UInt8(ascii: "n"))
-                case 0x0D: out.append(0x5C); out.append(UInt8(ascii: "r"))
-                case 0x09: out.append(0x5C); out.append(UInt8(ascii: "t"))
-                default:
-                    let hex = Array("0123456789abcdef".utf8)
-                    out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 15)]])
+        s.withUTF8 { writeEscaped($0, to: &out) }
+    }
+
+    /// `writeEscaped` of UTF-8 bytes.
+    static func writeEscaped(_ bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+        var start = 0, at = 0
+        let count = bytes.count
+        while at < count {
+            // Whole words without a control character, a quote or a backslash go by at once.
+            if at + 8 <= count {
+                let word = UnsafeRawPointer(bytes.baseAddress! + at).loadUnaligned(as: UInt64.self)
+                if !needsEscape(word) {
+                    at += 8
+                    continue
                 }
             }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...]))
+            let byte = bytes[at]
+            guard byte < 0x20 || byte == 0x22 || byte == 0x5C else {
+                at += 1
+                continue
+            }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<at]))
+            switch byte {
+            case 0x22, 0x5C: out.append(0x5C); out.append(byte)
+            case 0x0A: out.append(0x5C); out.append(UInt8(ascii: "n"))
+            case 0x0D: out.append(0x5C); out.append(UInt8(ascii: "r"))
+            case 0x09: out.append(0x5C); out.append(UInt8(ascii: "t"))
+            default:
+                let hex = Array("0123456789abcdef".utf8)
+                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 15)]])
+            }
+            at += 1
+            start = at
         }
+        out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<count]))
+    }
+
+    /// Whether any byte of `word` is below 0x20, a quote or a backslash (a
+    /// false yes is possible, never a false no: the bytes are then looked at one by one).
+    private static func needsEscape(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        func hasZero(_ v: UInt64) -> Bool { (v &- ones) & ~v & highs != 0 }
+        let control = (word &- 0x2020_2020_2020_2020) & ~word & highs != 0
+        return control || hasZero(word ^ (0x22 &* ones)) || hasZero(word ^ (0x5C &* ones))
     }
 }

@@ -39,13 +39,25 @@ public struct JSONWriter {
         if let value { JSONValue.writeString(value, to: &bytes) } else { bytes += "null".utf8 }
     }
 
-    /// One string written from two parts (a link: a base and its tail), neither copied into a new one.
-    public mutating func string(_ head: String, _ tail: String) {
-        separate()
-        bytes.append(0x22)
-        JSONValue.writeEscaped(head, to: &bytes)
-        JSONValue.writeEscaped(tail, to: &bytes)
-        bytes.append(0x22)
+    /// An object of links, each named by its tail: `"self"` is `base`
+    /// itself, any other `name` is `base/name` (a store's `links`). The
+    /// base is escaped once for all of them.
+    public mutating func link(base: String, tails: [String]) {
+        var escaped: [UInt8] = []
+        JSONValue.writeEscaped(base, to: &escaped)
+        beginObject()
+        for tail in tails {
+            key(tail)
+            separate()
+            bytes.append(0x22)
+            bytes += escaped
+            if tail != "self" {
+                bytes.append(UInt8(ascii: "/"))
+                JSONValue.writeEscaped(tail, to: &bytes)
+            }
+            bytes.append(0x22)
+        }
+        endObject()
     }
 
     public mutating func int(_ value: Int64) {

@@ -74,12 +74,7 @@ enum StoreAnswer {
         w.key("keep"); w.bool(record.keep)
         w.key("size_bytes"); w.int(sizeBytes ?? store.sizeBytes)
         w.key("links")
-        w.beginObject()
-        for link in links {
-            w.key(link)
-            w.string(base, link == "self" ? "" : "/" + link)
-        }
-        w.endObject()
+        w.link(base: base, tails: links)
         w.endObject()
         return w.bytes
     }
