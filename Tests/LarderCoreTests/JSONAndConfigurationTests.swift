@@ -40,6 +40,12 @@ final class JSONAndConfigurationTests: XCTestCase {
             XCTAssertThrowsError(try JSONValue.parse(bytes), "\(bytes)")
         }
         XCTAssertEqual(try JSONValue.parse(Array("\"é\\n\"".utf8)).stringValue, "é\n")
+        // A duplicate key, in a small object and past the sixteenth key of a large one.
+        let many = (0..<20).map { "\"k\($0)\": \($0)" }
+        XCTAssertNoThrow(try JSONValue.parse("{" + many.joined(separator: ",") + "}"))
+        XCTAssertThrowsError(try JSONValue.parse("{" + (many + ["\"k3\": 0"]).joined(separator: ",") + "}"))
+        XCTAssertThrowsError(try JSONValue.parse("{" + (many + ["\"k19\": 0"]).joined(separator: ",") + "}"))
+        XCTAssertThrowsError(try JSONValue.parse(#"{"a": {"b": 1, "c": 2, "b": 3}}"#))
     }
 
     func testLoopbackIsReadAsAnAddressNotAPrefix() {

@@ -41,6 +41,16 @@ final class RecordJournalTests: XCTestCase {
         // Sequences go on from the last store's.
         let next = try again.store("boardgames")
         XCTAssertGreaterThan(next.record.sequence, made.record.sequence)
+
+        // A journal already one line a live store is appended to as it is, not rewritten.
+        func inode() throws -> Int { try FileManager.default.attributesOfItem(atPath: root + "/stores.journal")[.systemFileNumber] as! Int }
+        let before = try inode()
+        again.registry.close()
+        let third = try CoreServices(scratch)
+        XCTAssertEqual(try inode(), before)
+        XCTAssertEqual(third.registry.count, 3)
+        _ = try third.store("boardgames")
+        XCTAssertEqual(try lines(root).count, 4)
     }
 
     /// A crash mid-append leaves half a line: it is skipped, and the

@@ -32,10 +32,19 @@ final class RecordJournal: Sendable {
 
     deinit { state.withLock { s in if s.fd >= 0 { close(s.fd) } } }
 
-    /// The last record of each id; a line that is not a record (torn by a
-    /// crash mid-write) is skipped. Lines are parsed on every core.
-    static func read(_ path: String) -> [String: StoreRecord] {
-        guard let bytes = try? FileSystem.readFile(path), !bytes.isEmpty else { return [:] }
+    /// What a journal holds: the last record of each id, and whether it is
+    /// already as a rewrite would leave it (one record a line, every line
+    /// whole: `lines` records and a line end at the end).
+    struct Contents {
+        var records: [String: StoreRecord] = [:]
+        var lines = 0
+        var whole = true
+    }
+
+    /// The journal at `path`; a line that is not a record (torn by a crash
+    /// mid-write) is skipped. Lines are parsed on every core.
+    static func read(_ path: String) -> Contents {
+        guard let bytes = try? FileSystem.readFile(path), !bytes.isEmpty else { return Contents() }
         // Lines cut into one piece per core, each ending after a newline.
         let pieces = max(1, min(ProcessInfo.processInfo.activeProcessorCount, bytes.count / (1 << 20)))
         var cuts = [0]
@@ -46,24 +55,40 @@ final class RecordJournal: Sendable {
         }
         cuts.append(bytes.count)
         let bounds = cuts
-        let found = Mutex([[StoreRecord]](repeating: [], count: pieces))
+        let found = Mutex([(records: [StoreRecord], lines: Int)](repeating: ([], 0), count: pieces))
         DispatchQueue.concurrentPerform(iterations: pieces) { piece in
-            var records: [StoreRecord] = []
+            var records: [StoreRecord] = [], lines = 0
             var start = bounds[piece]
             let end = bounds[piece + 1]
             while start < end {
                 let stop = bytes[start..<end].firstIndex(of: UInt8(ascii: "\n")) ?? end
+                lines += 1
                 if let json = try? JSONValue.parse(Array(bytes[start..<stop])), let record = StoreRecord(json: json) {
                     records.append(record)
                 }
                 start = stop + 1
             }
-            found.withLock { $0[piece] = records }
+            found.withLock { $0[piece] = (records, lines) }
         }
         // Piece after piece, line after line: the last record of an id wins.
-        var last: [String: StoreRecord] = [:]
-        for record in found.withLock({ $0 }).joined() { last[record.id] = record }
-        return last
+        var contents = Contents()
+        let parts = found.withLock { $0 }
+        contents.records.reserveCapacity(parts.reduce(0) { $0 + $1.records.count })
+        for record in parts.map(\.records).joined() { contents.records[record.id] = record }
+        contents.lines = parts.reduce(0) { $0 + $1.lines }
+        contents.whole = bytes.last == UInt8(ascii: "\n") && parts.reduce(0) { $0 + $1.records.count } == contents.lines
+        return contents
+    }
+
+    /// Goes on appending to the journal as it is (already as a rewrite
+    /// would leave it, with `lines` lines).
+    func resume(lines: Int) throws {
+        let fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
+        guard fd >= 0 else { throw FileSystem.Failure("cannot open", path) }
+        state.withLock { s in
+            if s.fd >= 0 { close(s.fd) }
+            (s.fd, s.lines, s.kept) = (fd, lines, lines)
+        }
     }
 
     /// Appends `record` as one line, then runs `entered` (which makes the

@@ -131,7 +131,7 @@ public final class StoreRegistry: Sendable {
     private func recover() throws {
         for name in FileSystem.entries(layout.building) { try FileSystem.removeTree(layout.building + "/" + name, within: root) }
         for name in FileSystem.entries(layout.temporary) { try FileSystem.removeTree(layout.temporary + "/" + name, within: root) }
-        let journaled = RecordJournal.read(layout.journal)
+        let journal = RecordJournal.read(layout.journal), journaled = journal.records
         // One pass over the stores, on every core: each one's record found
         // and its files' sizes taken. A directory without a record of its
         // own name is removed after.
@@ -162,9 +162,15 @@ public final class StoreRegistry: Sendable {
         let parts = found.withLock { $0 }
         for directory in parts.flatMap(\.broken) { try FileSystem.removeTree(directory, within: root) }
         let stores = StoreIndex(parts.flatMap(\.stores))
-        try journal.rewrite { stores.all.map(\.savedRecord) }
+        let older = parts.flatMap(\.older)
+        // Rewritten unless it holds one whole line for each store and nothing else.
+        if journal.lines > 0 && journal.whole && journal.lines == stores.count && older.isEmpty {
+            try self.journal.resume(lines: journal.lines)
+        } else {
+            try self.journal.rewrite { stores.all.map(\.savedRecord) }
+        }
         // Records an earlier version kept beside each store are in the journal now.
-        for directory in parts.flatMap(\.older) { FileSystem.remove(directory + "/" + Store.recordName) }
+        for directory in older { FileSystem.remove(directory + "/" + Store.recordName) }
         live.withLock { l in
             l.nextSequence = (stores.all.last?.sequence ?? 0) + 1
             l.stores = stores
@@ -220,8 +226,8 @@ public final class StoreRegistry: Sendable {
     /// A store that is a copy of the immutable file `source` (a template
     /// cache entry), its base a link to it: `ready`, a copy finished ahead
     /// of time (`ReadyCopies`), when there is one, else one made now; then
-    /// the request's record and one rename. On any error the copy goes to
-    /// the trash.
+    /// the request's record, appended to the journal. On any error the copy
+    /// goes to the trash.
     func create(copyOf source: String, ready: ReadyCopy?, provenance: Provenance, label: String?,
                 ttlSeconds: Int?) throws -> (Store, Provenance) {
         let reservation: Reservation

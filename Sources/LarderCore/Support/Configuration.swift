@@ -177,7 +177,7 @@ public struct Configuration: Sendable {
                 "trace, debug, info, notice, warning, error or critical; each request is an info line."),
         .bytes("cache-max-bytes", \.cacheMaxBytes, "Disk budget of the template cache; least recently used entries go first."),
         .int("pool-size", \.poolSize, 0...1024,
-             "Ready copies kept per recently used template entry (the 8 latest), made in the background so POST /stores is a rename (0: none)."),
+             "Ready copies kept per recently used template entry (the 8 latest), made in the background so POST /stores only writes a record (0: none)."),
         Setting(name: "store-mode", placeholder: "<octal>",
                 help: "Permission bits of store files, in octal; their -wal and -shm follow, and their directories get x wherever there is r (0660: 0770).",
                 show: { "0" + String($0.storeMode, radix: 8) },

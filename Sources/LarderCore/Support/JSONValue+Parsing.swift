@@ -67,14 +67,23 @@ private struct JSONParser {
     mutating func object(depth: Int) throws -> JSONValue {
         index += 1
         var members: [(String, JSONValue)] = []
-        var seen = Set<String>()
+        // Keys seen: looked through in place while there are few (most
+        // objects), hashed past that.
+        var seen: Set<String>?
         skipSpace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return .object([]) }
         while true {
             skipSpace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a string key") }
             let key = try string()
-            guard seen.insert(key).inserted else { throw error("duplicate key '\(key)'") }
+            let duplicate: Bool
+            if members.count < 16 {
+                duplicate = members.contains { $0.0 == key }
+            } else {
+                if seen == nil { seen = Set(members.map(\.0)) }
+                duplicate = !seen!.insert(key).inserted
+            }
+            guard !duplicate else { throw error("duplicate key '\(key)'") }
             skipSpace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
             index += 1
