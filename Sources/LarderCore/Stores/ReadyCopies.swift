@@ -106,21 +106,24 @@ public final class ReadyCopies: Sendable {
         guard perKey > 0 else { return nil }
         let (copy, fill, dropped) = state.withLock { s -> (ReadyCopy?, Bool, [ReadyCopy]) in
             s.clock += 1
-            var shelf = s.shelves[entry.key] ?? Shelf(entry: entry)
-            shelf.entry = entry  // the file may have been rebuilt after an eviction
-            shelf.lastUsed = s.clock
-            let copy = shelf.copies.popLast()
+            // The shelf changed where it is (a copy of it would copy its list too).
+            func handOut(_ shelf: inout Shelf, at clock: UInt64) -> (ReadyCopy?, Bool) {
+                shelf.entry = entry  // the file may have been rebuilt after an eviction
+                shelf.lastUsed = clock
+                let copy = shelf.copies.popLast()
+                // Refilled in batches, when half is gone: one wake-up of the
+                // background queue per perKey/2 hand-outs, not one per request.
+                let fill = !shelf.filling && shelf.copies.count <= perKey / 2
+                if fill { shelf.filling = true }
+                return (copy, fill)
+            }
+            let (copy, fill) = handOut(&s.shelves[entry.key, default: Shelf(entry: entry)], at: s.clock)
             if let copy {
                 s.handouts += 1
                 s.bytes -= copy.bytes
             } else {
                 s.misses += 1
             }
-            // Refilled in batches, when half is gone: one wake-up of the
-            // background queue per perKey/2 hand-outs, not one per request.
-            let fill = !shelf.filling && shelf.copies.count <= perKey / 2
-            if fill { shelf.filling = true }
-            s.shelves[entry.key] = shelf
             // Only the most recently used keys stay stocked.
             var dropped: [ReadyCopy] = []
             while s.shelves.count > maxKeys, let coldest = s.shelves.min(by: { $0.value.lastUsed < $1.value.lastUsed }) {
