@@ -1,5 +1,6 @@
 import FileSystem
 import Foundation
+import Glibc
 @testable import LarderCore
 import Synchronization
 import TestSupport
@@ -75,6 +76,32 @@ final class RecordJournalTests: XCTestCase {
         XCTAssertEqual(try third.registry.list().stores.map(\.record.label), ["later", "whole"])
         XCTAssertEqual(third.registry.count, 2)
         XCTAssertEqual(try third.registry.get(later.id).record.label, "later")
+    }
+
+    /// An append that fails part way (here the file size limit, as a full
+    /// disk would) leaves half a line; the next record starts a line of
+    /// its own and is found after a restart.
+    func testAFailedAppendNeverSwallowsTheNextRecord() throws {
+        let scratch = Scratch()
+        var core: CoreServices? = try CoreServices(scratch)
+        let root = core!.registry.root
+        let first = try core!.store("boardgames", label: "first")
+        let size = try FileManager.default.attributesOfItem(atPath: root + "/stores.journal")[.size] as! Int
+        signal(SIGXFSZ, SIG_IGN)
+        defer { signal(SIGXFSZ, SIG_DFL) }
+        var saved = rlimit()
+        getrlimit(__rlimit_resource_t(RLIMIT_FSIZE.rawValue), &saved)
+        var tight = saved
+        tight.rlim_cur = rlim_t(size + 20)
+        setrlimit(__rlimit_resource_t(RLIMIT_FSIZE.rawValue), &tight)
+        XCTAssertThrowsError(try core!.registry.update(first.id, .init(label: .some("never saved"))))
+        setrlimit(__rlimit_resource_t(RLIMIT_FSIZE.rawValue), &saved)
+        _ = try core!.registry.update(first.id, .init(label: .some("saved")))
+        core!.registry.close()
+        core = nil
+
+        let again = try CoreServices(scratch)
+        XCTAssertEqual(try again.registry.get(first.id).record.label, "saved")
     }
 
     /// A root an earlier version left: a `store.json` beside each store and

@@ -21,6 +21,8 @@ final class RecordJournal: Sendable {
         /// Lines at the last rewrite: the next one comes at three times as many.
         var kept = 0
         var rewriting = false
+        /// An append failed part way (a full disk): the next one ends that line first.
+        var torn = false
     }
     private let state = Mutex(State())
 
@@ -100,7 +102,14 @@ final class RecordJournal: Sendable {
         line.append(UInt8(ascii: "\n"))
         return try state.withLock { s -> Bool in
             // One write on an O_APPEND descriptor: lines never interleave.
-            try line.withUnsafeBytes { try FileSystem.writeAll(s.fd, $0, path: path) }
+            if s.torn { line.insert(UInt8(ascii: "\n"), at: 0) }
+            do {
+                try line.withUnsafeBytes { try FileSystem.writeAll(s.fd, $0, path: path) }
+            } catch {
+                s.torn = true
+                throw error
+            }
+            s.torn = false
             s.lines += 1
             try entered()
             guard !s.rewriting, s.lines >= RecordJournal.minimumLines, s.lines >= 3 * s.kept else { return false }
