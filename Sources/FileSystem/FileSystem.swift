@@ -91,20 +91,21 @@ public enum FileSystem {
         return fd
     }
 
-    /// Writes `bytes` to a new file at `path` (which must not exist).
-    public static func writeFile(_ bytes: [UInt8], to path: String) throws {
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+    /// Writes `bytes` to a new file at `path` (which must not exist), with
+    /// the bits `mode` (less the umask's).
+    public static func writeFile(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
         guard fd >= 0 else { throw Failure("cannot create", path) }
         defer { close(fd) }
         try bytes.withUnsafeBytes { try writeAll(fd, $0, path: path) }
     }
 
     /// Writes `bytes` to a temporary file beside `path`, then renames it over `path`.
-    public static func writeAtomically(_ bytes: [UInt8], to path: String) throws {
+    public static func writeAtomically(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644) throws {
         let temporary = path + ".tmp"
         unlink(temporary) // a leftover of an earlier crash
         do {
-            try writeFile(bytes, to: temporary)
+            try writeFile(bytes, to: temporary, mode: mode)
             guard Glibc.rename(temporary, path) == 0 else { throw Failure("cannot rename", temporary) }
         } catch {
             unlink(temporary)
@@ -138,9 +139,13 @@ public enum FileSystem {
         unlink(path)
     }
 
+    /// What SQLite names a database's files by, after the database's own
+    /// name: the file itself, its WAL, shared memory and rollback journal.
+    public static let databaseSuffixes = ["", "-wal", "-shm", "-journal"]
+
     /// Removes a SQLite database file and its journal, WAL and shared memory.
     public static func removeDatabase(_ path: String) {
-        for suffix in ["", "-wal", "-shm", "-journal"] { unlink(path + suffix) }
+        for suffix in databaseSuffixes { unlink(path + suffix) }
     }
 
     /// Renames a file or a directory (same file system).

@@ -142,18 +142,7 @@ final class RecordJournal: Sendable {
             bytes.append(UInt8(ascii: "\n"))
         }
         // The server's alone (0600): ids are what lets a test reach a store.
-        let temporary = path + ".tmp"
-        unlink(temporary) // a leftover of an earlier crash
-        let fd = try FileSystem.createPrivate(temporary)
-        do {
-            try bytes.withUnsafeBytes { try FileSystem.writeAll(fd, $0, path: temporary) }
-            try FileSystem.rename(temporary, to: path)
-        } catch {
-            close(fd)
-            unlink(temporary)
-            throw error
-        }
-        close(fd)
+        try FileSystem.writeAtomically(bytes, to: path, mode: 0o600)
         let appending = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
         guard appending >= 0 else { throw FileSystem.Failure("cannot open", path) }
         return appending

@@ -59,7 +59,7 @@ public final class Store: Sendable {
     /// Where an earlier version kept the record (the journal has it now).
     static let recordName = "store.json"
     /// Every file a store's directory has (SQLite's beside the database).
-    static let fileNames = [databaseName, databaseName + "-wal", databaseName + "-shm", databaseName + "-journal", baseName, recordName]
+    static let fileNames = FileSystem.databaseSuffixes.map { databaseName + $0 } + [baseName, recordName]
 
     public var databasePath: String { directory + "/" + Store.databaseName }
     var basePath: String { directory + "/" + Store.baseName }
@@ -96,7 +96,7 @@ public final class Store: Sendable {
 
     /// `sizeBytes` of the store whose files are in `directory`.
     static func sizeBytes(of directory: String) -> Int64 {
-        FileSystem.size(directory + "/store.sqlite") + FileSystem.size(directory + "/store.sqlite-wal")
+        FileSystem.size(directory + "/" + databaseName) + FileSystem.size(directory + "/" + databaseName + "-wal")
     }
 
     /// What the store costs on disk, for the quota: `sizeBytes`, and its
@@ -321,8 +321,8 @@ public final class Store: Sendable {
     /// store's, the template cache's, the server's own) nor a second name of
     /// one. Anything else is a bad request that says which and what.
     func checkFiles() throws {
-        for suffix in ["", "-wal", "-shm", "-journal"] {
-            let name = "store.sqlite" + suffix
+        for suffix in FileSystem.databaseSuffixes {
+            let name = Store.databaseName + suffix
             switch FileSystem.entry(databasePath + suffix) {
             case .ownFile: continue
             case .missing where !suffix.isEmpty: continue

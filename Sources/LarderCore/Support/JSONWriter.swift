@@ -95,10 +95,4 @@ public struct JSONWriter {
         }
         endObject()
     }
-
-    /// Any value, as `JSONValue` writes it.
-    public mutating func value(_ value: JSONValue) {
-        separate()
-        value.write(to: &bytes, indent: nil, level: 0)
-    }
 }
