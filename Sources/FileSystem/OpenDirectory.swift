@@ -79,3 +79,25 @@ public struct OpenDirectory {
         unlinkat(fd, name, 0) == 0
     }
 }
+
+/// A directory held open by descriptor for as long as the object lives
+/// (the stores' parent, for the registry's life): what is looked up below
+/// it skips the components above it on every call.
+public final class HeldDirectory: Sendable {
+    public let fd: Int32
+
+    /// Opens the directory at `path`; a link there is refused (ELOOP).
+    public init(_ path: String) throws {
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { throw FileSystem.Failure("cannot open", path) }
+    }
+
+    deinit { close(fd) }
+
+    /// The size in bytes of the entry at `relativePath` below the
+    /// directory (its last component not followed), 0 when it is missing.
+    public func size(_ relativePath: String) -> Int64 {
+        var info = stat()
+        return fstatat(fd, relativePath, &info, AT_SYMLINK_NOFOLLOW) == 0 ? Int64(info.st_size) : 0
+    }
+}

@@ -40,6 +40,22 @@ final class JSONAndConfigurationTests: XCTestCase {
             XCTAssertThrowsError(try JSONValue.parse(bytes), "\(bytes)")
         }
         XCTAssertEqual(try JSONValue.parse(Array("\"é\\n\"".utf8)).stringValue, "é\n")
+        // Strings without escapes: ASCII, and the rest validated.
+        XCTAssertEqual(try JSONValue.parse(Array("\"é🧺 x\"".utf8)).stringValue, "é🧺 x")
+        XCTAssertEqual(try JSONValue.parse("[\"plain\", \"\"]"), .array([.string("plain"), .string("")]))
+    }
+
+    /// Integers are read exactly to Int64's ends; past them, and anything
+    /// with a fraction or exponent, as a double.
+    func testNumbersAreReadExactlyToTheEndsOfInt64() throws {
+        let cases: [(String, JSONValue)] = [
+            ("0", .int(0)), ("-0", .int(0)), ("7", .int(7)), ("-12", .int(-12)),
+            ("9223372036854775807", .int(.max)), ("-9223372036854775808", .int(.min)),
+            ("9223372036854775808", .double(9223372036854775808)), ("-9223372036854775809", .double(-9223372036854775809)),
+            ("123456789012345678901234", .double(123456789012345678901234)), ("1.5", .double(1.5)), ("-2e3", .double(-2000)),
+        ]
+        for (text, value) in cases { XCTAssertEqual(try JSONValue.parse(text), value, text) }
+        for text in ["-", "1.", "1e", "--1", "+1", "1.e5", "00"] { XCTAssertThrowsError(try JSONValue.parse(text), text) }
         // A duplicate key, in a small object and past the sixteenth key of a large one.
         let many = (0..<20).map { "\"k\($0)\": \($0)" }
         XCTAssertNoThrow(try JSONValue.parse("{" + many.joined(separator: ",") + "}"))
@@ -111,10 +127,11 @@ final class JSONAndConfigurationTests: XCTestCase {
         XCTAssertEqual(back.counts?.map { $0.1 }, [4, 12])
         // The writer writes what a JSONValue of the same members does.
         var w = JSONWriter()
-        w.beginObject(); w.key("a\"b"); w.string(nil); w.key("n"); w.double(2); w.key("c"); w.counts(nil)
-        w.key("links"); w.link(base: "http://h/\"x", tails: ["self", "a\nb"]); w.endObject()
-        XCTAssertEqual(w.bytes, JSONValue.object([("a\"b", .null), ("n", .double(2)), ("c", .null),
-                                                  ("links", .object([("self", .string("http://h/\"x")), ("a\nb", .string("http://h/\"x/a\nb"))]))]).serialized())
+        w.beginObject(); w.member("a\"b"); w.string(nil); w.key("n"); w.double(2); w.key("c"); w.counts(nil)
+        w.key("t"); w.counts([("x\ny", 3)])
+        w.key("links"); w.link(base: "http://h/\"x", tails: ["self", "counts"]); w.endObject()
+        XCTAssertEqual(w.bytes, JSONValue.object([("a\"b", .null), ("n", .double(2)), ("c", .null), ("t", .object([("x\ny", .int(3))])),
+                                                  ("links", .object([("self", .string("http://h/\"x")), ("counts", .string("http://h/\"x/counts"))]))]).serialized())
         // Escapes found in every place of a word, and across words.
         for text in ["plain text longer than eight", "\"start", "end\"", "mid\\dle of a long one", "\u{1}\u{1f} é\u{7f}🗄 tab\t", "12345678\n"] {
             XCTAssertEqual(try JSONValue.parse(JSONValue.string(text).serialized()), .string(text), text)

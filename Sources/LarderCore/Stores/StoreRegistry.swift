@@ -50,6 +50,8 @@ public final class StoreRegistry: Sendable {
     let trash: Trash
     /// The stores' records.
     let journal: RecordJournal
+    /// `stores/`, held open for the stores' sizes.
+    let storesDirectory: HeldDirectory
 
     struct Live {
         var stores = StoreIndex()
@@ -63,6 +65,8 @@ public final class StoreRegistry: Sendable {
         var reservedBytes: Int64 = 0
     }
     let live = Mutex(Live())
+    /// Whether `diskBytes` counts the stores found at start (see `recover`).
+    let diskUsageMeasured = Mutex(true)
     /// What else counts against `--max-disk-bytes` (builds under way).
     let otherUsage = Mutex<[@Sendable () -> Int64]>([])
     /// Called, outside any lock, when a store needs room the quota or the
@@ -96,6 +100,7 @@ public final class StoreRegistry: Sendable {
         FileSystem.removeEmptyDirectory(layout.olderReady)
         try access.open(root)
         try access.open(layout.stores)
+        storesDirectory = try HeldDirectory(layout.stores)
         try recover()
     }
 
@@ -133,8 +138,11 @@ public final class StoreRegistry: Sendable {
         for name in FileSystem.entries(layout.temporary) { try FileSystem.removeTree(layout.temporary + "/" + name, within: root) }
         let journal = RecordJournal.read(layout.journal), journaled = journal.records
         // One pass over the stores, on every core: each one's record found
-        // and its files' sizes taken. A directory without a record of its
-        // own name is removed after.
+        // and, under a disk quota, its files' sizes taken (without one, what
+        // they take is only a metric, measured by the reaper's first pass
+        // once the server listens). A directory without a record of its own
+        // name is removed after.
+        let measure = limits.maxDiskBytes > 0
         let names = FileSystem.entries(layout.stores)
         let chunks = max(1, min(ProcessInfo.processInfo.activeProcessorCount, names.count / 256))
         let found = Mutex([(stores: [Store], bytes: Int64, broken: [String], older: [String])]())
@@ -153,8 +161,8 @@ public final class StoreRegistry: Sendable {
                     broken.append(directory)
                     continue
                 }
-                let store = Store(record: record, directory: directory, readTimeoutMs: limits.readTimeoutMs, busyTimeoutMs: limits.busyTimeoutMs)
-                bytes += store.diskCost
+                let store = Store(record: record, directory: directory, in: storesDirectory, readTimeoutMs: limits.readTimeoutMs, busyTimeoutMs: limits.busyTimeoutMs)
+                if measure { bytes += store.diskCost }
                 stores.append(store)
             }
             found.withLock { $0.append((stores, bytes, broken, older)) }
@@ -176,6 +184,7 @@ public final class StoreRegistry: Sendable {
             l.stores = stores
             l.diskBytes = parts.reduce(0) { $0 + $1.bytes }
         }
+        diskUsageMeasured.withLock { $0 = measure || stores.count == 0 }
     }
 
     /// The record an earlier version kept beside a store (`store.json`), if readable.
@@ -306,7 +315,7 @@ public final class StoreRegistry: Sendable {
                                  creation: .init(version: provenance.version, fixtures: provenance.fixtures, source: provenance.source),
                                  counts: provenance.counts)
         let directory = layout.stores + "/" + id
-        let store = Store(record: record, directory: directory, readTimeoutMs: limits.readTimeoutMs, busyTimeoutMs: limits.busyTimeoutMs)
+        let store = Store(record: record, directory: directory, in: storesDirectory, readTimeoutMs: limits.readTimeoutMs, busyTimeoutMs: limits.busyTimeoutMs)
         let size = bytes ?? Store.diskCost(of: staging)
         // Until its record is in the journal the directory is no store (a
         // restart removes it). The store is live once its record is.
@@ -467,8 +476,13 @@ public final class StoreRegistry: Sendable {
         let stores = live.withLock { $0.stores.all }
         let total = stores.reduce(Int64(0)) { $0 + $1.diskCost }
         live.withLock { $0.diskBytes = total }
+        diskUsageMeasured.withLock { $0 = true }
         return total
     }
+
+    /// Whether the stores found at start are yet to be measured (no disk
+    /// quota: the restart did not wait for it); the reaper measures them first.
+    public var diskUsageUnmeasured: Bool { !diskUsageMeasured.withLock { $0 } }
 
     public var diskBytes: Int64 { live.withLock { $0.diskBytes } }
 

@@ -26,8 +26,18 @@ public struct JSONWriter {
         follows = true
     }
 
-    /// A member's name; its value comes next.
-    public mutating func key(_ name: String) {
+    /// A member's name, one the code spells (it needs no escape); its value comes next.
+    public mutating func key(_ name: StaticString) {
+        separate()
+        bytes.append(0x22)
+        name.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        bytes.append(0x22)
+        bytes.append(UInt8(ascii: ":"))
+        follows = false
+    }
+
+    /// A member's name from data (a table's); its value comes next.
+    public mutating func member(_ name: String) {
         separate()
         JSONValue.writeString(name, to: &bytes)
         bytes.append(UInt8(ascii: ":"))
@@ -42,7 +52,7 @@ public struct JSONWriter {
     /// An object of links, each named by its tail: `"self"` is `base`
     /// itself, any other `name` is `base/name` (a store's `links`). The
     /// base is escaped once for all of them.
-    public mutating func link(base: String, tails: [String]) {
+    public mutating func link(base: String, tails: [StaticString]) {
         var escaped: [UInt8] = []
         JSONValue.writeEscaped(base, to: &escaped)
         beginObject()
@@ -51,9 +61,11 @@ public struct JSONWriter {
             separate()
             bytes.append(0x22)
             bytes += escaped
-            if tail != "self" {
-                bytes.append(UInt8(ascii: "/"))
-                JSONValue.writeEscaped(tail, to: &bytes)
+            tail.withUTF8Buffer { name in
+                if !name.elementsEqual("self".utf8) {
+                    bytes.append(UInt8(ascii: "/"))
+                    bytes.append(contentsOf: name)
+                }
             }
             bytes.append(0x22)
         }
@@ -90,7 +102,7 @@ public struct JSONWriter {
         guard let counts else { return string(nil) }
         beginObject()
         for (table, count) in counts {
-            key(table)
+            member(table)
             int(count)
         }
         endObject()

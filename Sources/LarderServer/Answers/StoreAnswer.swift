@@ -6,7 +6,8 @@ import LarderCore
 /// so that one cannot change without the other in view.
 enum StoreAnswer {
     /// The members of a store's `links`.
-    static let links = ["self", "artifact", "database", "counts", "query", "migrate", "migrations", "fixtures", "schema"]
+    static let linkTails: [StaticString] = ["self", "artifact", "database", "counts", "query", "migrate", "migrations", "fixtures", "schema"]
+    static let links = linkTails.map { "\($0)" }
 
     static let schema: JSONValue = OpenAPI.answer([
         ("id", ["type": "string", "pattern": "^st_[0-9a-f]{32}$"]),
@@ -74,7 +75,7 @@ enum StoreAnswer {
         w.key("keep"); w.bool(record.keep)
         w.key("size_bytes"); w.int(sizeBytes ?? store.sizeBytes)
         w.key("links")
-        w.link(base: base, tails: links)
+        w.link(base: base, tails: linkTails)
         w.endObject()
         return w.bytes
     }
