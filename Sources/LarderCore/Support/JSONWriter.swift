@@ -72,6 +72,12 @@ public struct JSONWriter {
         endObject()
     }
 
+    /// Any value, as `JSONValue.serialized()` writes it.
+    public mutating func value(_ value: JSONValue) {
+        separate()
+        value.write(to: &bytes, indent: nil, level: 0)
+    }
+
     public mutating func int(_ value: Int64) {
         separate()
         JSONValue.writeInteger(value, to: &bytes)

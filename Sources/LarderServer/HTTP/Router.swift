@@ -23,7 +23,9 @@ struct RouteContext: Sendable {
     let server: ServerContext
     let parameters: [String: String]
     let requestID: String
-    let logger: Logger
+
+    /// The server's logger with the request's id on every line (made when a route logs).
+    var logger: Logger { server.logger.with(requestID: requestID) }
 
     /// A path parameter by the name the route gives it (`{id}` → "id").
     subscript(_ name: String) -> String { parameters[name] ?? "" }
@@ -67,21 +69,20 @@ final class Router: Sendable {
         let segments = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         let requestID = Router.requestID(given: request.header("x-request-id")) { "r\(requestCounter.wrappingAdd(1, ordering: .relaxed).newValue)" }
         var name = "unmatched"
-        let logger = server.logger.with(requestID: requestID)
-        let finish: @Sendable (String, Response) -> Response = { [server, logger] name, response in
+        let finish: @Sendable (String, Response) -> Response = { [server] name, response in
             let elapsed = (ContinuousClock.now - started).components
             let seconds = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
             server.metrics.record(route: name, status: response.status, seconds: seconds)
-            var line: Logger.Metadata = ["method": .string(request.method), "path": .string(request.path),
+            var line: Logger.Metadata = ["request_id": .string(requestID), "method": .string(request.method), "path": .string(request.path),
                                          "status": .stringConvertible(response.status), "ms": .stringConvertible((seconds * 1e6).rounded() / 1e3)]
             if let code = response.errorCode { line["error"] = .string(code) }
-            logger.info("request", metadata: line)
+            server.logger.info("request", metadata: line)
             var answered = response
             answered.addHeader("X-Request-Id", requestID)
             return answered
         }
         // Every error, whenever it comes, becomes the contract's body here.
-        let failed: @Sendable (Error) -> Response = { errorResponse(larderError($0, requestID: requestID, logger: logger)) }
+        let failed: @Sendable (Error) -> Response = { [server] in errorResponse(larderError($0, requestID: requestID, logger: server.logger)) }
         do {
             // Who may ask comes before what exists: no probing of routes
             // without the token, or from a foreign web page.
@@ -106,7 +107,7 @@ final class Router: Sendable {
             try request.checkQuery(allowed: endpoint.queryNames)
             let context = RouteContext(server: server,
                                        parameters: Dictionary(zip(route.parameterNames, parameters), uniquingKeysWith: { a, _ in a }),
-                                       requestID: requestID, logger: logger)
+                                       requestID: requestID)
             switch try endpoint.handler(request, context) {
             case .now(let response):
                 return .now(finish(name, response))

@@ -51,12 +51,27 @@ struct JSONLinesLogHandler: LogHandler {
     }
 
     func log(event: LogEvent) {
-        var members: [(String, JSONValue)] = [("ts", .string(Timestamp.now.rfc3339)), ("level", .string(event.level.rawValue)),
-                                              ("msg", .string(event.message.description))]
-        var all = metadata.merging(event.metadata ?? [:]) { _, new in new }
+        // Written straight into bytes: every request logs a line.
+        var all = event.metadata ?? [:]
+        if !metadata.isEmpty { all = metadata.merging(all) { _, new in new } }
         if let error = event.error { all["error"] = .string("\(error)") }
-        for key in all.keys.sorted() { members.append((key, JSONLinesLogHandler.json(all[key]!))) }
-        var bytes = JSONValue.object(members).serialized()
+        var w = JSONWriter(capacity: 256)
+        w.beginObject()
+        w.key("ts"); w.string(Timestamp.now.rfc3339)
+        w.key("level"); w.string(event.level.rawValue)
+        w.key("msg"); w.string(event.message.description)
+        for (key, value) in all.sorted(by: { $0.key < $1.key }) {
+            w.member(key)
+            switch value {
+            case .string(let s): w.string(s)
+            case .stringConvertible(let v as Int): w.int(Int64(v))
+            case .stringConvertible(let v as Double): w.double(v)
+            case .stringConvertible(let v as Bool): w.bool(v)
+            default: w.value(JSONLinesLogHandler.json(value))
+            }
+        }
+        w.endObject()
+        var bytes = w.bytes
         bytes.append(0x0A)
         bytes.withUnsafeBytes { try? FileSystem.writeAll(2, $0, path: "standard error") }
     }
