@@ -7,7 +7,7 @@ import Glibc
 /// path is looked up once rather than once per file (a store's files are
 /// five components below the root), and a link swapped in for the directory
 /// is never followed.
-public struct OpenDirectory {
+public struct OpenDirectory: Sendable {
     public let fd: Int32
     /// Its path, for messages.
     public let path: String
@@ -62,9 +62,14 @@ public struct OpenDirectory {
     }
 
     /// What the entry `name` is, without following a link.
-    public func entry(_ name: String) -> FileSystem.Entry {
+    public func entry(_ name: String) -> FileSystem.Entry { entryAndSize(name).entry }
+
+    /// What the entry `name` is, without following a link, and its size in
+    /// bytes (0 when it is missing), from one `fstatat`.
+    public func entryAndSize(_ name: String) -> (entry: FileSystem.Entry, size: Int64) {
         var info = stat()
-        return fstatat(fd, name, &info, AT_SYMLINK_NOFOLLOW) == 0 ? FileSystem.Entry(info) : .missing
+        guard fstatat(fd, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else { return (.missing, 0) }
+        return (FileSystem.Entry(info), Int64(info.st_size))
     }
 
     /// The size of the entry `name` in bytes, 0 when it is missing.
@@ -82,22 +87,17 @@ public struct OpenDirectory {
 
 /// A directory held open by descriptor for as long as the object lives
 /// (the stores' parent, for the registry's life): what is looked up below
-/// it skips the components above it on every call.
+/// it through `directory` skips the components above it on every call.
 public final class HeldDirectory: Sendable {
-    public let fd: Int32
+    /// The directory, for entries below it (names may be relative paths).
+    public let directory: OpenDirectory
 
     /// Opens the directory at `path`; a link there is refused (ELOOP).
     public init(_ path: String) throws {
-        fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { throw FileSystem.Failure("cannot open", path) }
+        directory = OpenDirectory(fd: fd, path: path)
     }
 
-    deinit { close(fd) }
-
-    /// The size in bytes of the entry at `relativePath` below the
-    /// directory (its last component not followed), 0 when it is missing.
-    public func size(_ relativePath: String) -> Int64 {
-        var info = stat()
-        return fstatat(fd, relativePath, &info, AT_SYMLINK_NOFOLLOW) == 0 ? Int64(info.st_size) : 0
-    }
+    deinit { close(directory.fd) }
 }

@@ -100,8 +100,7 @@ public final class Store: Sendable {
     public var sizeBytes: Int64 {
         guard let parent else { return Store.sizeBytes(of: directory) }
         // (A listing of 10,000 stores spent half its time walking the root's path.)
-        let file = id + "/" + Store.databaseName
-        return parent.size(file) + parent.size(file + "-wal")
+        return Store.sizeBytes(in: parent.directory, prefix: id + "/")
     }
 
     /// `sizeBytes` of the store whose files are in `directory`.
@@ -113,7 +112,10 @@ public final class Store: Sendable {
     /// base when that is a copy of its own (an upload's, a fork's, or a
     /// template entry's that the cache evicted since), not a second name
     /// of a template cache entry.
-    var diskCost: Int64 { Store.diskCost(of: directory) }
+    var diskCost: Int64 {
+        guard let parent else { return Store.diskCost(of: directory) }
+        return Store.diskCost(in: parent.directory, prefix: id + "/")
+    }
 
     /// `diskCost` of the store whose files are in `directory`.
     static func diskCost(of directory: String) -> Int64 {
@@ -121,9 +123,16 @@ public final class Store: Sendable {
     }
 
     /// `diskCost` of the store whose directory is open.
-    static func diskCost(in directory: OpenDirectory) -> Int64 {
-        directory.size(databaseName) + directory.size(databaseName + "-wal")
-            + (directory.entry(baseName) == .ownFile ? directory.size(baseName) : 0)
+    /// (`prefix`: the store's directory below `directory`, with its slash.)
+    static func diskCost(in directory: OpenDirectory, prefix: String = "") -> Int64 {
+        let base = directory.entryAndSize(prefix + baseName)
+        return sizeBytes(in: directory, prefix: prefix) + (base.entry == .ownFile ? base.size : 0)
+    }
+
+    /// `sizeBytes` of the store whose files are `prefix` + their names below `directory`.
+    static func sizeBytes(in directory: OpenDirectory, prefix: String = "") -> Int64 {
+        let file = prefix + databaseName
+        return directory.size(file) + directory.size(file + "-wal")
     }
 
     var isDeleted: Bool { state.withLock { $0.deleted } }
