@@ -42,3 +42,8 @@ let streamFree: MHD_ContentReaderFreeCallback = { cls in
     let binding = Unmanaged<StreamBinding>.fromOpaque(cls).takeRetainedValue()
     binding.server.streamFinished(binding)
 }
+
+let lentBytesFree: MHD_ContentReaderFreeCallback = { cls in
+    guard let cls else { return }
+    Unmanaged<LentBytes>.fromOpaque(cls).release()
+}

@@ -293,6 +293,15 @@ public final class Server: @unchecked Sendable {
     private func queue(_ response: Response, on connection: OpaquePointer) -> MHD_Result {
         let made: OpaquePointer?
         switch response.body {
+        case .bytes(let bytes) where bytes.count >= LentBytes.threshold:
+            // A large body (a listing of thousands) is lent to MHD, not
+            // copied: the array stays alive, unchanged, until MHD is done with it.
+            let lent = Unmanaged.passRetained(LentBytes(bytes))
+            made = lent.takeUnretainedValue().bytes.withUnsafeBytes { buffer in
+                MHD_create_response_from_buffer_with_free_callback_cls(buffer.count, UnsafeMutableRawPointer(mutating: buffer.baseAddress),
+                                                                       lentBytesFree, lent.toOpaque())
+            }
+            if made == nil { lent.release() }
         case .bytes(let bytes):
             made = bytes.withUnsafeBytes { buffer in
                 MHD_create_response_from_buffer(buffer.count, UnsafeMutableRawPointer(mutating: buffer.baseAddress), .RESPMEM_MUST_COPY)
@@ -313,6 +322,14 @@ public final class Server: @unchecked Sendable {
         MHD_destroy_response(mhdResponse)
         return result
     }
+}
+
+/// A body's bytes kept alive while MHD sends them (`lentBytesFree` lets go).
+final class LentBytes {
+    /// Smaller bodies are copied: one copy costs less than this object.
+    static let threshold = 64 * 1024
+    let bytes: [UInt8]
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
 }
 
 final class ValueCollector {

@@ -110,6 +110,11 @@ final class RouterTests: XCTestCase {
                                JSONValue.object([("stores", .array(stores)), ("next_cursor", JSONValue(next))]).serialized())
             }
         }
+        // Parts that are runs of several stores, and empty ones (a core whose stores all went meanwhile).
+        let three = items + [["id": "c"]]
+        let run = Array(three.prefix(2).map { $0.serialized() }.joined(separator: [UInt8(ascii: ",")]))
+        XCTAssertEqual(StoreAnswer.listBody(serialized: [[], run, [], three[2].serialized()], next: nil),
+                       JSONValue.object([("stores", .array(three)), ("next_cursor", .null)]).serialized())
     }
 
     /// The served document and the router agree both ways: every route and

@@ -154,6 +154,33 @@ final class MicroHTTPServerTests: XCTestCase {
         }
     }
 
+    /// A body past `LentBytes.threshold` is lent to MHD rather than copied:
+    /// it arrives whole, from `.now` and `.later` answers, though the
+    /// handler has long let go of it.
+    func testLargeBodiesAreSentWholeWithoutACopy() throws {
+        @Sendable func body(_ path: String) -> [UInt8] {
+            let seed = UInt8(truncatingIfNeeded: path.utf8.reduce(0) { $0 &+ Int($1) })
+            return (0..<(LentBytes.threshold * 3 + 17)).map { UInt8(truncatingIfNeeded: $0 &* 31) &+ seed }
+        }
+        try withServer(handler: { request in
+            let bytes = body(request.path)
+            if request.path.hasSuffix("later") {
+                return .later { responder in
+                    DispatchQueue.global().async { responder.send(Response(status: 200, contentType: "application/octet-stream", bytes: bytes)) }
+                }
+            }
+            return .now(Response(status: 200, contentType: "application/octet-stream", bytes: bytes))
+        }) { _, client in
+            for path in ["/a", "/b-later", "/c", "/d-later"] {
+                let expected = body(path)
+                let answer = try client.exchange(Self.get(path)) { $0.count >= expected.count && $0.suffix(expected.count).elementsEqual(expected) }
+                XCTAssertEqual(answer.status, 200, path)
+                XCTAssertTrue(answer.suffix(expected.count).elementsEqual(expected), path)
+                XCTAssertTrue(answer.text.lowercased().contains("content-length: \(expected.count)\r\n"), path)
+            }
+        }
+    }
+
     func testAClientThatLeavesASuspendedRequestIsSeenAtOnce() throws {
         let waiting = Mutex<[Responder]>([])
         let leftAt = Mutex<ContinuousClock.Instant?>(nil)

@@ -28,14 +28,17 @@ enum StoreAnswer {
     static let deletedObject = ContractObject("Deleted", OpenAPI.answer([("deleted", OpenAPI.nonNegative)]))
 
     /// The listing, `{"stores": [...], "next_cursor": ...}`, from its stores
-    /// already serialized (as `serialized(...)` writes each): a long
-    /// page is written on every core, then put together here.
-    static func listBody(serialized stores: [[UInt8]], next: String?) -> [UInt8] {
+    /// already serialized (as `serialized(...)` writes each), in parts, each
+    /// a comma-separated run of stores (none, one or many): a long page is
+    /// written on every core, a part each, then put together here.
+    static func listBody(serialized parts: [[UInt8]], next: String?) -> [UInt8] {
         var out = Array(#"{"stores":["#.utf8)
-        out.reserveCapacity(stores.reduce(64) { $0 + $1.count + 1 })
-        for (i, store) in stores.enumerated() {
-            if i > 0 { out.append(UInt8(ascii: ",")) }
-            out += store
+        out.reserveCapacity(parts.reduce(64) { $0 + $1.count + 1 })
+        var first = true
+        for part in parts where !part.isEmpty {
+            if !first { out.append(UInt8(ascii: ",")) }
+            out += part
+            first = false
         }
         out += Array(#"],"next_cursor":"#.utf8)
         out += JSONValue(next).serialized()
@@ -51,6 +54,15 @@ enum StoreAnswer {
     /// its file is still shown (and can be kept, to look at), with the
     /// counts Larder last read.
     static func serialized(_ s: ServerContext, _ store: Store, counts known: [(String, Int64)]?, sizeBytes: Int64? = nil) throws -> [UInt8] {
+        var w = JSONWriter(capacity: 1024 + 128 * (known?.count ?? 8))
+        try write(s, store, counts: known, sizeBytes: sizeBytes, into: &w)
+        return w.bytes
+    }
+
+    /// `serialized`, written at the end of `w` (a listing writes its stores
+    /// one after another into one buffer); on an error `w` is as it was.
+    static func write(_ s: ServerContext, _ store: Store, counts known: [(String, Int64)]?, sizeBytes: Int64? = nil,
+                      into w: inout JSONWriter) throws {
         let record = store.record
         let counts: [(String, Int64)]
         do {
@@ -59,7 +71,6 @@ enum StoreAnswer {
             counts = store.lastCounts ?? []
         }
         let base = s.base + "/stores/" + record.id
-        var w = JSONWriter(capacity: 1024 + 128 * counts.count)
         w.beginObject()
         w.key("id"); w.string(record.id)
         w.key("path"); w.string(s.registry.clientPath(store.databasePath))
@@ -77,6 +88,5 @@ enum StoreAnswer {
         w.key("links")
         w.link(base: base, tails: linkTails)
         w.endObject()
-        return w.bytes
     }
 }

@@ -47,26 +47,29 @@ enum StoreRoutes {
         // Counts as last read: a list of thousands must not open every store.
         // Off the pool all the same, since stores never read are read now.
         return .later {
-            // A long page is written on every core (a store deleted meanwhile is left out).
+            // A long page is written on every core, a part each, every part
+            // into one buffer (a store deleted meanwhile is left out).
             let stores = page.stores
             let parts = stores.count >= 256 ? max(ProcessInfo.processInfo.activeProcessorCount, 1) : 1
-            let rendered = Mutex((items: [[UInt8]?](repeating: nil, count: stores.count), error: Error?.none))
+            let rendered = Mutex((parts: [[UInt8]](repeating: [], count: parts), error: Error?.none))
             DispatchQueue.concurrentPerform(iterations: parts) { part in
-                var mine: [(Int, [UInt8])] = []
-                for i in stores.count * part / parts..<stores.count * (part + 1) / parts {
+                let mine = stores.count * part / parts..<stores.count * (part + 1) / parts
+                var w = JSONWriter(capacity: 1400 * mine.count)
+                for i in mine {
                     do {
-                        mine.append((i, try StoreAnswer.serialized(s, stores[i], counts: stores[i].lastCounts)))
+                        try StoreAnswer.write(s, stores[i], counts: stores[i].lastCounts, into: &w)
                     } catch let error as LarderError where error.code == .storeNotFound {
                     } catch {
                         rendered.withLock { $0.error = $0.error ?? error }
                         return
                     }
                 }
-                rendered.withLock { for (i, bytes) in mine { $0.items[i] = bytes } }
+                let bytes = w.bytes
+                rendered.withLock { $0.parts[part] = bytes }
             }
-            let (items, error) = rendered.withLock { ($0.items.compactMap { $0 }, $0.error) }
+            let (written, error) = rendered.withLock { ($0.parts, $0.error) }
             if let error { throw error }
-            return Response(status: 200, contentType: jsonType, bytes: StoreAnswer.listBody(serialized: items, next: page.nextCursor))
+            return Response(status: 200, contentType: jsonType, bytes: StoreAnswer.listBody(serialized: written, next: page.nextCursor))
         }
     }
 
