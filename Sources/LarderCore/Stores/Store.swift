@@ -105,7 +105,7 @@ public final class Store: Sendable {
 
     /// `sizeBytes` of the store whose files are in `directory`.
     static func sizeBytes(of directory: String) -> Int64 {
-        FileSystem.size(directory + "/" + databaseName) + FileSystem.size(directory + "/" + databaseName + "-wal")
+        (try? OpenDirectory.opening(directory) { sizeBytes(in: $0) }) ?? 0
     }
 
     /// What the store costs on disk, for the quota: `sizeBytes`, and its

@@ -63,10 +63,10 @@ public final class StoreRegistry: Sendable {
         var readyBytes: Int64 = 0
         /// Copies under way, counted before they are made.
         var reservedBytes: Int64 = 0
+        /// Whether `diskBytes` counts the stores found at start (see `recover`).
+        var measured = true
     }
     let live = Mutex(Live())
-    /// Whether `diskBytes` counts the stores found at start (see `recover`).
-    let diskUsageMeasured = Mutex(true)
     /// What else counts against `--max-disk-bytes` (builds under way).
     let otherUsage = Mutex<[@Sendable () -> Int64]>([])
     /// Called, outside any lock, when a store needs room the quota or the
@@ -183,8 +183,8 @@ public final class StoreRegistry: Sendable {
             l.nextSequence = (stores.all.last?.sequence ?? 0) + 1
             l.stores = stores
             l.diskBytes = parts.reduce(0) { $0 + $1.bytes }
+            l.measured = measure || stores.count == 0
         }
-        diskUsageMeasured.withLock { $0 = measure || stores.count == 0 }
     }
 
     /// The record an earlier version kept beside a store (`store.json`), if readable.
@@ -475,14 +475,16 @@ public final class StoreRegistry: Sendable {
     public func refreshDiskUsage() -> Int64 {
         let stores = live.withLock { $0.stores.all }
         let total = stores.reduce(Int64(0)) { $0 + $1.diskCost }
-        live.withLock { $0.diskBytes = total }
-        diskUsageMeasured.withLock { $0 = true }
+        live.withLock { l in
+            l.diskBytes = total
+            l.measured = true
+        }
         return total
     }
 
     /// Whether the stores found at start are yet to be measured (no disk
     /// quota: the restart did not wait for it); the reaper measures them first.
-    public var diskUsageUnmeasured: Bool { !diskUsageMeasured.withLock { $0 } }
+    public var diskUsageUnmeasured: Bool { !live.withLock { $0.measured } }
 
     public var diskBytes: Int64 { live.withLock { $0.diskBytes } }
 

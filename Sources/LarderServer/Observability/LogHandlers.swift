@@ -62,13 +62,7 @@ struct JSONLinesLogHandler: LogHandler {
         w.key("msg"); w.string(event.message.description)
         for (key, value) in all.sorted(by: { $0.key < $1.key }) {
             w.member(key)
-            switch value {
-            case .string(let s): w.string(s)
-            case .stringConvertible(let v as Int): w.int(Int64(v))
-            case .stringConvertible(let v as Double): w.double(v)
-            case .stringConvertible(let v as Bool): w.bool(v)
-            default: w.value(JSONLinesLogHandler.json(value))
-            }
+            w.value(JSONLinesLogHandler.json(value))
         }
         w.endObject()
         var bytes = w.bytes
