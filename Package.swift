@@ -53,7 +53,7 @@ let package = Package(
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite", "TestSupport"]),
         .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP"]),
         .testTarget(name: "LarderCoreTests", dependencies: ["LarderCore", "SQLite", "FileSystem", "TestSupport"]),
-        .testTarget(name: "ZipTests", dependencies: ["Zip", "TestSupport"]),
+        .testTarget(name: "ZipTests", dependencies: ["Zip", "Digest", "TestSupport"]),
         .testTarget(name: "FileSystemTests", dependencies: ["FileSystem"]),
         .testTarget(name: "TextTests", dependencies: ["Text"]),
         .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "MicroHTTP", "LarderCore", "SQLite", .product(name: "Logging", package: "swift-log")]),

@@ -2,7 +2,7 @@
 import CSystem
 
 // Checksums from the C libraries Larder links anyway: SHA-256 from
-// libcrypto, CRC-32 from zlib.
+// libcrypto, CRC-32 from ISA-L (which also deflates).
 
 /// SHA-256 (OpenSSL's libcrypto), fed in pieces.
 public final class SHA256 {
@@ -43,7 +43,7 @@ public final class SHA256 {
 
 }
 
-/// CRC-32 (zlib).
+/// CRC-32, as zip and gzip take it (ISA-L).
 public func crc32(_ bytes: UnsafeRawBufferPointer, initial: UInt32 = 0) -> UInt32 {
     guard let base = bytes.baseAddress else { return initial }
     return larder_crc32(initial, base, bytes.count)

@@ -24,16 +24,21 @@ public final class ReadableFile: @unchecked Sendable {
 
     /// Up to `count` bytes from `offset` (fewer only at the end).
     public func read(count: Int, at offset: UInt64) throws -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: count)
+        try [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            initialized = try read(into: UnsafeMutableRawBufferPointer(buffer), at: offset)
+        }
+    }
+
+    /// Fills `buffer` from `offset` (less of it only at the end); answers how many bytes it holds.
+    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws -> Int {
         var done = 0
-        while done < count {
-            let n = out.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress! + done, count - done, off_t(offset) + off_t(done)) }
+        while done < buffer.count {
+            let n = pread(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
             if n < 0 { if errno == EINTR { continue }; throw FileSystem.Failure("cannot read", path) }
             if n == 0 { break }
             done += n
         }
-        out.removeLast(count - done)
-        return out
+        return done
     }
 
     /// Hands the descriptor over (to an HTTP response that closes it).

@@ -37,11 +37,10 @@ public final class ZipWriter {
     private var entries: [CentralEntry] = []
     private let dosTime: UInt16
     private let dosDate: UInt16
-    private let level: Int32
 
-    public init(level: Int32 = 1, sink: @escaping (UnsafeRawBufferPointer) throws -> Void) {
+    /// Deflated entries are ISA-L's igzip at level 1 (see `larder_deflate_new`).
+    public init(sink: @escaping (UnsafeRawBufferPointer) throws -> Void) {
         self.sink = sink
-        self.level = level
         var t = time(nil)
         var parts = tm()
         localtime_r(&t, &parts)
@@ -145,7 +144,7 @@ public final class ZipWriter {
         var entry = Current(name: nameBytes, offset: written, size: size, flags: flags, stored: stored, zip64: needs64,
                             knownCRC: known, parallel: !stored && known == nil && size > UInt64(ZipWriter.batchSize))
         if !stored && !entry.parallel {
-            guard let z = larder_deflate_new(level) else { throw ZipError("cannot start deflate") }
+            guard let z = larder_deflate_new() else { throw ZipError("cannot start deflate") }
             entry.stream = z
         }
         current = entry
@@ -197,13 +196,10 @@ public final class ZipWriter {
         current = nil
         defer { if let z = entry.stream { larder_deflate_free(z) } }
         if entry.parallel {
-            // Every piece ended in a sync flush: close the stream with an empty final block.
-            let bound = larder_deflate_bound(0)
-            var out = [UInt8](repeating: 0, count: bound)
-            let made = out.withUnsafeMutableBytes { larder_deflate_chunk(level, nil, 0, $0.baseAddress, bound, 1) }
-            guard made >= 0 else { throw ZipError("deflate failed") }
-            try out.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<made])) }
-            entry.compressed += UInt64(made)
+            // Every piece ended in a sync flush, on a byte boundary: close
+            // the stream with an empty final block (BFINAL, fixed codes, end of block).
+            try emit(ZipWriter.emptyFinalBlock)
+            entry.compressed += UInt64(ZipWriter.emptyFinalBlock.count)
         } else if !entry.stored {
             try deflateSerially(UnsafeRawBufferPointer(start: nil, count: 0), finish: true, into: &entry)
         }
@@ -229,8 +225,8 @@ public final class ZipWriter {
                 try output.withUnsafeBytes { try emit(UnsafeRawBufferPointer(rebasing: $0[0..<made])) }
                 entry.compressed += UInt64(made)
             }
-            if rc == Z_STREAM_END { return }
-            if rc != Z_OK && rc != Z_BUF_ERROR { throw ZipError("deflate failed (\(rc))") }
+            if rc < 0 { throw ZipError("deflate failed (\(rc))") }
+            if rc == 1 { return }
             if !finish && used >= input.count && made < output.count { return }
         }
     }
@@ -249,6 +245,10 @@ public final class ZipWriter {
         try emit(descriptor.data)
     }
 
+    /// A deflate stream's last block when it holds nothing: BFINAL set, fixed
+    /// Huffman codes, then the end-of-block code (what zlib ends an empty stream with).
+    static let emptyFinalBlock: [UInt8] = [0x03, 0x00]
+
     static let chunkSize = 1 << 20
     /// What `add` reads at a time, and the least a deflated entry must be
     /// to be compressed in parallel.
@@ -257,23 +257,38 @@ public final class ZipWriter {
     /// Deflates on every core: the input is cut into 1 MiB pieces, each
     /// compressed on its own and ended with a sync flush (as pigz does), then
     /// written in order. Memory stays at one batch whatever the entry's size.
+    /// The pieces' output buffers and deflate states, made once and kept for
+    /// every batch after (fresh ones cost page faults and zeroing each time).
+    private var pieceOutputs: ChunkOutputs?
+
+    private func outputs() throws -> ChunkOutputs {
+        if let pieceOutputs { return pieceOutputs }
+        guard let made = ChunkOutputs(count: ZipWriter.batchSize / ZipWriter.chunkSize, capacity: larder_deflate_bound(ZipWriter.chunkSize)) else {
+            throw ZipError("cannot start deflate")
+        }
+        pieceOutputs = made
+        return made
+    }
+
     private func deflateInParallel(_ input: UnsafeRawBufferPointer, into entry: inout Current, alongside: (() -> Void)?) throws {
         var start = 0
         var alongside = alongside
         while start < input.count {
             let batch = UnsafeRawBufferPointer(rebasing: input[start..<min(start + ZipWriter.batchSize, input.count)])
             let count = (batch.count + ZipWriter.chunkSize - 1) / ZipWriter.chunkSize
-            let outputs = ChunkOutputs(count: count, capacity: larder_deflate_bound(ZipWriter.chunkSize))
-            let level = self.level
+            let outputs = try self.outputs()
             let shared = SharedBytes(buffer: batch) // read by every worker, alive for the whole call
             let extra = alongside.map(Alongside.init)
             alongside = nil // once, beside the first batch
-            DispatchQueue.concurrentPerform(iterations: count + (extra == nil ? 0 : 1)) { i in
-                guard i < count else { extra?.run(); return }
-                let all = shared.buffer
+            // The caller's work first: it is one piece of work, often longer
+            // than a piece's deflate, so the pieces fill in around it.
+            let first = extra == nil ? 0 : 1
+            DispatchQueue.concurrentPerform(iterations: count + first) { iteration in
+                guard iteration >= first else { extra?.run(); return }
+                let i = iteration - first, all = shared.buffer
                 let piece = UnsafeRawBufferPointer(rebasing: all[(i * ZipWriter.chunkSize)..<min((i + 1) * ZipWriter.chunkSize, all.count)])
-                outputs.fill(i) { out in
-                    (larder_deflate_chunk(level, piece.baseAddress, piece.count, out.baseAddress, out.count, 0), Digest.crc32(piece))
+                outputs.fill(i) { out, state in
+                    (larder_deflate_piece(state, piece.baseAddress, piece.count, out.baseAddress, out.count), Digest.crc32(piece))
                 }
             }
             for i in 0..<count {
@@ -378,12 +393,19 @@ struct SharedBytes: @unchecked Sendable {
     let buffer: UnsafeRawBufferPointer
 }
 
-/// Output buffers that parallel workers fill, one each.
+/// Output buffers and deflate states that parallel workers use, one each.
 final class ChunkOutputs: @unchecked Sendable {
     private let buffers: [UnsafeMutableRawBufferPointer]
+    private let states: [UnsafeMutableRawPointer]
     private let results: UnsafeMutablePointer<(Int, UInt32)>
 
-    init(count: Int, capacity: Int) {
+    init?(count: Int, capacity: Int) {
+        let states = (0..<count).compactMap { _ in larder_deflate_new() }
+        guard states.count == count else {
+            states.forEach { larder_deflate_free($0) }
+            return nil
+        }
+        self.states = states
         buffers = (0..<count).map { _ in UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16) }
         results = .allocate(capacity: count)
         results.initialize(repeating: (0, 0), count: count)
@@ -391,12 +413,13 @@ final class ChunkOutputs: @unchecked Sendable {
 
     deinit {
         buffers.forEach { $0.deallocate() }
+        states.forEach { larder_deflate_free($0) }
         results.deallocate()
     }
 
     @discardableResult
-    func fill(_ i: Int, _ body: (UnsafeMutableRawBufferPointer) -> (Int, UInt32)) -> (Int, UInt32) {
-        let r = body(buffers[i])
+    func fill(_ i: Int, _ body: (UnsafeMutableRawBufferPointer, UnsafeMutableRawPointer) -> (Int, UInt32)) -> (Int, UInt32) {
+        let r = body(buffers[i], states[i])
         results[i] = r
         return r
     }

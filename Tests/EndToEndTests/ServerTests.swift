@@ -193,6 +193,55 @@ final class ServerTests: XCTestCase {
         XCTAssertEqual(FileSystem.entries(server.root + "/tmp"), [], "no temporary file is left")
     }
 
+    /// A store larger than one batch is deflated in pieces on both cores:
+    /// the artifact still holds it byte for byte, as its manifest's SHA-256
+    /// says, and each entry's data is one whole deflate stream.
+    func testALargeArtifactHoldsTheStoreWhole() async throws {
+        let server = try TestServer()
+        let created = try await server.request("POST", "/stores", json: #"{"template": "gallery", "fixtures": ["artists", "artworks"]}"#)
+        let id = try XCTUnwrap(created.json?["id"]?.stringValue), path = try XCTUnwrap(created.json?["path"]?.stringValue)
+        let db = try Connection(path: path, mode: .readWrite)
+        try db.execute("""
+            CREATE TABLE blobs (id INTEGER PRIMARY KEY, body BLOB);
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000)
+            INSERT INTO blobs (body) SELECT CASE WHEN i % 3 = 0 THEN randomblob(3000) ELSE printf('%.3000c', char(65 + i % 26)) END FROM n;
+            """)
+        for compression in ["deflate", "store"] {
+            let zip = try await server.request("GET", "/stores/\(id)/artifact?compression=\(compression)")
+            XCTAssertEqual(zip.status, 200)
+            let file = server.root + "/large-\(compression).zip"
+            try zip.data.write(to: URL(fileURLWithPath: file))
+            let python = Process()
+            python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            python.arguments = ["python3", "-c", """
+                import hashlib, json, sqlite3, sys, zipfile, zlib
+                z = zipfile.ZipFile(sys.argv[1])
+                assert z.testzip() is None
+                raw = open(sys.argv[1], "rb").read()
+                for i in z.infolist():
+                    if i.compress_type == zipfile.ZIP_DEFLATED:
+                        at = i.header_offset
+                        start = at + 30 + int.from_bytes(raw[at + 26:at + 28], "little") + int.from_bytes(raw[at + 28:at + 30], "little")
+                        inflate = zlib.decompressobj(-15)
+                        inflate.decompress(raw[start:start + i.compress_size])
+                        assert inflate.eof and not inflate.unused_data, i.filename
+                data, manifest = z.read("store.sqlite"), json.loads(z.read("manifest.json"))
+                assert hashlib.sha256(data).hexdigest() == manifest["sha256"] and len(data) == manifest["size_bytes"] > 8 << 20
+                open(sys.argv[2], "wb").write(data)
+                db = sqlite3.connect(sys.argv[2])
+                print(db.execute("PRAGMA integrity_check").fetchone()[0], db.execute("SELECT count(*), sum(length(body)) FROM blobs").fetchone(),
+                      manifest["counts"]["blobs"], z.getinfo("store.sqlite").compress_type)
+                """, file, server.root + "/large-\(compression).sqlite"]
+            let pipe = Pipe()
+            python.standardOutput = pipe
+            try python.run()
+            let answer = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            python.waitUntilExit()
+            XCTAssertEqual(python.terminationStatus, 0, compression)
+            XCTAssertEqual(answer, "ok (3000, 9000000) 3000 \(compression == "deflate" ? 8 : 0)\n", compression)
+        }
+    }
+
     func testMigrationChecksOverHTTP() async throws {
         let server = try TestServer()
         let json = try await server.request("GET", "/checks/migrations")

@@ -1,3 +1,4 @@
+import Digest
 import Foundation
 import TestSupport
 import XCTest
@@ -15,7 +16,7 @@ final class ZipWriterTests: XCTestCase {
         let path = scratch.path + "/big.zip"
         _ = FileManager.default.createFile(atPath: path, contents: nil)
         let out = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
-        let zip = ZipWriter(level: 1) { bytes in out.write(Data(bytes)) }
+        let zip = ZipWriter { bytes in out.write(Data(bytes)) }
         let size: UInt64 = (1 << 32) + 5 * (1 << 20)
         var remaining = size
         try zip.add(name: "store.sqlite", size: size, crc: nil, method: .deflate) { buffer in
@@ -59,5 +60,100 @@ final class ZipWriterTests: XCTestCase {
         try python.run()
         python.waitUntilExit()
         XCTAssertEqual(python.terminationStatus, 0)
+    }
+
+    /// What Python's zipfile reads back from `bytes`: each entry's name,
+    /// method, size and SHA-256, after `testzip` checked every CRC and zlib's
+    /// inflate found each deflated entry's data one whole stream (zipfile
+    /// alone stops at the entry's size, and so would miss a missing final block).
+    private func readBack(_ bytes: [UInt8]) throws -> String {
+        let scratch = Scratch()
+        let path = scratch.path + "/read.zip"
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let python = Process()
+        python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        python.arguments = ["python3", "-c", """
+            import hashlib, sys, zipfile, zlib
+            z = zipfile.ZipFile(sys.argv[1])
+            assert z.testzip() is None
+            raw = open(sys.argv[1], "rb").read()
+            for i in z.infolist():
+                if i.compress_type == zipfile.ZIP_DEFLATED:
+                    at = i.header_offset
+                    start = at + 30 + int.from_bytes(raw[at + 26:at + 28], "little") + int.from_bytes(raw[at + 28:at + 30], "little")
+                    inflate = zlib.decompressobj(-15)
+                    assert inflate.decompress(raw[start:start + i.compress_size]) == z.read(i), i.filename
+                    assert inflate.eof and not inflate.unused_data, i.filename + ": not one whole deflate stream"
+                print(i.filename, i.compress_type, i.file_size, hashlib.sha256(z.read(i)).hexdigest())
+            """, path]
+        let pipe = Pipe()
+        python.standardOutput = pipe
+        try python.run()
+        let answer = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        python.waitUntilExit()
+        XCTAssertEqual(python.terminationStatus, 0)
+        return answer
+    }
+
+    /// Bytes that deflate differently from piece to piece: random (stored
+    /// blocks), zeros (long runs), and text (matches), 7.5 MiB and a bit.
+    private func mixedBytes() -> [UInt8] {
+        let random = FileHandle(forReadingAtPath: "/dev/urandom")!
+        defer { try? random.close() }
+        var bytes = [UInt8](random.readData(ofLength: 3 << 20))
+        bytes += [UInt8](repeating: 0, count: 2 << 20)
+        bytes += Array(String(repeating: "INSERT INTO artworks VALUES (17, 'Untitled', 1969);\n", count: 50_000).utf8)
+        bytes += [UInt8](random.readData(ofLength: 12_345))
+        return bytes
+    }
+
+    /// An entry over one batch is deflated in pieces on every core and
+    /// joined into one stream: written in uneven calls across batches and a
+    /// short last piece, it reads back whole with zlib's inflate.
+    func testAParallelDeflatedEntryReadsBackWhole() throws {
+        let data = mixedBytes()
+        XCTAssertGreaterThan(data.count, ZipWriter.batchSize + 2 * (1 << 20))
+        var out: [UInt8] = []
+        let zip = ZipWriter { out.append(contentsOf: $0) }
+        try zip.beginEntry(name: "store.sqlite", size: UInt64(data.count), crc: nil, method: .deflate)
+        var at = 0
+        for step in [1, 5 << 20, 100_000, 3 << 20] where at < data.count {
+            let end = min(at + step, data.count)
+            try zip.writeEntry(Array(data[at..<end]))
+            at = end
+        }
+        try zip.writeEntry(Array(data[at...]))
+        try zip.endEntry()
+        try zip.add(name: "manifest.json", bytes: Array("{}".utf8), method: .deflate)
+        try zip.finish()
+        XCTAssertLessThan(out.count, data.count, "zeros and text compress")
+        XCTAssertEqual(try readBack(out), """
+            store.sqlite 8 \(data.count) \(SHA256.hex(data))
+            manifest.json 8 2 \(SHA256.hex(Array("{}".utf8)))
+
+            """)
+    }
+
+    /// An entry of one batch or less is one stream, fed in small writes that
+    /// fill the output buffer many times over.
+    func testASerialDeflatedEntryReadsBackWhole() throws {
+        let data = Array(mixedBytes().suffix(ZipWriter.batchSize))
+        var out: [UInt8] = []
+        let zip = ZipWriter { out.append(contentsOf: $0) }
+        try zip.beginEntry(name: "small.sqlite", size: UInt64(data.count), crc: nil, method: .deflate)
+        var at = 0
+        while at < data.count {
+            let end = min(at + 4_096 + at % 777, data.count)
+            try zip.writeEntry(Array(data[at..<end]))
+            at = end
+        }
+        try zip.endEntry()
+        try zip.add(name: "empty", bytes: [], method: .deflate)
+        try zip.finish()
+        XCTAssertEqual(try readBack(out), """
+            small.sqlite 8 \(data.count) \(SHA256.hex(data))
+            empty 8 0 \(SHA256.hex([]))
+
+            """)
     }
 }

@@ -27,6 +27,8 @@ public final class ArtifactWriter: @unchecked Sendable {
     private var phase: Phase
     private var crc: UInt32 = 0
     private let hash = SHA256()
+    /// Where each piece of the database is read, reused for the next.
+    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: ZipWriter.batchSize, alignment: 64)
 
     /// Appends the snapshot's file whole (descriptor, offset, count) for a stored entry, when the sink can.
     private let fileSink: ((Int32, Int, Int) throws -> Void)?
@@ -40,9 +42,11 @@ public final class ArtifactWriter: @unchecked Sendable {
         self.method = method
         self.record = record
         self.fileSink = fileSink
-        zip = ZipWriter(level: 1) { try sink(Array($0)) }
+        zip = ZipWriter { try sink(Array($0)) }
         phase = method == .store ? .checksum(0) : .data(0)
     }
+
+    deinit { buffer.deallocate() }
 
     /// The artifact of `store` as it is now: a consistent snapshot of it,
     /// with what its test changed (row values bounded by `diffMaxBytes`;
@@ -109,18 +113,19 @@ public final class ArtifactWriter: @unchecked Sendable {
         return false
     }
 
-    private func read(at offset: UInt64) throws -> [UInt8] {
-        try snapshot.read(count: ZipWriter.batchSize, at: offset)
+    /// The next piece of the database, in `buffer` until the next read.
+    private func read(at offset: UInt64) throws -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(rebasing: buffer[0..<(try snapshot.read(into: buffer, at: offset))])
     }
 }
 
 /// A piece of the database and its two checksums, taken on two threads
 /// while the caller waits for both.
 private final class Checksums: @unchecked Sendable {
-    let bytes: [UInt8]
+    let bytes: UnsafeRawBufferPointer
     let hash: SHA256
     var crc: UInt32
-    init(bytes: [UInt8], hash: SHA256, crc: UInt32) {
+    init(bytes: UnsafeRawBufferPointer, hash: SHA256, crc: UInt32) {
         self.bytes = bytes
         self.hash = hash
         self.crc = crc

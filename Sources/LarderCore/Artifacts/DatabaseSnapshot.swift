@@ -93,4 +93,9 @@ public final class DatabaseSnapshot: Sendable {
     public func read(count: Int, at offset: UInt64) throws -> [UInt8] {
         try file.read(count: count, at: offset)
     }
+
+    /// Fills `buffer` from `offset` (less of it only at the end); answers how many bytes it holds.
+    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws -> Int {
+        try file.read(into: buffer, at: offset)
+    }
 }
