@@ -37,15 +37,33 @@ public enum FileSystem {
         ok = true
     }
 
+    /// Copies the whole file open as `input` (`source` names it in errors)
+    /// to the new file `target`, as `copyFile` does, 4 MiB at a time:
+    /// once `stop` answers true, it stops, removes `target` and throws.
+    public static func copyFile(from input: Int32, named source: String, to target: String, stop: () -> Bool) throws {
+        let output = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard output >= 0 else { throw Failure("cannot create", target) }
+        var ok = false
+        defer {
+            close(output)
+            if !ok { unlink(target) }
+        }
+        guard lseek(input, 0, SEEK_SET) == 0 else { throw Failure("cannot read", source) }
+        try copyContents(input, to: output, source: source, step: 4 << 20, stop: stop)
+        ok = true
+    }
+
     /// Copies what is left of the file open as `input` (at the size it has
-    /// now) to `output`; answers the bytes copied.
+    /// now) to `output`, `step` bytes a call, asking `stop` before each; answers the bytes copied.
     @discardableResult
-    static func copyContents(_ input: Int32, to output: Int32, source: String) throws -> Int64 {
+    static func copyContents(_ input: Int32, to output: Int32, source: String, step: Int = Int.max,
+                             stop: () -> Bool = { false }) throws -> Int64 {
         var info = stat()
         guard fstat(input, &info) == 0 else { throw Failure("cannot stat", source) }
         var remaining = Int(info.st_size), copied: Int64 = 0
         while remaining > 0 {
-            let n = Int(larder_copy_file_range(input, output, remaining))
+            if stop() { throw Failure("stopped copying", source, ECANCELED) }
+            let n = Int(larder_copy_file_range(input, output, min(remaining, step)))
             if n > 0 { remaining -= n; copied += Int64(n); continue }
             if n == 0 { break }
             if errno == EINTR { continue }

@@ -242,6 +242,32 @@ final class ServerTests: XCTestCase {
         }
     }
 
+    /// A large fork answers before its base is copied; a reset sent right
+    /// after its test's first writes still restores the fork as it was answered.
+    func testALargeForkResetAtOnceIsTheForkAsAnswered() async throws {
+        let server = try TestServer()
+        let created = try await server.request("POST", "/stores", json: #"{"template": "gallery", "fixtures": ["artists", "artworks"]}"#)
+        let id = try XCTUnwrap(created.json?["id"]?.stringValue), path = try XCTUnwrap(created.json?["path"]?.stringValue)
+        let source = try Connection(path: path, mode: .readWrite)
+        try source.execute("""
+            CREATE TABLE big (id INTEGER PRIMARY KEY, body BLOB);
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2500) INSERT INTO big (body) SELECT randomblob(4000) FROM n;
+            """)
+        for _ in 0..<3 {
+            let fork = try await server.request("POST", "/stores", json: #"{"from": "\#(id)"}"#)
+            XCTAssertEqual(fork.status, 201, String(decoding: fork.data, as: UTF8.self))
+            let forkID = try XCTUnwrap(fork.json?["id"]?.stringValue), forkPath = try XCTUnwrap(fork.json?["path"]?.stringValue)
+            let test = try Connection(path: forkPath, mode: .readWrite, busyTimeoutMs: 10_000)
+            try test.execute("UPDATE big SET body = zeroblob(4000) WHERE id > 2400; DELETE FROM artworks")
+            _ = try test.rows("PRAGMA wal_checkpoint(TRUNCATE)")
+            let reset = try await server.request("POST", "/stores/\(forkID)/reset")
+            XCTAssertEqual(reset.status, 200, String(decoding: reset.data, as: UTF8.self))
+            XCTAssertEqual(reset.json?["counts"]?["big"], 2500)
+            XCTAssertEqual(reset.json?["counts"]?["artworks"], 12)
+            XCTAssertEqual(try test.scalar("SELECT count(*) FROM big WHERE body = zeroblob(4000)")?.int64, 0)
+        }
+    }
+
     func testMigrationChecksOverHTTP() async throws {
         let server = try TestServer()
         let json = try await server.request("GET", "/checks/migrations")

@@ -176,12 +176,13 @@ final class ResetAndForkTests: XCTestCase {
             }
             for round in 0..<12 {
                 let fork = try core.provisioner.createFork(of: store.id, fixtures: nil, label: nil, ttlSeconds: nil).0
+                // (The diff waits for the base, which a store this large has copied after the answer.)
+                XCTAssertTrue(try fork.diff().tables.isEmpty, "the fork and its base are the same state")
                 XCTAssertEqual(FileSystem.entries(fork.directory), ["base.sqlite", "store.sqlite"], "counted without a -wal or -shm")
                 try check(fork.databasePath, "fork \(round)")
                 let counted = Dictionary(uniqueKeysWithValues: fork.lastCounts ?? [])
                 XCTAssertEqual(counted["moves"], try Connection(path: fork.databasePath, mode: .readOnly).scalar("SELECT count(*) FROM moves")?.int64)
                 try check(fork.directory + "/base.sqlite", "fork's base \(round)")
-                XCTAssertTrue(try fork.diff().tables.isEmpty, "the fork and its base are the same state")
                 XCTAssertFalse(FileSystem.exists(fork.databasePath + "-wal") && FileSystem.size(fork.databasePath + "-wal") > 0)
                 let snapshot = try DatabaseSnapshot(store: store, temporaryDirectory: scratch.path)
                 let file = scratch.path + "/snapshot-\(mode)-\(round).sqlite"
@@ -270,6 +271,74 @@ final class ResetAndForkTests: XCTestCase {
         _ = try core.editor.reset(fork.id)
         XCTAssertEqual(try count(db, "artists"), 5)
         XCTAssertEqual(try count(test, "artworks"), 0, "the source is its own")
+    }
+
+    /// A store of `megabytes` MB: the gallery with a table `big` of 4 KB rows, checkpointed.
+    func largeStore(_ core: CoreServices, megabytes: Int) throws -> Store {
+        let store = try core.store("gallery", fixtures: ["artists", "artworks"])
+        let db = try Connection(path: store.databasePath, mode: .readWrite)
+        try db.execute("""
+            CREATE TABLE big (id INTEGER PRIMARY KEY, body BLOB);
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(megabytes * 250))
+            INSERT INTO big (body) SELECT randomblob(4000) FROM n;
+            PRAGMA wal_checkpoint(TRUNCATE);
+            """)
+        return store
+    }
+
+    /// The base of a large fork is copied after the answer, while its test
+    /// may already write: its writes, checkpointed into the file at once,
+    /// never reach the base, and a reset right away waits for the base and
+    /// restores the fork as it was handed out.
+    func testALargeForksBaseIsItsStateAtTheAnswerWhateverItsTestWritesAtOnce() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let source = try largeStore(core, megabytes: 40)
+        for round in 0..<3 {
+            let (fork, _) = try core.provisioner.createFork(of: source.id, fixtures: nil, label: nil, ttlSeconds: 60)
+            let test = try Connection(path: fork.databasePath, mode: .readWrite, busyTimeoutMs: 10_000)
+            // The last rows' pages, at the end of the file the copy reaches last.
+            try test.execute("UPDATE big SET body = zeroblob(4000) WHERE id > (SELECT max(id) - 20 FROM big); DELETE FROM artworks")
+            _ = try test.rows("PRAGMA wal_checkpoint(TRUNCATE)")
+            _ = try core.editor.reset(fork.id)
+            XCTAssertEqual(try test.scalar("SELECT count(*) FROM big WHERE body = zeroblob(4000)")?.int64, 0, "round \(round)")
+            XCTAssertEqual(try count(test, "artworks"), 12, "round \(round)")
+            XCTAssertEqual(try count(test, "big"), 10_000)
+            XCTAssertEqual(try test.scalar("PRAGMA integrity_check")?.string, "ok")
+        }
+        XCTAssertEqual(FileSystem.entries(core.registry.layout.temporary), [], "no copy is left aside")
+    }
+
+    /// A large upload's base too: a reset at once restores the upload.
+    func testALargeUploadsBaseIsTheUpload() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let source = try largeStore(core, megabytes: 4)
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: source.databasePath)))
+        let (upload, _) = try core.provisioner.createFromUpload(.bytes(bytes), template: nil, version: nil, label: nil, ttlSeconds: 60)
+        let test = try Connection(path: upload.databasePath, mode: .readWrite)
+        try test.execute("DELETE FROM big WHERE id % 2 = 0; DROP TABLE artworks")
+        _ = try core.editor.reset(upload.id)
+        XCTAssertEqual(try count(test, "big"), 1_000)
+        XCTAssertEqual(try count(test, "artworks"), 12)
+    }
+
+    /// A large fork deleted at once, its base still being copied: the copy
+    /// lands nowhere and leaves nothing behind.
+    func testALargeForkDeletedAtOnceLeavesNothing() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let source = try largeStore(core, megabytes: 20)
+        var directories: [String] = []
+        for _ in 0..<3 {
+            let (fork, _) = try core.provisioner.createFork(of: source.id, fixtures: nil, label: nil, ttlSeconds: 60)
+            try core.registry.delete(fork.id)
+            directories.append(fork.directory)
+        }
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline && !FileSystem.entries(core.registry.layout.temporary).isEmpty { Thread.sleep(forTimeInterval: 0.01) }
+        XCTAssertEqual(FileSystem.entries(core.registry.layout.temporary), [])
+        for directory in directories { XCTAssertFalse(FileSystem.exists(directory), "no base made the deleted store's directory again") }
     }
 
     func testForkErrors() throws {

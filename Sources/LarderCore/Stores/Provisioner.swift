@@ -172,14 +172,17 @@ public final class Provisioner: Sendable {
             let template = try catalog.template(name)
             fixtures = try names.map { try template.fixture($0) }
         }
-        return try registry.create(label: label, ttlSeconds: ttlSeconds, expectedBytes: source.sizeBytes) { path in
-            // Without fixtures the base is the same copy: both made at once.
+        let sourceBytes = source.sizeBytes
+        return try registry.create(label: label, ttlSeconds: ttlSeconds, expectedBytes: sourceBytes) { path in
+            // Without fixtures a small store's base is the same copy, both
+            // made at once; a large one's is copied after the answer (`StoreRegistry.create`).
             let base = FileSystem.parent(path) + "/" + Store.baseName
-            if fixtures.isEmpty { try source.copyCommitted(to: path, base) } else { try source.copyCommitted(to: path) }
+            let withBase = fixtures.isEmpty && sourceBytes < StoreRegistry.baseCopiedLaterBytes
+            if withBase { try source.copyCommitted(to: path, base) } else { try source.copyCommitted(to: path) }
             // (A copy of a store in WAL mode says so in its header already.)
             let inWAL = try FileSystem.readPrefix(path, count: 20).suffix(2) == [2, 2]
             if !inWAL {
-                for file in fixtures.isEmpty ? [path, base] : [path] {
+                for file in withBase ? [path, base] : [path] {
                     let db = try Connection(path: file, mode: .readWrite)
                     try db.harden()
                     try db.execute("PRAGMA journal_mode=WAL")

@@ -44,7 +44,14 @@ public final class Store: Sendable {
     /// store is the registry's: its files' sizes are taken relative to it.
     private let parent: HeldDirectory?
 
-    init(record: StoreRecord, directory: String, in parent: HeldDirectory? = nil, readTimeoutMs: Int = 5_000, busyTimeoutMs: Int = 1_000) {
+    /// Whether its base is still being copied (`StoreRegistry.copyBaseLater`).
+    private let basePending: Atomic<Bool>
+    /// Broadcast whenever a base copied later is there (or has failed).
+    private static let basesCopied = Condition()
+
+    init(record: StoreRecord, directory: String, in parent: HeldDirectory? = nil, readTimeoutMs: Int = 5_000, busyTimeoutMs: Int = 1_000,
+         basePending: Bool = false) {
+        self.basePending = Atomic(basePending)
         self.id = record.id
         self.sequence = record.sequence
         self.directory = directory
@@ -67,7 +74,33 @@ public final class Store: Sendable {
     static let fileNames = FileSystem.databaseSuffixes.map { databaseName + $0 } + [baseName, recordName]
 
     public var databasePath: String { directory + "/" + Store.databaseName }
-    var basePath: String { directory + "/" + Store.baseName }
+
+    /// Where its base is: whoever reads it waits, when the base of a large
+    /// store is still being copied after the store was handed out (a fork,
+    /// an upload), until it is there.
+    var basePath: String {
+        waitForBase()
+        return baseLocation
+    }
+
+    /// Where its base is, or will be once copied.
+    var baseLocation: String { directory + "/" + Store.baseName }
+
+    func waitForBase() {
+        guard basePending.load(ordering: .acquiring) else { return }
+        Store.basesCopied.withLock {
+            while basePending.load(ordering: .acquiring) { Store.basesCopied.wait() }
+        }
+    }
+
+    /// The base copied later is there, or will never be (its copy failed:
+    /// the store then keeps no creation state, as when its test removed the base).
+    func baseCopied() {
+        Store.basesCopied.withLock {
+            basePending.store(false, ordering: .releasing)
+            Store.basesCopied.broadcast()
+        }
+    }
     public var record: StoreRecord { state.withLock { $0.record } }
 
     /// The record as the journal keeps it: with the counts last read.

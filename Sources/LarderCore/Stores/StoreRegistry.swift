@@ -216,16 +216,28 @@ public final class StoreRegistry: Sendable {
         let staging = layout.building + "/" + id
         try FileSystem.makeDirectory(staging)
         do {
-            let provenance = try build(staging + "/store.sqlite")
+            let database = staging + "/" + Store.databaseName
+            let provenance = try build(database)
             // The creation state, which a reset restores (the builder's
             // connections are closed: the file is whole), unless the builder
-            // made it already.
-            let base = staging + "/" + Store.baseName
-            if !FileSystem.exists(base) { try FileSystem.copyFile(from: staging + "/store.sqlite", to: base) }
-            FileSystem.makeReadOnly(base)
-            try admit(FileSystem.size(staging + "/store.sqlite") + FileSystem.size(base), in: reservation)
+            // made it already. A large one is copied after the answer
+            // (`copyBaseLater`), from the file open now, before any test can reach it.
+            let base = staging + "/" + Store.baseName, size = FileSystem.size(database)
+            var later: ReadableFile?
+            if FileSystem.exists(base) {
+                FileSystem.makeReadOnly(base)
+            } else if size >= StoreRegistry.baseCopiedLaterBytes && FileSystem.size(database + "-wal") == 0 {
+                later = try ReadableFile(path: database)
+            } else {
+                try FileSystem.copyFile(from: database, to: base)
+                FileSystem.makeReadOnly(base)
+            }
+            try admit(size + (later == nil ? FileSystem.size(base) : size), in: reservation)
             try access.grant(store: staging)
-            return (try enter(staging, id: id, provenance: provenance, label: label, ttlSeconds: ttlSeconds), provenance)
+            let store = try enter(staging, id: id, provenance: provenance, label: label, ttlSeconds: ttlSeconds,
+                                  bytes: later == nil ? nil : 2 * size, basePending: later != nil)
+            if let later { copyBaseLater(of: store, from: later) }
+            return (store, provenance)
         } catch {
             try? FileSystem.removeTree(staging, within: root)
             throw relieving(error)
@@ -303,7 +315,7 @@ public final class StoreRegistry: Sendable {
     /// renames the directory into `stores/` unless it is there already (a
     /// ready copy): from then on it is listed and counted. `bytes`: its size when known.
     private func enter(_ staging: String, id: String, provenance: Provenance, label: String?, ttlSeconds: Int?,
-                       bytes: Int64? = nil) throws -> Store {
+                       bytes: Int64? = nil, basePending: Bool = false) throws -> Store {
         let now = Timestamp.now
         let sequence = live.withLock { l -> Int64 in
             defer { l.nextSequence += 1 }
@@ -315,7 +327,8 @@ public final class StoreRegistry: Sendable {
                                  creation: .init(version: provenance.version, fixtures: provenance.fixtures, source: provenance.source),
                                  counts: provenance.counts)
         let directory = layout.stores + "/" + id
-        let store = Store(record: record, directory: directory, in: storesDirectory, readTimeoutMs: limits.readTimeoutMs, busyTimeoutMs: limits.busyTimeoutMs)
+        let store = Store(record: record, directory: directory, in: storesDirectory, readTimeoutMs: limits.readTimeoutMs, busyTimeoutMs: limits.busyTimeoutMs,
+                          basePending: basePending)
         let size = bytes ?? Store.diskCost(of: staging)
         // Until its record is in the journal the directory is no store (a
         // restart removes it). The store is live once its record is.
@@ -329,6 +342,57 @@ public final class StoreRegistry: Sendable {
         if due { rewriteJournalLater() }
         return store
     }
+
+    /// From this size on, a built store's base is copied after the store is
+    /// handed out rather than before: a fork or upload of 100 MB took two
+    /// copies' time (two copies at once run no faster here).
+    static let baseCopiedLaterBytes: Int64 = 1 << 20
+
+    /// Copies the base of the new `store` from `source`, its database file
+    /// opened before the store was handed out, in the background; whoever
+    /// needs the base meanwhile waits for it (`Store.basePath`). Its test may
+    /// write from the moment it has the answer, but not into that file: a
+    /// read transaction begun now, while the store's WAL is empty, holds
+    /// SQLite's read lock 0, and no checkpoint writes into the database file
+    /// while any connection holds it (the test's writes wait in the WAL, as
+    /// with `copyCommitted`). When that transaction cannot begin, the base
+    /// is copied now. A store deleted meanwhile takes nothing with it: the
+    /// copy is made in `tmp/`, stops when the store is deleted, and is
+    /// renamed into the store's directory, which fails once that has gone to the trash.
+    private func copyBaseLater(of store: Store, from source: ReadableFile) {
+        let keeper = Keeper()
+        do {
+            let db = try Connection(path: store.databasePath, mode: .readWriteNoFollow, busyTimeoutMs: Int32(clamping: limits.busyTimeoutMs))
+            try db.harden()
+            try db.execute("BEGIN")
+            _ = try db.scalar("SELECT count(*) FROM sqlite_schema") // the read transaction starts here
+            keeper.connection = db
+        } catch {}
+        let temporary = layout.temporary + "/base-" + store.id
+        let copy: @Sendable () -> Void = {
+            defer { store.baseCopied() }
+            do {
+                try FileSystem.copyFile(from: source.descriptor, named: store.databasePath, to: temporary) { store.isDeleted }
+                keeper.connection = nil // closed: its -wal and -shm go with it when the test has none open
+                FileSystem.makeReadOnly(temporary)
+                try FileSystem.rename(temporary, to: store.baseLocation)
+            } catch {
+                keeper.connection = nil
+                FileSystem.remove(temporary)
+            }
+        }
+        if keeper.connection == nil { copy() } else { StoreRegistry.baseCopies.async(execute: copy) }
+    }
+
+    /// The connection whose read transaction keeps a store's file as it was
+    /// handed out until its base is copied; only the copy touches it after.
+    private final class Keeper: @unchecked Sendable {
+        var connection: Connection?
+    }
+
+    /// Where bases are copied after their stores are handed out, at the
+    /// priority of the requests that wait for them.
+    private static let baseCopies = DispatchQueue(label: "larder-base-copies", attributes: .concurrent)
 
     /// Rewrites the journal with the live stores' records, in the background.
     private func rewriteJournalLater() {
