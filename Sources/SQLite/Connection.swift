@@ -220,6 +220,15 @@ public final class Connection: @unchecked Sendable {
         }
     }
 
+    /// Reads the file through a memory map (its first 2 GB) rather than a
+    /// read per page: counting every row of a 100 MB table takes 12 ms
+    /// instead of 40 here. Only for a file no test can reach (one Larder
+    /// builds aside, or its private snapshot): a test could truncate its own
+    /// store under the map, which SQLite would then read as a crash (SIGBUS).
+    public func readMapped() throws {
+        try execute("PRAGMA mmap_size = 2147418112")
+    }
+
     /// A read-only connection to a file nothing will ever change (a template
     /// cache file, a store's base): no locks, and no `-wal` or `-shm` beside
     /// it. A symbolic link is refused (`SQLITE_CANTOPEN_SYMLINK`): the file

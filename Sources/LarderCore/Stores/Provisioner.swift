@@ -194,6 +194,7 @@ public final class Provisioner: Sendable {
             // it makes no -wal or -shm beside it.
             let db = try fixtures.isEmpty ? Connection.immutable(path: path) : Connection(path: path, mode: .readWrite)
             try db.harden()
+            try db.readMapped() // (in building/, out of every test's reach)
             return try db.limited(milliseconds: registry.limits.operationTimeoutMs, "forking store '\(sourceID)'") {
                 if !fixtures.isEmpty { try FixtureLoader.load(db, fixtures.map { .file($0) }) }
                 return Provenance(template: origin.template, version: origin.version, snapshot: origin.snapshot,
