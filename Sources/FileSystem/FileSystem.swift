@@ -26,15 +26,7 @@ public enum FileSystem {
         let input = open(source, O_RDONLY | O_CLOEXEC | (followingLinks ? 0 : O_NOFOLLOW))
         guard input >= 0 else { throw Failure("cannot open", source) }
         defer { close(input) }
-        let output = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard output >= 0 else { throw Failure("cannot create", target) }
-        var ok = false
-        defer {
-            close(output)
-            if !ok { unlink(target) }
-        }
-        try copyContents(input, to: output, source: source)
-        ok = true
+        try copyFile(from: input, named: source, to: target) { false }
     }
 
     /// Copies the whole file open as `input` (`source` names it in errors)

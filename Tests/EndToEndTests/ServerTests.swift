@@ -193,14 +193,19 @@ final class ServerTests: XCTestCase {
         XCTAssertEqual(FileSystem.entries(server.root + "/tmp"), [], "no temporary file is left")
     }
 
+    /// A new gallery store with its artists and artworks, and a connection to it as its test's.
+    private func galleryStore(_ server: TestServer) async throws -> (id: String, db: Connection) {
+        let created = try await server.request("POST", "/stores", json: #"{"template": "gallery", "fixtures": ["artists", "artworks"]}"#)
+        let id = try XCTUnwrap(created.json?["id"]?.stringValue), path = try XCTUnwrap(created.json?["path"]?.stringValue)
+        return (id, try Connection(path: path, mode: .readWrite))
+    }
+
     /// A store larger than one batch is deflated in pieces on both cores:
     /// the artifact still holds it byte for byte, as its manifest's SHA-256
     /// says, and each entry's data is one whole deflate stream.
     func testALargeArtifactHoldsTheStoreWhole() async throws {
         let server = try TestServer()
-        let created = try await server.request("POST", "/stores", json: #"{"template": "gallery", "fixtures": ["artists", "artworks"]}"#)
-        let id = try XCTUnwrap(created.json?["id"]?.stringValue), path = try XCTUnwrap(created.json?["path"]?.stringValue)
-        let db = try Connection(path: path, mode: .readWrite)
+        let (id, db) = try await galleryStore(server)
         try db.execute("""
             CREATE TABLE blobs (id INTEGER PRIMARY KEY, body BLOB);
             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000)
@@ -211,33 +216,14 @@ final class ServerTests: XCTestCase {
             XCTAssertEqual(zip.status, 200)
             let file = server.root + "/large-\(compression).zip"
             try zip.data.write(to: URL(fileURLWithPath: file))
-            let python = Process()
-            python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            python.arguments = ["python3", "-c", """
-                import hashlib, json, sqlite3, sys, zipfile, zlib
-                z = zipfile.ZipFile(sys.argv[1])
-                assert z.testzip() is None
-                raw = open(sys.argv[1], "rb").read()
-                for i in z.infolist():
-                    if i.compress_type == zipfile.ZIP_DEFLATED:
-                        at = i.header_offset
-                        start = at + 30 + int.from_bytes(raw[at + 26:at + 28], "little") + int.from_bytes(raw[at + 28:at + 30], "little")
-                        inflate = zlib.decompressobj(-15)
-                        inflate.decompress(raw[start:start + i.compress_size])
-                        assert inflate.eof and not inflate.unused_data, i.filename
+            let answer = try readZip(file, """
                 data, manifest = z.read("store.sqlite"), json.loads(z.read("manifest.json"))
                 assert hashlib.sha256(data).hexdigest() == manifest["sha256"] and len(data) == manifest["size_bytes"] > 8 << 20
                 open(sys.argv[2], "wb").write(data)
                 db = sqlite3.connect(sys.argv[2])
                 print(db.execute("PRAGMA integrity_check").fetchone()[0], db.execute("SELECT count(*), sum(length(body)) FROM blobs").fetchone(),
                       manifest["counts"]["blobs"], z.getinfo("store.sqlite").compress_type)
-                """, file, server.root + "/large-\(compression).sqlite"]
-            let pipe = Pipe()
-            python.standardOutput = pipe
-            try python.run()
-            let answer = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            python.waitUntilExit()
-            XCTAssertEqual(python.terminationStatus, 0, compression)
+                """, arguments: [server.root + "/large-\(compression).sqlite"])
             XCTAssertEqual(answer, "ok (3000, 9000000) 3000 \(compression == "deflate" ? 8 : 0)\n", compression)
         }
     }
@@ -246,9 +232,7 @@ final class ServerTests: XCTestCase {
     /// after its test's first writes still restores the fork as it was answered.
     func testALargeForkResetAtOnceIsTheForkAsAnswered() async throws {
         let server = try TestServer()
-        let created = try await server.request("POST", "/stores", json: #"{"template": "gallery", "fixtures": ["artists", "artworks"]}"#)
-        let id = try XCTUnwrap(created.json?["id"]?.stringValue), path = try XCTUnwrap(created.json?["path"]?.stringValue)
-        let source = try Connection(path: path, mode: .readWrite)
+        let (id, source) = try await galleryStore(server)
         try source.execute("""
             CREATE TABLE big (id INTEGER PRIMARY KEY, body BLOB);
             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2500) INSERT INTO big (body) SELECT randomblob(4000) FROM n;

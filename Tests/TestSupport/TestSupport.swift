@@ -130,3 +130,36 @@ public func storeDirectories(_ root: String) -> [String] {
     let ids = journaledIDs(root)
     return ((try? FileManager.default.contentsOfDirectory(atPath: root + "/stores")) ?? []).sorted().filter { ids.contains($0) }
 }
+
+/// Runs Python's zipfile on the archive at `path` and answers what `script`
+/// prints: with `z` the open archive, `sys.argv[2...]` the `arguments`,
+/// after `testzip` checked every CRC and zlib's inflate found each deflated
+/// entry's data one whole stream (zipfile alone stops at the entry's size,
+/// and so would not notice a missing final block). Fails the test when
+/// Python does.
+public func readZip(_ path: String, _ script: String, arguments: [String] = [],
+                    file: StaticString = #filePath, line: UInt = #line) throws -> String {
+    let python = Process()
+    python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    python.arguments = ["python3", "-c", """
+        import hashlib, json, sqlite3, sys, zipfile, zlib
+        z = zipfile.ZipFile(sys.argv[1])
+        assert z.testzip() is None
+        raw = open(sys.argv[1], "rb").read()
+        for i in z.infolist():
+            if i.compress_type == zipfile.ZIP_DEFLATED:
+                at = i.header_offset
+                start = at + 30 + int.from_bytes(raw[at + 26:at + 28], "little") + int.from_bytes(raw[at + 28:at + 30], "little")
+                inflate = zlib.decompressobj(-15)
+                assert inflate.decompress(raw[start:start + i.compress_size]) == z.read(i), i.filename
+                assert inflate.eof and not inflate.unused_data, i.filename + ": not one whole deflate stream"
+
+        """ + script, path] + arguments
+    let pipe = Pipe()
+    python.standardOutput = pipe
+    try python.run()
+    let answer = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    python.waitUntilExit()
+    XCTAssertEqual(python.terminationStatus, 0, "Python could not read \(path)", file: file, line: line)
+    return answer
+}

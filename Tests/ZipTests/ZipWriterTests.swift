@@ -62,37 +62,15 @@ final class ZipWriterTests: XCTestCase {
         XCTAssertEqual(python.terminationStatus, 0)
     }
 
-    /// What Python's zipfile reads back from `bytes`: each entry's name,
-    /// method, size and SHA-256, after `testzip` checked every CRC and zlib's
-    /// inflate found each deflated entry's data one whole stream (zipfile
-    /// alone stops at the entry's size, and so would miss a missing final block).
+    /// Each entry's name, method, size and SHA-256, as Python's zipfile reads them back from `bytes`.
     private func readBack(_ bytes: [UInt8]) throws -> String {
         let scratch = Scratch()
         let path = scratch.path + "/read.zip"
         try Data(bytes).write(to: URL(fileURLWithPath: path))
-        let python = Process()
-        python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        python.arguments = ["python3", "-c", """
-            import hashlib, sys, zipfile, zlib
-            z = zipfile.ZipFile(sys.argv[1])
-            assert z.testzip() is None
-            raw = open(sys.argv[1], "rb").read()
+        return try readZip(path, """
             for i in z.infolist():
-                if i.compress_type == zipfile.ZIP_DEFLATED:
-                    at = i.header_offset
-                    start = at + 30 + int.from_bytes(raw[at + 26:at + 28], "little") + int.from_bytes(raw[at + 28:at + 30], "little")
-                    inflate = zlib.decompressobj(-15)
-                    assert inflate.decompress(raw[start:start + i.compress_size]) == z.read(i), i.filename
-                    assert inflate.eof and not inflate.unused_data, i.filename + ": not one whole deflate stream"
                 print(i.filename, i.compress_type, i.file_size, hashlib.sha256(z.read(i)).hexdigest())
-            """, path]
-        let pipe = Pipe()
-        python.standardOutput = pipe
-        try python.run()
-        let answer = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        python.waitUntilExit()
-        XCTAssertEqual(python.terminationStatus, 0)
-        return answer
+            """)
     }
 
     /// Bytes that deflate differently from piece to piece: random (stored
