@@ -37,21 +37,56 @@ final class StoreIndexTests: XCTestCase {
             }
             XCTAssertEqual(index.count, model.count)
             guard round % 50 == 0 else { continue }
-            let newestFirst = model.sorted { $0.sequence > $1.sequence }
-            let filters: [((Store) -> Bool)?] = [nil, { $0.record.label?.hasPrefix("a") == true }, { $0.record.label == "ab" }]
-            for wanted in filters {
-                let all = newestFirst.filter { wanted?($0) ?? true }
-                for below: Int64 in [.max, next / 2, 1, all.first?.sequence ?? 0] {
-                    for limit in [1, 7, 100] {
-                        let page = index.page(below: below, limit: limit, wanted: wanted)
-                        let older = all.filter { $0.sequence < below }
-                        XCTAssertEqual(page.stores.map(\.id), older.prefix(limit).map(\.id))
-                        XCTAssertEqual(page.remaining, older.count)
-                        XCTAssertEqual(page.matching, all.count)
-                    }
+            assertPages(index, model, next: next)
+        }
+    }
+
+    /// Every page of `index` is the model's, filtered or not, at several cursors and sizes.
+    func assertPages(_ index: StoreIndex, _ model: [Store], next: Int64, file: StaticString = #filePath, line: UInt = #line) {
+        let newestFirst = model.sorted { $0.sequence > $1.sequence }
+        XCTAssertEqual(index.all.map(\.id), newestFirst.reversed().map(\.id), file: file, line: line)
+        let filters: [((Store) -> Bool)?] = [nil, { $0.record.label?.hasPrefix("a") == true }, { $0.record.label == "ab" }]
+        for wanted in filters {
+            let all = newestFirst.filter { wanted?($0) ?? true }
+            for below: Int64 in [.max, next / 2, 1, all.first?.sequence ?? 0] {
+                for limit in [1, 7, 100] {
+                    let page = index.page(below: below, limit: limit, wanted: wanted)
+                    let older = all.filter { $0.sequence < below }
+                    XCTAssertEqual(page.stores.map(\.id), older.prefix(limit).map(\.id), file: file, line: line)
+                    XCTAssertEqual(page.remaining, older.count, file: file, line: line)
+                    XCTAssertEqual(page.matching, all.count, file: file, line: line)
                 }
             }
         }
+    }
+
+    /// The reaper removes the oldest first and a test its own, among the
+    /// newest: both ends, past the point where the index gives back the
+    /// room its removed stores left, then arrivals again.
+    func testRemovalsAtBothEndsKeepThePages() {
+        var index = StoreIndex()
+        var model: [Store] = []
+        var next: Int64 = 1
+        func arrive(_ n: Int) {
+            for i in 0..<n {
+                let s = store(next, label: i % 2 == 0 ? "a" : "ab")
+                next += 1
+                index.insert(s)
+                model.append(s)
+            }
+        }
+        arrive(300)
+        for round in 0..<250 {
+            let gone = round % 4 == 3 ? model.removeLast() : model.removeFirst()
+            XCTAssertTrue(index.remove(gone.id) === gone)
+            assertPages(index, model, next: next)
+        }
+        assertPages(index, model, next: next)
+        arrive(100)
+        let middle = model.remove(at: model.count / 2)
+        XCTAssertTrue(index.remove(middle.id) === middle)
+        XCTAssertEqual(index.count, model.count)
+        assertPages(index, model, next: next)
     }
 
     /// Walking the cursors of the registry's listing visits every store once, newest first.
