@@ -29,7 +29,6 @@ public final class DatabaseSnapshot: Sendable {
             // there is no -wal file to miss.
             let copy = try Connection(path: path, mode: .readWrite)
             try copy.execute("PRAGMA journal_mode=DELETE")
-            try copy.readMapped() // (the snapshot's own file)
             counts = try Inspector.counts(copy)
             tables = try Inspector.userTables(copy)
             columns = try tables.map { table in
