@@ -78,6 +78,12 @@ public struct OpenDirectory: Sendable {
         return fstatat(fd, name, &info, AT_SYMLINK_NOFOLLOW) == 0 ? Int64(info.st_size) : 0
     }
 
+    /// `size` of a name given as a C string.
+    public func size(_ name: UnsafePointer<CChar>) -> Int64 {
+        var info = stat()
+        return fstatat(fd, name, &info, AT_SYMLINK_NOFOLLOW) == 0 ? Int64(info.st_size) : 0
+    }
+
     /// Removes the entry `name` (not a directory); false when it was not there or could not go.
     @discardableResult
     public func remove(_ name: String) -> Bool {

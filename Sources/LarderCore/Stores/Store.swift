@@ -65,7 +65,7 @@ public final class Store: Sendable {
     }
 
     /// The names of a store's files in its directory.
-    static let databaseName = "store.sqlite"
+    public static let databaseName = "store.sqlite"
     /// The store's contents when it was made, read-only: what a reset restores.
     static let baseName = "base.sqlite"
     /// Where an earlier version kept the record (the journal has it now).
@@ -103,6 +103,12 @@ public final class Store: Sendable {
     }
     public var record: StoreRecord { state.withLock { $0.record } }
 
+    /// Runs `body` on the record where it is kept, under its lock, instead
+    /// of on a copy (a listing writes thousands: each copy retained every string).
+    public func withRecord(_ body: (StoreRecord) -> Void) {
+        state.withLock { body($0.record) }
+    }
+
     /// The record as the journal keeps it: with the counts last read.
     var savedRecord: StoreRecord {
         state.withLock { s in
@@ -133,7 +139,28 @@ public final class Store: Sendable {
     public var sizeBytes: Int64 {
         guard let parent else { return Store.sizeBytes(of: directory) }
         // (A listing of 10,000 stores spent half its time walking the root's path.)
-        return Store.sizeBytes(in: parent.directory, prefix: id + "/")
+        return Store.sizeBytes(in: parent.directory, id: id)
+    }
+
+    /// `sizeBytes` of the store `id` below `directory`, its two paths made
+    /// on the stack rather than as strings (a listing asks thousands of stores).
+    static func sizeBytes(in directory: OpenDirectory, id: String) -> Int64 {
+        var id = id
+        return id.withUTF8 { name in
+            let file: StaticString = "/store.sqlite", wal: StaticString = "-wal"
+            return withUnsafeTemporaryAllocation(of: CChar.self, capacity: name.count + file.utf8CodeUnitCount + wal.utf8CodeUnitCount + 1) { path in
+                var at = 0
+                func put(_ bytes: UnsafeBufferPointer<UInt8>) {
+                    for byte in bytes { path[at] = CChar(bitPattern: byte); at += 1 }
+                    path[at] = 0
+                }
+                put(name)
+                file.withUTF8Buffer(put)
+                let database = directory.size(path.baseAddress!)
+                wal.withUTF8Buffer(put)
+                return database + directory.size(path.baseAddress!)
+            }
+        }
     }
 
     /// `sizeBytes` of the store whose files are in `directory`.

@@ -49,12 +49,34 @@ public struct JSONWriter {
         if let value { JSONValue.writeString(value, to: &bytes) } else { bytes += "null".utf8 }
     }
 
+    /// One string of `parts` one after another, without joining them first.
+    public mutating func string(joining parts: String...) {
+        separate()
+        bytes.append(0x22)
+        for part in parts { JSONValue.writeEscaped(part, to: &bytes) }
+        bytes.append(0x22)
+    }
+
+    /// A time as RFC 3339 (`Timestamp.rfc3339`); nil is null.
+    public mutating func timestamp(_ value: Timestamp?) {
+        separate()
+        guard let value else { return bytes += "null".utf8 }
+        bytes.append(0x22)
+        value.writeRFC3339(to: &bytes)
+        bytes.append(0x22)
+    }
+
     /// An object of links, each named by its tail: `"self"` is `base`
     /// itself, any other `name` is `base/name` (a store's `links`). The
     /// base is escaped once for all of them.
     public mutating func link(base: String, tails: [StaticString]) {
+        link(base: [base], tails: tails)
+    }
+
+    /// `link`, its base the `parts` one after another.
+    public mutating func link(base parts: [String], tails: [StaticString]) {
         var escaped: [UInt8] = []
-        JSONValue.writeEscaped(base, to: &escaped)
+        for part in parts { JSONValue.writeEscaped(part, to: &escaped) }
         beginObject()
         for tail in tails {
             key(tail)

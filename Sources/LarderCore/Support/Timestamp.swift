@@ -15,6 +15,13 @@ public struct Timestamp: Sendable, Comparable, Hashable {
 
     /// `2026-11-21T22:41:07.123Z`
     public var rfc3339: String {
+        var out: [UInt8] = []
+        writeRFC3339(to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// `rfc3339`, written at the end of `out` (an answer writes two per store).
+    public func writeRFC3339(to out: inout [UInt8]) {
         let whole = Int64(seconds.rounded(.down))
         let millis = Int((seconds - Double(whole)) * 1000)
         var days = whole >= 0 ? whole / 86_400 : (whole - 86_399) / 86_400
@@ -30,23 +37,29 @@ public struct Timestamp: Sendable, Comparable, Hashable {
         let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
         let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
         // Digits straight into the 24 bytes (a log line and an answer each carry one).
-        var text = Array("0000-00-00T00:00:00.000Z".utf8)
+        // (A year past 9999 has as many digits as it needs.)
+        let start: Int
+        if (0...9999).contains(year) {
+            start = out.count
+            out += "0000-00-00T00:00:00.000Z".utf8
+        } else {
+            out += String(year).utf8
+            start = out.count - 4
+            out += "-00-00T00:00:00.000Z".utf8
+        }
         func put(_ value: Int64, at end: Int, _ width: Int) {
             var v = value
-            for i in stride(from: end, to: end - width, by: -1) {
-                text[i] = UInt8(ascii: "0") + UInt8(v % 10)
+            for i in stride(from: start + end, to: start + end - width, by: -1) {
+                out[i] = UInt8(ascii: "0") + UInt8(v % 10)
                 v /= 10
             }
         }
+        if (0...9999).contains(year) { put(year, at: 3, 4) }
         put(month, at: 6, 2)
         put(day, at: 9, 2)
         put(secondOfDay / 3600, at: 12, 2)
         put(secondOfDay / 60 % 60, at: 15, 2)
         put(secondOfDay % 60, at: 18, 2)
         put(Int64(millis), at: 22, 3)
-        // (A year past 9999 has as many digits as it needs.)
-        guard (0...9999).contains(year) else { return String(year) + String(decoding: text[4...], as: UTF8.self) }
-        put(year, at: 3, 4)
-        return String(decoding: text, as: UTF8.self)
     }
 }

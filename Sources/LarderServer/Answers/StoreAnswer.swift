@@ -63,30 +63,33 @@ enum StoreAnswer {
     /// one after another into one buffer); on an error `w` is as it was.
     static func write(_ s: ServerContext, _ store: Store, counts known: [(String, Int64)]?, sizeBytes: Int64? = nil,
                       into w: inout JSONWriter) throws {
-        let record = store.record
         let counts: [(String, Int64)]
         do {
             counts = try known ?? store.counts()
         } catch where Store.isDamage(error) {
             counts = store.lastCounts ?? []
         }
-        let base = s.base + "/stores/" + record.id
-        w.beginObject()
-        w.key("id"); w.string(record.id)
-        w.key("path"); w.string(s.registry.clientPath(store.databasePath))
-        w.key("template"); w.string(record.template)
-        w.key("version"); w.string(record.version)
-        w.key("snapshot"); w.string(record.snapshot)
-        w.key("fixtures"); w.strings(record.fixtures)
-        w.key("build"); w.string(record.build)
-        w.key("label"); w.string(record.label)
-        w.key("counts"); w.counts(counts)
-        w.key("created_at"); w.string(record.createdAt.rfc3339)
-        w.key("expires_at"); w.string(record.keptForever ? nil : record.expiresAt.rfc3339)
-        w.key("keep"); w.bool(record.keep)
-        w.key("size_bytes"); w.int(sizeBytes ?? store.sizeBytes)
-        w.key("links")
-        w.link(base: base, tails: linkTails)
-        w.endObject()
+        let size = sizeBytes ?? store.sizeBytes
+        // The record where it is kept, written piece by piece: no copy of
+        // it, and no string made for its path, its links or its times.
+        store.withRecord { record in
+            w.beginObject()
+            w.key("id"); w.string(record.id)
+            w.key("path"); w.string(joining: s.registry.clientPath(store.directory), "/", Store.databaseName)
+            w.key("template"); w.string(record.template)
+            w.key("version"); w.string(record.version)
+            w.key("snapshot"); w.string(record.snapshot)
+            w.key("fixtures"); w.strings(record.fixtures)
+            w.key("build"); w.string(record.build)
+            w.key("label"); w.string(record.label)
+            w.key("counts"); w.counts(counts)
+            w.key("created_at"); w.timestamp(record.createdAt)
+            w.key("expires_at"); w.timestamp(record.keptForever ? nil : record.expiresAt)
+            w.key("keep"); w.bool(record.keep)
+            w.key("size_bytes"); w.int(size)
+            w.key("links")
+            w.link(base: [s.base, "/stores/", record.id], tails: linkTails)
+            w.endObject()
+        }
     }
 }
