@@ -129,8 +129,10 @@ final class JSONAndConfigurationTests: XCTestCase {
         var w = JSONWriter()
         w.beginObject(); w.member("a\"b"); w.string(nil); w.key("n"); w.double(2); w.key("c"); w.counts(nil)
         w.key("t"); w.counts([("x\ny", 3)])
-        w.key("links"); w.link(base: "http://h/\"x", tails: ["self", "counts"]); w.endObject()
+        w.key("p"); w.string(joining: "/r\"t", "/", "s.sqlite"); w.key("at"); w.timestamp(created); w.key("never"); w.timestamp(nil)
+        w.key("links"); w.link(base: ["http://h/", "\"x"], tails: ["self", "counts"]); w.endObject()
         XCTAssertEqual(w.bytes, JSONValue.object([("a\"b", .null), ("n", .double(2)), ("c", .null), ("t", .object([("x\ny", .int(3))])),
+                                                  ("p", .string("/r\"t/s.sqlite")), ("at", .string(created.rfc3339)), ("never", .null),
                                                   ("links", .object([("self", .string("http://h/\"x")), ("counts", .string("http://h/\"x/counts"))]))]).serialized())
         // Escapes found in every place of a word, and across words.
         for text in ["plain text longer than eight", "\"start", "end\"", "mid\\dle of a long one", "\u{1}\u{1f} é\u{7f}🗄 tab\t", "12345678\n"] {

@@ -142,19 +142,24 @@ public final class Store: Sendable {
         return Store.sizeBytes(in: parent.directory, id: id)
     }
 
-    /// `sizeBytes` of the store `id` below `directory`, its two paths made
-    /// on the stack rather than as strings (a listing asks thousands of stores).
-    static func sizeBytes(in directory: OpenDirectory, id: String) -> Int64 {
-        var id = id
-        return id.withUTF8 { name in
-            let file: StaticString = "/store.sqlite", wal: StaticString = "-wal"
-            return withUnsafeTemporaryAllocation(of: CChar.self, capacity: name.count + file.utf8CodeUnitCount + wal.utf8CodeUnitCount + 1) { path in
+    /// `sizeBytes` of the store whose files are below `directory`, in its
+    /// folder `id` there when given. The two paths are made on the stack,
+    /// not as strings (a listing asks thousands of stores).
+    static func sizeBytes(in directory: OpenDirectory, id: String? = nil) -> Int64 {
+        var folder = id ?? ""
+        return folder.withUTF8 { name in
+            let slash: StaticString = "/", file: StaticString = "store.sqlite", wal: StaticString = "-wal"
+            let capacity = name.count + slash.utf8CodeUnitCount + file.utf8CodeUnitCount + wal.utf8CodeUnitCount + 1
+            return withUnsafeTemporaryAllocation(of: CChar.self, capacity: capacity) { path in
                 var at = 0
                 func put(_ bytes: UnsafeBufferPointer<UInt8>) {
                     for byte in bytes { path[at] = CChar(bitPattern: byte); at += 1 }
                     path[at] = 0
                 }
-                put(name)
+                if !name.isEmpty {
+                    put(name)
+                    slash.withUTF8Buffer(put)
+                }
                 file.withUTF8Buffer(put)
                 let database = directory.size(path.baseAddress!)
                 wal.withUTF8Buffer(put)
@@ -174,7 +179,7 @@ public final class Store: Sendable {
     /// of a template cache entry.
     var diskCost: Int64 {
         guard let parent else { return Store.diskCost(of: directory) }
-        return Store.diskCost(in: parent.directory, prefix: id + "/")
+        return Store.diskCost(in: parent.directory, id: id)
     }
 
     /// `diskCost` of the store whose files are in `directory`.
@@ -182,17 +187,10 @@ public final class Store: Sendable {
         (try? OpenDirectory.opening(directory) { diskCost(in: $0) }) ?? 0
     }
 
-    /// `diskCost` of the store whose directory is open.
-    /// (`prefix`: the store's directory below `directory`, with its slash.)
-    static func diskCost(in directory: OpenDirectory, prefix: String = "") -> Int64 {
-        let base = directory.entryAndSize(prefix + baseName)
-        return sizeBytes(in: directory, prefix: prefix) + (base.entry == .ownFile ? base.size : 0)
-    }
-
-    /// `sizeBytes` of the store whose files are `prefix` + their names below `directory`.
-    static func sizeBytes(in directory: OpenDirectory, prefix: String = "") -> Int64 {
-        let file = prefix + databaseName
-        return directory.size(file) + directory.size(file + "-wal")
+    /// `diskCost` of the store whose files are below `directory`, in its folder `id` there when given.
+    static func diskCost(in directory: OpenDirectory, id: String? = nil) -> Int64 {
+        let base = directory.entryAndSize(id.map { $0 + "/" + baseName } ?? baseName)
+        return sizeBytes(in: directory, id: id) + (base.entry == .ownFile ? base.size : 0)
     }
 
     var isDeleted: Bool { state.withLock { $0.deleted } }

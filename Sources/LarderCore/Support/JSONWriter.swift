@@ -66,14 +66,9 @@ public struct JSONWriter {
         bytes.append(0x22)
     }
 
-    /// An object of links, each named by its tail: `"self"` is `base`
-    /// itself, any other `name` is `base/name` (a store's `links`). The
-    /// base is escaped once for all of them.
-    public mutating func link(base: String, tails: [StaticString]) {
-        link(base: [base], tails: tails)
-    }
-
-    /// `link`, its base the `parts` one after another.
+    /// An object of links, each named by its tail: `"self"` is the base
+    /// (`parts` one after another) itself, any other `name` is `base/name`
+    /// (a store's `links`). The base is escaped once for all of them.
     public mutating func link(base parts: [String], tails: [StaticString]) {
         var escaped: [UInt8] = []
         for part in parts { JSONValue.writeEscaped(part, to: &escaped) }

@@ -38,8 +38,8 @@ public struct Timestamp: Sendable, Comparable, Hashable {
         let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
         // Digits straight into the 24 bytes (a log line and an answer each carry one).
         // (A year past 9999 has as many digits as it needs.)
-        let start: Int
-        if (0...9999).contains(year) {
+        let start: Int, fourDigits = (0...9999).contains(year)
+        if fourDigits {
             start = out.count
             out += "0000-00-00T00:00:00.000Z".utf8
         } else {
@@ -54,7 +54,7 @@ public struct Timestamp: Sendable, Comparable, Hashable {
                 v /= 10
             }
         }
-        if (0...9999).contains(year) { put(year, at: 3, 4) }
+        if fourDigits { put(year, at: 3, 4) }
         put(month, at: 6, 2)
         put(day, at: 9, 2)
         put(secondOfDay / 3600, at: 12, 2)
