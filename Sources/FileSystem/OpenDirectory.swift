@@ -78,10 +78,28 @@ public struct OpenDirectory: Sendable {
         return fstatat(fd, name, &info, AT_SYMLINK_NOFOLLOW) == 0 ? Int64(info.st_size) : 0
     }
 
-    /// `size` of a name given as a C string.
-    public func size(_ name: UnsafePointer<CChar>) -> Int64 {
-        var info = stat()
-        return fstatat(fd, name, &info, AT_SYMLINK_NOFOLLOW) == 0 ? Int64(info.st_size) : 0
+    /// The sizes of `names` added up, each in the folder `folder` below
+    /// this directory when given (0 for one missing). Their paths are made
+    /// on the stack, not as strings: a listing asks this of thousands of stores.
+    public func totalSize(in folder: String?, of names: [StaticString]) -> Int64 {
+        var folder = folder ?? ""
+        let longest = names.map(\.utf8CodeUnitCount).max() ?? 0
+        return folder.withUTF8 { prefix in
+            withUnsafeTemporaryAllocation(of: CChar.self, capacity: prefix.count + 1 + longest + 1) { path in
+                var start = 0
+                for byte in prefix { path[start] = CChar(bitPattern: byte); start += 1 }
+                if !prefix.isEmpty { path[start] = CChar(UInt8(ascii: "/")); start += 1 }
+                var total: Int64 = 0
+                for name in names {
+                    var at = start
+                    name.withUTF8Buffer { for byte in $0 { path[at] = CChar(bitPattern: byte); at += 1 } }
+                    path[at] = 0
+                    var info = stat()
+                    if fstatat(fd, path.baseAddress!, &info, AT_SYMLINK_NOFOLLOW) == 0 { total += Int64(info.st_size) }
+                }
+                return total
+            }
+        }
     }
 
     /// Removes the entry `name` (not a directory); false when it was not there or could not go.

@@ -29,7 +29,13 @@ public final class ReadableFile: @unchecked Sendable {
         }
     }
 
-    /// Fills `buffer` from `offset` (less of it only at the end); answers how many bytes it holds.
+    /// Fills `buffer` from `offset` (less of it only at the end); answers
+    /// how many bytes it holds (a buffer reused for every piece of a file).
+    public func read(into buffer: inout [UInt8], at offset: UInt64) throws -> Int {
+        try buffer.withUnsafeMutableBytes { try read(into: $0, at: offset) }
+    }
+
+    /// `read(into:at:)` into raw memory.
     public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws -> Int {
         var done = 0
         while done < buffer.count {

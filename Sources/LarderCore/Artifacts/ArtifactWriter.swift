@@ -27,8 +27,8 @@ public final class ArtifactWriter: @unchecked Sendable {
     private var phase: Phase
     private var crc: UInt32 = 0
     private let hash = SHA256()
-    /// Where each piece of the database is read, reused for the next.
-    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: ZipWriter.batchSize, alignment: 64)
+    /// Where each piece of the database is read, made once and reused for the next.
+    private var buffer = [UInt8](repeating: 0, count: ZipWriter.batchSize)
 
     /// Appends the snapshot's file whole (descriptor, offset, count) for a stored entry, when the sink can.
     private let fileSink: ((Int32, Int, Int) throws -> Void)?
@@ -45,8 +45,6 @@ public final class ArtifactWriter: @unchecked Sendable {
         zip = ZipWriter { try sink(Array($0)) }
         phase = method == .store ? .checksum(0) : .data(0)
     }
-
-    deinit { buffer.deallocate() }
 
     /// The artifact of `store` as it is now: a consistent snapshot of it,
     /// with what its test changed (row values bounded by `diffMaxBytes`;
@@ -79,7 +77,7 @@ public final class ArtifactWriter: @unchecked Sendable {
             } else {
                 let sums = Checksums(bytes: bytes, hash: hash, crc: crc)
                 DispatchQueue.concurrentPerform(iterations: 2) { i in
-                    if i == 0 { sums.crc = Digest.crc32(sums.bytes, initial: sums.crc) } else { sums.hash.update(sums.bytes) }
+                    sums.bytes.withUnsafeBytes { if i == 0 { sums.crc = Digest.crc32($0, initial: sums.crc) } else { sums.hash.update($0) } }
                 }
                 crc = sums.crc
                 phase = .checksum(offset + UInt64(bytes.count))
@@ -100,11 +98,13 @@ public final class ArtifactWriter: @unchecked Sendable {
                 phase = .done
                 return true
             }
-            if method == .store {
-                try zip.writeEntry(bytes) // (hashed in the checksum pass)
-            } else {
-                let hash = self.hash
-                try zip.writeEntry(bytes) { hash.update(bytes) }
+            let hash = self.hash, stored = method == .store
+            try bytes.withUnsafeBytes { piece in
+                if stored {
+                    try zip.writeEntry(piece) // (hashed in the checksum pass)
+                } else {
+                    try zip.writeEntry(piece) { hash.update(piece) }
+                }
             }
             phase = .data(offset + UInt64(bytes.count))
         case .done:
@@ -114,18 +114,18 @@ public final class ArtifactWriter: @unchecked Sendable {
     }
 
     /// The next piece of the database, in `buffer` until the next read.
-    private func read(at offset: UInt64) throws -> UnsafeRawBufferPointer {
-        UnsafeRawBufferPointer(rebasing: buffer[0..<(try snapshot.read(into: buffer, at: offset))])
+    private func read(at offset: UInt64) throws -> ArraySlice<UInt8> {
+        buffer[0..<(try snapshot.read(into: &buffer, at: offset))]
     }
 }
 
 /// A piece of the database and its two checksums, taken on two threads
 /// while the caller waits for both.
 private final class Checksums: @unchecked Sendable {
-    let bytes: UnsafeRawBufferPointer
+    let bytes: ArraySlice<UInt8>
     let hash: SHA256
     var crc: UInt32
-    init(bytes: UnsafeRawBufferPointer, hash: SHA256, crc: UInt32) {
+    init(bytes: ArraySlice<UInt8>, hash: SHA256, crc: UInt32) {
         self.bytes = bytes
         self.hash = hash
         self.crc = crc

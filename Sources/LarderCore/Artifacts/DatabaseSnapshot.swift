@@ -95,7 +95,7 @@ public final class DatabaseSnapshot: Sendable {
     }
 
     /// Fills `buffer` from `offset` (less of it only at the end); answers how many bytes it holds.
-    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws -> Int {
-        try file.read(into: buffer, at: offset)
+    public func read(into buffer: inout [UInt8], at offset: UInt64) throws -> Int {
+        try file.read(into: &buffer, at: offset)
     }
 }

@@ -142,30 +142,9 @@ public final class Store: Sendable {
         return Store.sizeBytes(in: parent.directory, id: id)
     }
 
-    /// `sizeBytes` of the store whose files are below `directory`, in its
-    /// folder `id` there when given. The two paths are made on the stack,
-    /// not as strings (a listing asks thousands of stores).
+    /// `sizeBytes` of the store whose files are below `directory`, in its folder `id` there when given.
     static func sizeBytes(in directory: OpenDirectory, id: String? = nil) -> Int64 {
-        var folder = id ?? ""
-        return folder.withUTF8 { name in
-            let slash: StaticString = "/", file: StaticString = "store.sqlite", wal: StaticString = "-wal"
-            let capacity = name.count + slash.utf8CodeUnitCount + file.utf8CodeUnitCount + wal.utf8CodeUnitCount + 1
-            return withUnsafeTemporaryAllocation(of: CChar.self, capacity: capacity) { path in
-                var at = 0
-                func put(_ bytes: UnsafeBufferPointer<UInt8>) {
-                    for byte in bytes { path[at] = CChar(bitPattern: byte); at += 1 }
-                    path[at] = 0
-                }
-                if !name.isEmpty {
-                    put(name)
-                    slash.withUTF8Buffer(put)
-                }
-                file.withUTF8Buffer(put)
-                let database = directory.size(path.baseAddress!)
-                wal.withUTF8Buffer(put)
-                return database + directory.size(path.baseAddress!)
-            }
-        }
+        directory.totalSize(in: id, of: ["store.sqlite", "store.sqlite-wal"]) // (databaseName and its WAL)
     }
 
     /// `sizeBytes` of the store whose files are in `directory`.
