@@ -197,6 +197,40 @@ final class ResetAndForkTests: XCTestCase {
         }
     }
 
+    /// A fork takes its counts from the source, read beside the copy, only
+    /// when they are the copy's state. The source's test commits a row and
+    /// truncates its WAL, over and over: most forks begin with an empty WAL
+    /// that the next commit fills while the file is copied, and that copy's
+    /// counts must then be its own.
+    func testAForksCountsAreItsOwnWhileItsSourceCommitsAndTruncates() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let source = try largeStore(core, megabytes: 8)
+        let stop = Latch()
+        let commits = Mutex(0)
+        let writer = Thread {
+            guard let db = try? Connection(path: source.databasePath, mode: .readWrite, busyTimeoutMs: 10_000) else { return }
+            while !stop.isSet {
+                guard (try? db.execute("INSERT INTO big (body) VALUES (randomblob(100))")) != nil else { continue }
+                commits.withLock { $0 += 1 }
+                _ = try? db.execute("PRAGMA busy_timeout = 0; PRAGMA wal_checkpoint(TRUNCATE); PRAGMA busy_timeout = 10000")
+            }
+        }
+        writer.start()
+        defer { stop.set() }
+        for round in 0..<60 {
+            let (fork, provenance) = try core.provisioner.createFork(of: source.id, fixtures: nil, label: nil, ttlSeconds: 60)
+            let counted = Dictionary(uniqueKeysWithValues: provenance.counts ?? [])
+            let copy = try Connection(path: fork.databasePath, mode: .readOnly)
+            XCTAssertEqual(counted["big"], try count(copy, "big"), "round \(round)")
+            XCTAssertEqual(counted["artworks"], 12)
+            try core.registry.delete(fork.id)
+        }
+        stop.set()
+        while !writer.isFinished { Thread.sleep(forTimeInterval: 0.01) }
+        XCTAssertGreaterThan(commits.withLock { $0 }, 60, "the source's test wrote while it was forked")
+    }
+
     /// A reset answers the base's counts without counting again, as long
     /// as the base is the file they were read from: a test that puts
     /// another database in its place gets that one's counts.

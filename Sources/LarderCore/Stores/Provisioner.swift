@@ -178,7 +178,16 @@ public final class Provisioner: Sendable {
             // made at once; a large one's is copied after the answer (`StoreRegistry.create`).
             let base = FileSystem.parent(path) + "/" + Store.baseName
             let withBase = fixtures.isEmpty && sourceBytes < StoreRegistry.baseCopiedLaterBytes
-            if withBase { try source.copyCommitted(to: path, base) } else { try source.copyCommitted(to: path) }
+            // Without fixtures the copy's counts are the source's, read beside
+            // the copy when they are exactly its state (most often: the source
+            // is not being written), and otherwise read from the copy below.
+            // The source holds whatever its test put there (triggers fire on
+            // the fixtures): hardened and time-limited like a client's SQL.
+            let limit = registry.limits.operationTimeoutMs, what = "forking store '\(sourceID)'"
+            var countSource: (@Sendable (Connection) throws -> [(String, Int64)])?
+            if fixtures.isEmpty { countSource = { db in try db.limited(milliseconds: limit, what) { try Inspector.counts(db) } } }
+            let sourceCounts = try withBase ? source.copyCommitted(to: path, base, count: countSource)
+                                            : source.copyCommitted(to: path, count: countSource)
             // (A copy of a store in WAL mode says so in its header already.)
             let inWAL = try FileSystem.readPrefix(path, count: 20).suffix(2) == [2, 2]
             if !inWAL {
@@ -188,18 +197,20 @@ public final class Provisioner: Sendable {
                     try db.execute("PRAGMA journal_mode=WAL")
                 }
             }
-            // The source holds whatever its test put there (triggers fire on
-            // the fixtures): hardened and time-limited like a client's SQL.
+            func provenance(_ counts: [(String, Int64)]) -> Provenance {
+                Provenance(template: origin.template, version: origin.version, snapshot: origin.snapshot,
+                           fixtures: origin.fixtures + fixtures.map(\.name), counts: counts,
+                           source: "fork of \(sourceID)", build: origin.build)
+            }
+            if let sourceCounts { return provenance(sourceCounts) }
             // Without fixtures the copy is only counted: read as immutable,
             // it makes no -wal or -shm beside it.
             let db = try fixtures.isEmpty ? Connection.immutable(path: path) : Connection(path: path, mode: .readWrite)
             try db.harden()
             try db.readMapped() // (in building/, out of every test's reach)
-            return try db.limited(milliseconds: registry.limits.operationTimeoutMs, "forking store '\(sourceID)'") {
+            return try db.limited(milliseconds: limit, what) {
                 if !fixtures.isEmpty { try FixtureLoader.load(db, fixtures.map { .file($0) }) }
-                return Provenance(template: origin.template, version: origin.version, snapshot: origin.snapshot,
-                                  fixtures: origin.fixtures + fixtures.map(\.name), counts: try Inspector.counts(db),
-                                  source: "fork of \(sourceID)", build: origin.build)
+                return provenance(try Inspector.counts(db))
             }
         }
     }

@@ -409,16 +409,35 @@ extension Store {
     /// committed transaction in it, nothing else) and folds it into the
     /// copy. A lock the test holds for good is waited for the busy timeout,
     /// then `SQLITE_BUSY`; deleting the store ends the wait.
-    func copyCommitted(to targets: String...) throws {
+    ///
+    /// `count`, when given, runs on the store beside the copies, in the
+    /// same read transaction, and its result is returned when the copies
+    /// are exactly that transaction's state: when the store's WAL was empty
+    /// as it began and still is after the copies. An empty WAL then means
+    /// the transaction reads the file alone (SQLite's read lock 0), which no
+    /// checkpoint writes into while it is held, and that no commit came
+    /// after it. Otherwise nil: the copies must be counted themselves.
+    @discardableResult
+    func copyCommitted(to targets: String..., count: (@Sendable (Connection) throws -> [(String, Int64)])? = nil) throws -> [(String, Int64)]? {
         func removeAll() { targets.forEach(FileSystem.removeDatabase) }
+        var exactCounts: [(String, Int64)]?
         do {
             try withPooled { db in try tracking(db) {
                 try db.execute("BEGIN")
                 defer { try? db.execute("ROLLBACK") }
                 _ = try db.scalar("SELECT count(*) FROM sqlite_schema") // the read transaction starts here
-                let failures = Mutex<[Error]>([])
-                DispatchQueue.concurrentPerform(iterations: targets.count) { i in
-                    do { try FileSystem.copyFile(from: databasePath, to: targets[i], followingLinks: false) } catch {
+                let wal = databasePath + "-wal"
+                let count = FileSystem.size(wal) == 0 ? count : nil
+                let failures = Mutex<[Error]>([]), counted = Mutex<[(String, Int64)]?>(nil)
+                DispatchQueue.concurrentPerform(iterations: targets.count + (count == nil ? 0 : 1)) { i in
+                    do {
+                        if i < targets.count {
+                            try FileSystem.copyFile(from: databasePath, to: targets[i], followingLinks: false)
+                        } else if let count {
+                            let counts = try count(db)
+                            counted.withLock { $0 = counts }
+                        }
+                    } catch {
                         failures.withLock { $0.append(error) }
                     }
                 }
@@ -426,8 +445,10 @@ extension Store {
                 // (As SQLite itself does, a -wal beside the file is read whatever
                 // the header says.) Copied once: every copy gets the same
                 // frames. An empty one holds nothing this transaction sees.
-                if FileSystem.size(databasePath + "-wal") > 0 {
-                    try FileSystem.copyFile(from: databasePath + "-wal", to: targets[0] + "-wal", followingLinks: false)
+                if FileSystem.size(wal) > 0 {
+                    try FileSystem.copyFile(from: wal, to: targets[0] + "-wal", followingLinks: false)
+                } else {
+                    exactCounts = counted.withLock { $0 }
                 }
             } }
             if FileSystem.exists(targets[0] + "-wal") {
@@ -447,5 +468,6 @@ extension Store {
             removeAll()
             throw error
         }
+        return exactCounts
     }
 }
