@@ -375,6 +375,24 @@ final class ResetAndForkTests: XCTestCase {
         for directory in directories { XCTAssertFalse(FileSystem.exists(directory), "no base made the deleted store's directory again") }
     }
 
+    /// What needs a large fork's base waits for its copy within its own
+    /// limit, then says it timed out, instead of holding its thread for as
+    /// long as the disk takes; what has a longer limit gets the base.
+    func testWaitingForABaseStillBeingCopiedEndsAtTheLimit() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch) { $0.queryTimeoutMs = 1 }
+        let source = try largeStore(core, megabytes: 40)
+        let (fork, _) = try core.provisioner.createFork(of: source.id, fixtures: nil, label: nil, ttlSeconds: 60)
+        // A diff's limit is 1 ms here; 40 MB take longer to copy.
+        XCTAssertLarderError(.timeout, try fork.diff()) { error in
+            XCTAssertTrue(error.message.contains("its base, copied after it was handed out, was not there within 1 ms"), error.message)
+        }
+        // A reset's limit is the operations' (60 s): it waits, and restores the fork.
+        try Connection(path: fork.databasePath, mode: .readWrite).execute("DELETE FROM big")
+        XCTAssertEqual(Dictionary(uniqueKeysWithValues: try core.editor.reset(fork.id).lastCounts ?? [])["big"], 10_000)
+        XCTAssertTrue(FileSystem.isPlainFile(fork.directory + "/base.sqlite"))
+    }
+
     func testForkErrors() throws {
         let scratch = Scratch()
         let core = try CoreServices(scratch)

@@ -37,7 +37,7 @@ public final class DatabaseSnapshot: Sendable {
             // The copy is this snapshot's own: the diff is of exactly what the artifact holds.
             diff = options.map { options in
                 Result {
-                    _ = try store.creationState()
+                    _ = try store.creationState(within: store.readTimeoutMs)
                     let db = try StoreDiff.connect(path, base: store.basePath, busyTimeoutMs: store.busyTimeoutMs)
                     return try db.limited(milliseconds: store.readTimeoutMs, "comparing the store with its base") {
                         try StoreDiff.compare(db, options: options)

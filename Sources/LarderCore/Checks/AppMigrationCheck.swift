@@ -38,7 +38,7 @@ public struct AppMigrationCheck: Sendable {
     public func judge(_ id: String, against reference: Reference, snapshot: String?, expect: JSONValue?,
                       dataCheck: Bool = true) throws -> MigrationCheck.Report {
         let store = try registry.get(id)
-        guard try store.creationState().source == "upload" else {
+        guard try store.creationState(within: registry.limits.operationTimeoutMs).source == "upload" else {
             throw LarderError.badRequest("store '\(id)' was made as \(store.record.creationDescription), not uploaded: "
                                              + "an app's check judges an old database uploaded as it was (POST /stores with the file), then migrated by the app",
                                          reason: .notAnUpload, details: [("id", .string(id))])

@@ -75,21 +75,29 @@ public final class Store: Sendable {
 
     public var databasePath: String { directory + "/" + Store.databaseName }
 
-    /// Where its base is: whoever reads it waits, when the base of a large
-    /// store is still being copied after the store was handed out (a fork,
-    /// an upload), until it is there.
-    var basePath: String {
-        waitForBase()
-        return baseLocation
-    }
+    /// Where its base is, or will be once copied: whoever reads it asks
+    /// `creationState(within:)` first, which waits for it.
+    var basePath: String { directory + "/" + Store.baseName }
 
-    /// Where its base is, or will be once copied.
-    var baseLocation: String { directory + "/" + Store.baseName }
-
-    func waitForBase() {
+    /// Waits, when the base of a large store is still being copied after the
+    /// store was handed out (a fork, an upload), until it is there, at most
+    /// `milliseconds` (the limit of the operation that needs it), then `timeout`.
+    private func waitForBase(milliseconds: Int) throws {
         guard basePending.load(ordering: .acquiring) else { return }
-        Store.basesCopied.withLock {
-            while basePending.load(ordering: .acquiring) { Store.basesCopied.wait() }
+        let deadline = ContinuousClock.now + .milliseconds(milliseconds)
+        let copied = Store.basesCopied.withLock { () -> Bool in
+            while basePending.load(ordering: .acquiring) {
+                let left = deadline - ContinuousClock.now
+                guard left > .zero else { return false }
+                let (seconds, attoseconds) = left.components
+                Store.basesCopied.wait(seconds: Double(seconds) + Double(attoseconds) / 1e18)
+            }
+            return true
+        }
+        guard copied else {
+            throw LarderError(.timeout, "store '\(id)': its base, copied after it was handed out, was not there within \(milliseconds) ms; "
+                                  + "the disk is slow: try again",
+                              details: [("timeout_ms", .int(Int64(milliseconds))), ("operation", "waiting for the store's base")])
         }
     }
 
@@ -190,6 +198,7 @@ public final class Store: Sendable {
     /// time, again whenever the base is another file (the test owns the
     /// directory and may put another there), and otherwise those read
     /// last time, without counting.
+    /// (After `creationState(within:)`.)
     func withBaseCounts(_ restore: () throws -> Void, count: () throws -> [(String, Int64)]) throws {
         let signature = FileSystem.signature(basePath)
         try restore()
@@ -313,9 +322,11 @@ public final class Store: Sendable {
         }
     }
 
-    /// What the store was created as, whose contents are its base; a bad
+    /// What the store was created as, whose contents are its base (waited
+    /// for `milliseconds` at most while it is still being copied); a bad
     /// request when it keeps none.
-    func creationState() throws -> StoreRecord.Creation {
+    func creationState(within milliseconds: Int) throws -> StoreRecord.Creation {
+        try waitForBase(milliseconds: milliseconds)
         // The base sits in the store's directory, which the test's users may
         // write: it must still be a plain file (and is opened without following links).
         guard let creation = record.creation, FileSystem.isPlainFile(basePath) else {
@@ -336,7 +347,7 @@ public final class Store: Sendable {
     /// Runs `body` on a new hardened connection to the live file with the
     /// store's base attached, read-only, as `base`, within `milliseconds`.
     func withBase<T>(milliseconds: Int, _ what: String, _ body: (Connection) throws -> T) throws -> T {
-        _ = try creationState()
+        _ = try creationState(within: milliseconds)
         let db: Connection
         do {
             try checkFiles()

@@ -69,7 +69,7 @@ public struct StoreEditor: Sendable {
     /// still holds keep the broken file.
     public func reset(_ id: String) throws -> Store {
         let store = try registry.get(id)
-        let creation = try store.creationState()
+        let creation = try store.creationState(within: registry.limits.operationTimeoutMs)
         func restored() throws {
             let record = store.record
             guard record.version != creation.version || record.fixtures != creation.fixtures else { return }

@@ -350,7 +350,7 @@ public final class StoreRegistry: Sendable {
 
     /// Copies the base of the new `store` from `source`, its database file
     /// opened before the store was handed out, in the background; whoever
-    /// needs the base meanwhile waits for it (`Store.basePath`). Its test may
+    /// needs the base meanwhile waits for it (`Store.creationState(within:)`). Its test may
     /// write from the moment it has the answer, but not into that file: a
     /// read transaction begun now, while the store's WAL is empty, holds
     /// SQLite's read lock 0, and no checkpoint writes into the database file
@@ -375,7 +375,7 @@ public final class StoreRegistry: Sendable {
                 try FileSystem.copyFile(from: source.descriptor, named: store.databasePath, to: temporary) { store.isDeleted }
                 keeper.connection = nil // closed: its -wal and -shm go with it when the test has none open
                 FileSystem.makeReadOnly(temporary)
-                try FileSystem.rename(temporary, to: store.baseLocation)
+                try FileSystem.rename(temporary, to: store.basePath)
             } catch {
                 keeper.connection = nil
                 FileSystem.remove(temporary)
