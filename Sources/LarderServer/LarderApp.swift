@@ -55,6 +55,8 @@ public final class LarderApp: Sendable {
         context.waiter.cancelAll()
         context.builds.cancelWaits()
         server.stop()
+        context.pool.stop()
+        context.artifacts.stop()
         context.registry.close()
     }
 

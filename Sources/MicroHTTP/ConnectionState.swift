@@ -56,10 +56,12 @@ final class ConnectionState: @unchecked Sendable {
     }
 
     /// Called by a `Responder` on any thread: stores the answer and resumes
-    /// the connection, whose next callback queues it.
+    /// the connection, whose next callback queues it. The hangup handler
+    /// goes: it holds what the wait held, often the responder itself.
     func complete(with response: Response) {
         server.hangups.forget(self)
         let resume: Bool = state.withLock { s in
+            s.onHangup = nil
             guard s.phase == .suspended, s.pending == nil else { return false }
             s.pending = response
             return true

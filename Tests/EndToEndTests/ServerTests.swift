@@ -52,6 +52,27 @@ final class ServerTests: XCTestCase {
         XCTAssertEqual(gone.code, "store_not_found")
     }
 
+    /// A server stopped in a process that goes on (a test suite starts one
+    /// per test case) gives back what the kernel lends it per user: its
+    /// inotify instances (128 per user by default), its threads' waits.
+    func testAStoppedServerGivesBackItsInotifyInstances() async throws {
+        func inotifyInstances() -> Int {
+            FileSystem.entries("/proc/self/fd").filter { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)) == "anon_inode:inotify" }.count
+        }
+        let before = inotifyInstances()
+        for _ in 0..<5 {
+            let server = try TestServer()
+            // The catalog's watch and a count wait's.
+            let created = try await server.request("POST", "/stores", json: #"{"template": "gallery"}"#)
+            let id = try XCTUnwrap(created.json?["id"]?.stringValue)
+            let waited = try await server.request("GET", "/stores/\(id)/counts?wait=artists>=1&timeout_ms=50")
+            XCTAssertEqual(waited.status, 408)
+        }
+        let deadline = Date().addingTimeInterval(3)
+        while inotifyInstances() > before && Date() < deadline { try await Task.sleep(nanoseconds: 10_000_000) }
+        XCTAssertEqual(inotifyInstances(), before)
+    }
+
     func testBadInputsAnswerTheContractsErrors() async throws {
         let server = try TestServer { $0.maxBodyBytes = 64 * 1024 }
         let cases: [(String, String, String?, String?, Int, String)] = [

@@ -84,7 +84,10 @@ public final class CountWaiter: Sendable {
     /// nil where inotify is refused: the sweep alone then finds changes.
     private let directories = DirectoryWatch()
     private let sweep: Duration = .milliseconds(250)
-    private let running = Mutex(false)
+    /// The watcher thread's: none, running, or asked to end (a wait
+    /// registered before it has ended keeps it running instead).
+    private enum Phase { case idle, running, ending }
+    private let phase = Mutex(Phase.idle)
 
     public init() {}
 
@@ -125,20 +128,26 @@ public final class CountWaiter: Sendable {
         }
     }
 
-    /// Answers every wait as timed out (shutdown).
+    /// Answers every wait as unavailable and ends the watcher thread
+    /// (shutdown; the process may go on, as a test suite's does, and gets
+    /// the thread and its inotify instance back). A later wait starts it again.
     public func cancelAll() {
         let all = watches.withLock { w -> [Watch] in
             defer { w = [:] }
             return Array(w.values)
         }
-        for watch in all { for wait in watch.waits { wait.completion(.failed(LarderError(.unavailable, "the server is shutting down"))) } }
+        for watch in all {
+            if let watchID = watch.watchID { directories?.unwatch(watchID) }
+            for wait in watch.waits { wait.completion(.failed(LarderError(.unavailable, "the server is shutting down"))) }
+        }
+        phase.withLock { p in if p == .running { p = .ending } }
+        directories?.wake()
     }
 
     private func startIfNeeded() {
-        let start = running.withLock { r -> Bool in
-            if r { return false }
-            r = true
-            return true
+        let start = phase.withLock { p -> Bool in
+            defer { p = .running }
+            return p == .idle
         }
         guard start else { return }
         Threads.start("larder-count-waiter") { [self] in loop() }
@@ -146,7 +155,10 @@ public final class CountWaiter: Sendable {
 
     private func loop() {
         var lastSweep = ContinuousClock.now - sweep
-        while true {
+        while phase.withLock({ p in
+            if p == .ending { p = .idle }
+            return p == .running
+        }) {
             let now = ContinuousClock.now
             let (current, nearest) = watches.withLock { w -> ([Watch], ContinuousClock.Instant?) in
                 let all = Array(w.values)

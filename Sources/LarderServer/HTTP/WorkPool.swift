@@ -34,6 +34,8 @@ final class WorkPool: Sendable {
         var lanes: [String: Lane] = [:]
         var threads = 0
         var idle = 0
+        /// Set by `stop`: idle threads end, kept ones too.
+        var stopping = false
     }
     /// Guarded by `condition`, which idle threads wait on.
     nonisolated(unsafe) private var state = State()
@@ -50,6 +52,15 @@ final class WorkPool: Sendable {
         condition.lock()
         defer { condition.unlock() }
         return body(&state)
+    }
+
+    /// Ends its threads once the work given to them is done (the server
+    /// stops; its process may go on, as a test suite's does).
+    func stop() {
+        locked { s in
+            s.stopping = true
+            condition.broadcast()
+        }
     }
 
     /// Runs `job` on a pool thread, in `lane`'s line when it has one.
@@ -109,6 +120,11 @@ final class WorkPool: Sendable {
             if let lane = done { spawn = lane.map { finished($0, &state) } ?? false }
             var ended = false
             while state.readyHead >= state.ready.count {
+                if state.stopping {
+                    state.threads -= 1
+                    ended = true
+                    break
+                }
                 state.idle += 1
                 let woken = condition.wait(seconds: idleSeconds)
                 state.idle -= 1
@@ -122,7 +138,11 @@ final class WorkPool: Sendable {
             if !ended {
                 queued = state.ready[state.readyHead]
                 state.readyHead += 1
-                if state.readyHead > 64 && state.readyHead * 2 > state.ready.count {
+                // (What was taken goes, the work's captures with it, once the line is empty.)
+                if state.readyHead == state.ready.count {
+                    state.ready.removeAll(keepingCapacity: true)
+                    state.readyHead = 0
+                } else if state.readyHead > 64 && state.readyHead * 2 > state.ready.count {
                     state.ready.removeFirst(state.readyHead)
                     state.readyHead = 0
                 }
