@@ -70,7 +70,8 @@ final class ServerTests: XCTestCase {
         }
         let deadline = Date().addingTimeInterval(3)
         while inotifyInstances() > before && Date() < deadline { try await Task.sleep(nanoseconds: 10_000_000) }
-        XCTAssertEqual(inotifyInstances(), before)
+        // (At most as many: servers of earlier tests may end meanwhile.)
+        XCTAssertLessThanOrEqual(inotifyInstances(), before)
     }
 
     func testBadInputsAnswerTheContractsErrors() async throws {
