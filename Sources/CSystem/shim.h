@@ -32,6 +32,15 @@ static inline int larder_thread_id(void) {
     return (int)syscall(SYS_gettid);
 }
 
+/* Puts the calling thread in SCHED_IDLE (sched_setscheduler(2) with 0, the
+   caller; SCHED_IDLE is declared only under _GNU_SOURCE): it runs when no
+   other thread wants the core, and any other that wakes preempts it at once.
+   An unprivileged process may do this (and never undo it). 0 on success. */
+static inline int larder_thread_idle(void) {
+    struct { int priority; } parameters = { 0 };
+    return (int)syscall(SYS_sched_setscheduler, 0, 5 /* SCHED_IDLE */, &parameters);
+}
+
 /* Names the calling thread (prctl is variadic, so Swift cannot call it);
    the kernel keeps the first 15 bytes. */
 static inline void larder_name_thread(const char *name) {
