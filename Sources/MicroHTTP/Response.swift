@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-/// An HTTP answer. The body is either bytes in memory, a stream fed by a
-/// producer on another thread, or an open file descriptor that the server
-/// sends and then closes.
+/// An HTTP answer. The body is either bytes in memory (in one piece or
+/// several), a stream fed by a producer on another thread, or an open file
+/// descriptor that the server sends and then closes.
 public struct Response: Sendable {
     public enum Body: Sendable {
         case bytes([UInt8])
+        /// Pieces sent one after another, never joined: lent to
+        /// libmicrohttpd as an I/O vector (a listing written on every core).
+        case pieces([[UInt8]])
         case stream(BodyStream)
         /// An open descriptor and the number of bytes to send from offset 0;
         /// the server owns and closes it.
@@ -25,6 +28,15 @@ public struct Response: Sendable {
 
     public init(status: Int, contentType: String, bytes: [UInt8]) {
         self.init(status: status, headers: [("Content-Type", contentType)], body: .bytes(bytes))
+    }
+
+    /// The body's bytes when it is in memory (pieces joined), else nil.
+    public var bodyBytes: [UInt8]? {
+        switch body {
+        case .bytes(let bytes): return bytes
+        case .pieces(let pieces): return Array(pieces.joined())
+        case .stream, .file: return nil
+        }
     }
 
     public mutating func addHeader(_ name: String, _ value: String) {

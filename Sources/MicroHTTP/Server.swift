@@ -294,14 +294,13 @@ public final class Server: @unchecked Sendable {
         let made: OpaquePointer?
         switch response.body {
         case .bytes(let bytes) where bytes.count >= LentBytes.threshold:
-            // A large body (a listing of thousands) is lent to MHD, not
-            // copied: the array stays alive, unchanged, until MHD is done with it.
-            let lent = Unmanaged.passRetained(LentBytes(bytes))
-            made = lent.takeUnretainedValue().bytes.withUnsafeBytes { buffer in
-                MHD_create_response_from_buffer_with_free_callback_cls(buffer.count, UnsafeMutableRawPointer(mutating: buffer.baseAddress),
-                                                                       lentBytesFree, lent.toOpaque())
+            made = lend([bytes])
+        case .pieces(let pieces) where pieces.reduce(0, { $0 + $1.count }) >= LentBytes.threshold:
+            made = lend(pieces)
+        case .pieces(let pieces):
+            made = Array(pieces.joined()).withUnsafeBytes { buffer in
+                MHD_create_response_from_buffer(buffer.count, UnsafeMutableRawPointer(mutating: buffer.baseAddress), .RESPMEM_MUST_COPY)
             }
-            if made == nil { lent.release() }
         case .bytes(let bytes):
             made = bytes.withUnsafeBytes { buffer in
                 MHD_create_response_from_buffer(buffer.count, UnsafeMutableRawPointer(mutating: buffer.baseAddress), .RESPMEM_MUST_COPY)
@@ -324,12 +323,28 @@ public final class Server: @unchecked Sendable {
     }
 }
 
-/// A body's bytes kept alive while MHD sends them (`lentBytesFree` lets go).
+extension Server {
+    /// A large body (a listing of thousands) lent to MHD, not copied: as an
+    /// I/O vector of its pieces, which stay alive, unchanged, until MHD is
+    /// done with them (`lentBytesFree`).
+    fileprivate func lend(_ pieces: [[UInt8]]) -> OpaquePointer? {
+        let lent = Unmanaged.passRetained(LentBytes(pieces.filter { !$0.isEmpty }))
+        // (An array kept alive and never changed keeps its storage where it is.)
+        let vector = lent.takeUnretainedValue().pieces.map { piece in
+            piece.withUnsafeBytes { MHD_IoVec(iov_base: $0.baseAddress, iov_len: $0.count) }
+        }
+        let made = MHD_create_response_from_iovec(vector, UInt32(vector.count), lentBytesFree, lent.toOpaque())
+        if made == nil { lent.release() }
+        return made
+    }
+}
+
+/// A body's pieces kept alive while MHD sends them (`lentBytesFree` lets go).
 final class LentBytes {
     /// Smaller bodies are copied: one copy costs less than this object.
     static let threshold = 64 * 1024
-    let bytes: [UInt8]
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    let pieces: [[UInt8]]
+    init(_ pieces: [[UInt8]]) { self.pieces = pieces }
 }
 
 final class ValueCollector {

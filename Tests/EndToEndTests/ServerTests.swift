@@ -74,6 +74,31 @@ final class ServerTests: XCTestCase {
         XCTAssertLessThanOrEqual(inotifyInstances(), before)
     }
 
+    /// A long listing is sent as the parts each core wrote (an I/O vector
+    /// lent to libmicrohttpd, never joined): over real HTTP it is one JSON
+    /// document, every store once, in order.
+    func testALongListingIsOneDocumentOverHTTP() async throws {
+        let server = try TestServer()
+        var ids: [String] = []
+        for i in 0..<300 {
+            let created = try await server.request("POST", "/stores", json: #"{"label": "long \#(i) \u00e9\"quoted\""}"#)
+            ids.append(try XCTUnwrap(created.json?["id"]?.stringValue))
+        }
+        for limit in [300, 1000] {
+            let page = try await server.request("GET", "/stores?limit=\(limit)")
+            XCTAssertEqual(page.status, 200)
+            XCTAssertGreaterThan(page.data.count, 64 * 1024, "past the size that is lent rather than copied")
+            XCTAssertEqual(Int(page.headers["content-length"] ?? ""), page.data.count)
+            let listed = try XCTUnwrap(page.json?["stores"]?.arrayValue)
+            XCTAssertEqual(listed.compactMap { $0["id"]?.stringValue }, ids.reversed())
+            XCTAssertEqual(listed.last?["label"], "long 0 é\"quoted\"")
+            XCTAssertEqual(page.json?["next_cursor"], .null)
+        }
+        let first = try await server.request("GET", "/stores?limit=299")
+        XCTAssertEqual(first.json?["stores"]?.arrayValue?.count, 299)
+        XCTAssertNotNil(first.json?["next_cursor"]?.stringValue)
+    }
+
     func testBadInputsAnswerTheContractsErrors() async throws {
         let server = try TestServer { $0.maxBodyBytes = 64 * 1024 }
         let cases: [(String, String, String?, String?, Int, String)] = [

@@ -42,7 +42,7 @@ final class DashboardTests: XCTestCase {
     func call(_ method: String, _ path: String, query: [(String, String)] = [], headers: [String: String] = [:], body: String = "") -> Answer {
         let reply = router.route(Request(method: method, path: path, query: query.map { (name: $0.0, value: $0.1) }, headers: headers, body: Array(body.utf8)))
         guard let response = reply.answeredHere() else { XCTFail("\(method) \(path) did not answer"); return Answer(status: -1, headers: [], text: "") }
-        guard case .bytes(let bytes) = response.body else { return Answer(status: response.status, headers: response.headers, text: "") }
+        guard let bytes = response.bodyBytes else { return Answer(status: response.status, headers: response.headers, text: "") }
         return Answer(status: response.status, headers: response.headers, text: String(decoding: bytes, as: UTF8.self))
     }
 

@@ -31,19 +31,14 @@ enum StoreAnswer {
     /// already serialized (as `serialized(...)` writes each), in parts, each
     /// a comma-separated run of stores (none, one or many): a long page is
     /// written on every core, a part each, then put together here.
-    static func listBody(serialized parts: [[UInt8]], next: String?) -> [UInt8] {
-        var out = Array(#"{"stores":["#.utf8)
-        out.reserveCapacity(parts.reduce(64) { $0 + $1.count + 1 })
-        var first = true
+    static func listBody(serialized parts: [[UInt8]], next: String?) -> [[UInt8]] {
+        var pieces = [Array(#"{"stores":["#.utf8)]
         for part in parts where !part.isEmpty {
-            if !first { out.append(UInt8(ascii: ",")) }
-            out += part
-            first = false
+            if pieces.count > 1 { pieces.append([UInt8(ascii: ",")]) }
+            pieces.append(part)
         }
-        out += Array(#"],"next_cursor":"#.utf8)
-        out += JSONValue(next).serialized()
-        out.append(UInt8(ascii: "}"))
-        return out
+        pieces.append(Array(#"],"next_cursor":"#.utf8) + JSONValue(next).serialized() + [UInt8(ascii: "}")])
+        return pieces
     }
 
     static func deleted(_ count: Int) -> JSONValue { ["deleted": .int(Int64(count))] }

@@ -69,7 +69,9 @@ enum StoreRoutes {
             }
             let (written, error) = rendered.withLock { ($0.parts, $0.error) }
             if let error { throw error }
-            return Response(status: 200, contentType: jsonType, bytes: StoreAnswer.listBody(serialized: written, next: page.nextCursor))
+            // (Sent as the parts were written, never joined.)
+            return Response(status: 200, headers: [("Content-Type", jsonType)],
+                            body: .pieces(StoreAnswer.listBody(serialized: written, next: page.nextCursor)))
         }
     }
 
