@@ -130,7 +130,7 @@ final class JSONAndConfigurationTests: XCTestCase {
         w.beginObject(); w.member("a\"b"); w.string(nil); w.key("n"); w.double(2); w.key("c"); w.counts(nil)
         w.key("t"); w.counts([("x\ny", 3)])
         w.key("p"); w.string(joining: "/r\"t", "/", "s.sqlite"); w.key("at"); w.timestamp(created); w.key("never"); w.timestamp(nil)
-        w.key("links"); w.link(base: ["http://h/", "\"x"], tails: ["self", "counts"]); w.endObject()
+        w.key("links"); w.links(LinkTemplate(base: "http://h/", tails: ["self", "counts"]), id: "\"x"); w.endObject()
         XCTAssertEqual(w.bytes, JSONValue.object([("a\"b", .null), ("n", .double(2)), ("c", .null), ("t", .object([("x\ny", .int(3))])),
                                                   ("p", .string("/r\"t/s.sqlite")), ("at", .string(created.rfc3339)), ("never", .null),
                                                   ("links", .object([("self", .string("http://h/\"x")), ("counts", .string("http://h/\"x/counts"))]))]).serialized())

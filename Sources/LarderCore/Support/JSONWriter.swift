@@ -66,27 +66,13 @@ public struct JSONWriter {
         bytes.append(0x22)
     }
 
-    /// An object of links, each named by its tail: `"self"` is the base
-    /// (`parts` one after another) itself, any other `name` is `base/name`
-    /// (a store's `links`). The base is escaped once for all of them.
-    public mutating func link(base parts: [String], tails: [StaticString]) {
-        var escaped: [UInt8] = []
-        for part in parts { JSONValue.writeEscaped(part, to: &escaped) }
-        beginObject()
-        for tail in tails {
-            key(tail)
-            separate()
-            bytes.append(0x22)
-            bytes += escaped
-            tail.withUTF8Buffer { name in
-                if !name.elementsEqual("self".utf8) {
-                    bytes.append(UInt8(ascii: "/"))
-                    bytes.append(contentsOf: name)
-                }
-            }
-            bytes.append(0x22)
+    /// An object of links (`LinkTemplate`) for the item `id`.
+    public mutating func links(_ template: LinkTemplate, id: String) {
+        separate()
+        for (i, piece) in template.pieces.enumerated() {
+            if i > 0 { JSONValue.writeEscaped(id, to: &bytes) }
+            bytes += piece
         }
-        endObject()
     }
 
     /// Any value, as `JSONValue.serialized()` writes it.
@@ -129,5 +115,38 @@ public struct JSONWriter {
             int(count)
         }
         endObject()
+    }
+}
+
+/// An object of links, each named by its tail, made once for many items
+/// (a listing's stores): `"self"` is `base` then the item's id, any other
+/// `name` is that `/name`. Its bytes are its own (made here, shared with
+/// no other writer): a listing's parts, written on as many cores, then
+/// never count references to one object from all of them at once.
+public struct LinkTemplate: Sendable {
+    /// The object around each of the ids, already escaped.
+    let pieces: [[UInt8]]
+
+    public init(base: String, tails: [StaticString]) {
+        var escaped: [UInt8] = []
+        JSONValue.writeEscaped(base, to: &escaped)
+        var pieces: [[UInt8]] = []
+        var piece = Array("{".utf8)
+        for (i, tail) in tails.enumerated() {
+            if i > 0 { piece += ",".utf8 }
+            piece.append(0x22)
+            tail.withUTF8Buffer { piece += $0 }
+            piece += "\":\"".utf8
+            piece += escaped
+            pieces.append(piece)
+            piece = []
+            tail.withUTF8Buffer { name in
+                if !name.elementsEqual("self".utf8) { piece.append(UInt8(ascii: "/")); piece += name }
+            }
+            piece.append(0x22)
+        }
+        piece += "}".utf8
+        pieces.append(piece)
+        self.pieces = pieces
     }
 }

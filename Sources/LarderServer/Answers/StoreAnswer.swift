@@ -50,14 +50,33 @@ enum StoreAnswer {
     /// counts Larder last read.
     static func serialized(_ s: ServerContext, _ store: Store, counts known: [(String, Int64)]?, sizeBytes: Int64? = nil) throws -> [UInt8] {
         var w = JSONWriter(capacity: 1024 + 128 * (known?.count ?? 8))
-        try write(s, store, counts: known, sizeBytes: sizeBytes, into: &w)
+        try Writer(s).write(store, counts: known, sizeBytes: sizeBytes, into: &w)
         return w.bytes
     }
 
-    /// `serialized`, written at the end of `w` (a listing writes its stores
-    /// one after another into one buffer); on an error `w` is as it was.
-    static func write(_ s: ServerContext, _ store: Store, counts known: [(String, Int64)]?, sizeBytes: Int64? = nil,
-                      into w: inout JSONWriter) throws {
+    /// What every store's answer shares (its links' base, where paths are
+    /// shown), made once for many: a listing makes one per part, each with
+    /// bytes of its own, so that the cores writing the parts never count
+    /// references to one shared object (the server's context, its base URL)
+    /// for each store, which made them take turns at its cache line.
+    struct Writer {
+        let links: LinkTemplate
+        let clientPath: StoreRegistry.ClientPaths
+
+        init(_ s: ServerContext) {
+            links = LinkTemplate(base: s.base + "/stores/", tails: StoreAnswer.linkTails)
+            clientPath = s.registry.clientPaths
+        }
+
+        /// `serialized`, written at the end of `w` (a listing writes its stores
+        /// one after another into one buffer); on an error `w` is as it was.
+        func write(_ store: Store, counts known: [(String, Int64)]?, sizeBytes: Int64? = nil, into w: inout JSONWriter) throws {
+            try StoreAnswer.write(self, store, counts: known, sizeBytes: sizeBytes, into: &w)
+        }
+    }
+
+    private static func write(_ writer: Writer, _ store: Store, counts known: [(String, Int64)]?, sizeBytes: Int64?,
+                              into w: inout JSONWriter) throws {
         let counts: [(String, Int64)]
         do {
             counts = try known ?? store.counts()
@@ -70,7 +89,7 @@ enum StoreAnswer {
         store.withRecord { record in
             w.beginObject()
             w.key("id"); w.string(record.id)
-            w.key("path"); w.string(joining: s.registry.clientPath(store.directory), "/", Store.databaseName)
+            w.key("path"); w.string(joining: writer.clientPath(store.directory), "/", Store.databaseName)
             w.key("template"); w.string(record.template)
             w.key("version"); w.string(record.version)
             w.key("snapshot"); w.string(record.snapshot)
@@ -82,8 +101,7 @@ enum StoreAnswer {
             w.key("expires_at"); w.timestamp(record.keptForever ? nil : record.expiresAt)
             w.key("keep"); w.bool(record.keep)
             w.key("size_bytes"); w.int(size)
-            w.key("links")
-            w.link(base: [s.base, "/stores/", record.id], tails: linkTails)
+            w.key("links"); w.links(writer.links, id: record.id)
             w.endObject()
         }
     }

@@ -55,9 +55,10 @@ enum StoreRoutes {
             DispatchQueue.concurrentPerform(iterations: parts) { part in
                 let mine = stores.count * part / parts..<stores.count * (part + 1) / parts
                 var w = JSONWriter(capacity: 1400 * mine.count)
+                let writer = StoreAnswer.Writer(s)
                 for i in mine {
                     do {
-                        try StoreAnswer.write(s, stores[i], counts: stores[i].lastCounts, into: &w)
+                        try writer.write(stores[i], counts: stores[i].lastCounts, into: &w)
                     } catch let error as LarderError where error.code == .storeNotFound {
                     } catch {
                         rendered.withLock { $0.error = $0.error ?? error }
