@@ -49,4 +49,17 @@ final class ServerContext: Sendable {
     }
 
     var base: String { baseURL.withLock { $0 } }
+
+    /// The writer of single store answers (a hand-out, a reset), made once
+    /// for the base URL; a listing makes its own per part (`StoreAnswer.Writer`).
+    var storeAnswers: StoreAnswer.Writer {
+        let base = self.base
+        return answerWriter.withLock { kept in
+            if let kept, kept.base == base { return kept.writer }
+            let writer = StoreAnswer.Writer(self)
+            kept = (base, writer)
+            return writer
+        }
+    }
+    private let answerWriter = Mutex<(base: String, writer: StoreAnswer.Writer)?>(nil)
 }

@@ -50,7 +50,7 @@ enum StoreAnswer {
     /// counts Larder last read.
     static func serialized(_ s: ServerContext, _ store: Store, counts known: [(String, Int64)]?, sizeBytes: Int64? = nil) throws -> [UInt8] {
         var w = JSONWriter(capacity: 1024 + 128 * (known?.count ?? 8))
-        try Writer(s).write(store, counts: known, sizeBytes: sizeBytes, into: &w)
+        try s.storeAnswers.write(store, counts: known, sizeBytes: sizeBytes, into: &w)
         return w.bytes
     }
 
@@ -59,7 +59,7 @@ enum StoreAnswer {
     /// bytes of its own, so that the cores writing the parts never count
     /// references to one shared object (the server's context, its base URL)
     /// for each store, which made them take turns at its cache line.
-    struct Writer {
+    struct Writer: Sendable {
         let links: LinkTemplate
         let clientPath: StoreRegistry.ClientPaths
 
