@@ -298,13 +298,9 @@ public final class Server: @unchecked Sendable {
         case .pieces(let pieces) where pieces.reduce(0, { $0 + $1.count }) >= LentBytes.threshold:
             made = lend(pieces)
         case .pieces(let pieces):
-            made = Array(pieces.joined()).withUnsafeBytes { buffer in
-                MHD_create_response_from_buffer(buffer.count, UnsafeMutableRawPointer(mutating: buffer.baseAddress), .RESPMEM_MUST_COPY)
-            }
+            made = copy(Array(pieces.joined()))
         case .bytes(let bytes):
-            made = bytes.withUnsafeBytes { buffer in
-                MHD_create_response_from_buffer(buffer.count, UnsafeMutableRawPointer(mutating: buffer.baseAddress), .RESPMEM_MUST_COPY)
-            }
+            made = copy(bytes)
         case .file(let descriptor, let size):
             made = MHD_create_response_from_fd64(size, descriptor)
         case .stream(let stream):
@@ -324,6 +320,13 @@ public final class Server: @unchecked Sendable {
 }
 
 extension Server {
+    /// A small body, copied by MHD (one copy costs less than lending it).
+    fileprivate func copy(_ bytes: [UInt8]) -> OpaquePointer? {
+        bytes.withUnsafeBytes { buffer in
+            MHD_create_response_from_buffer(buffer.count, UnsafeMutableRawPointer(mutating: buffer.baseAddress), .RESPMEM_MUST_COPY)
+        }
+    }
+
     /// A large body (a listing of thousands) lent to MHD, not copied: as an
     /// I/O vector of its pieces, which stay alive, unchanged, until MHD is
     /// done with them (`lentBytesFree`).

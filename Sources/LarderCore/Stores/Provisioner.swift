@@ -180,9 +180,8 @@ public final class Provisioner: Sendable {
             let withBase = fixtures.isEmpty && sourceBytes < StoreRegistry.baseCopiedLaterBytes
             // Without fixtures the copy's counts are the source's, read beside
             // the copy when they are exactly its state (most often: the source
-            // is not being written), and otherwise read from the copy below.
-            // The source holds whatever its test put there (triggers fire on
-            // the fixtures): hardened and time-limited like a client's SQL.
+            // is not being written), and otherwise read from the copy below:
+            // on the source's hardened connection, time-limited like a client's SQL.
             let limit = registry.limits.operationTimeoutMs, what = "forking store '\(sourceID)'"
             var countSource: (@Sendable (Connection) throws -> [(String, Int64)])?
             if fixtures.isEmpty { countSource = { db in try db.limited(milliseconds: limit, what) { try Inspector.counts(db) } } }
@@ -203,6 +202,8 @@ public final class Provisioner: Sendable {
                            source: "fork of \(sourceID)", build: origin.build)
             }
             if let sourceCounts { return provenance(sourceCounts) }
+            // The source holds whatever its test put there (triggers fire on
+            // the fixtures): hardened and time-limited like a client's SQL.
             // Without fixtures the copy is only counted: read as immutable,
             // it makes no -wal or -shm beside it.
             let db = try fixtures.isEmpty ? Connection.immutable(path: path) : Connection(path: path, mode: .readWrite)

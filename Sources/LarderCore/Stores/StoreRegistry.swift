@@ -403,18 +403,21 @@ public final class StoreRegistry: Sendable {
     }
 
     /// Where test code finds a file under the root: the same path under `--client-root`.
-    public func clientPath(_ path: String) -> String { clientPaths(path) }
+    public func clientPath(_ path: String) -> String { ClientPaths(root: root, client: clientRoot)(path) }
 
     /// `clientPath` for many paths asked on one thread (a listing's part):
     /// the roots are copies of its own, so that the threads share no string.
     public var clientPaths: ClientPaths {
-        // (Asked for every store of every answer: most servers have no --client-root.)
-        clientRoot == root ? ClientPaths(mapping: nil)
-            : ClientPaths(mapping: (String(decoding: Array(root.utf8), as: UTF8.self), String(decoding: Array(clientRoot.utf8), as: UTF8.self)))
+        ClientPaths(root: String(decoding: Array(root.utf8), as: UTF8.self), client: String(decoding: Array(clientRoot.utf8), as: UTF8.self))
     }
 
     public struct ClientPaths: Sendable {
         let mapping: (root: String, client: String)?
+
+        init(root: String, client: String) {
+            // (Asked for every store of every answer: most servers have no --client-root.)
+            mapping = root == client ? nil : (root, client)
+        }
 
         public func callAsFunction(_ path: String) -> String {
             guard let (root, client) = mapping else { return path }

@@ -30,7 +30,8 @@ enum StoreAnswer {
     /// The listing, `{"stores": [...], "next_cursor": ...}`, from its stores
     /// already serialized (as `serialized(...)` writes each), in parts, each
     /// a comma-separated run of stores (none, one or many): a long page is
-    /// written on every core, a part each, then put together here.
+    /// written on every core, a part each; the pieces answered here are
+    /// sent one after another, never joined (`Response.Body.pieces`).
     static func listBody(serialized parts: [[UInt8]], next: String?) -> [[UInt8]] {
         var pieces = [Array(#"{"stores":["#.utf8)]
         for part in parts where !part.isEmpty {
@@ -71,38 +72,33 @@ enum StoreAnswer {
         /// `serialized`, written at the end of `w` (a listing writes its stores
         /// one after another into one buffer); on an error `w` is as it was.
         func write(_ store: Store, counts known: [(String, Int64)]?, sizeBytes: Int64? = nil, into w: inout JSONWriter) throws {
-            try StoreAnswer.write(self, store, counts: known, sizeBytes: sizeBytes, into: &w)
-        }
-    }
-
-    private static func write(_ writer: Writer, _ store: Store, counts known: [(String, Int64)]?, sizeBytes: Int64?,
-                              into w: inout JSONWriter) throws {
-        let counts: [(String, Int64)]
-        do {
-            counts = try known ?? store.counts()
-        } catch where Store.isDamage(error) {
-            counts = store.lastCounts ?? []
-        }
-        let size = sizeBytes ?? store.sizeBytes
-        // The record where it is kept, written piece by piece: no copy of
-        // it, and no string made for its path, its links or its times.
-        store.withRecord { record in
-            w.beginObject()
-            w.key("id"); w.string(record.id)
-            w.key("path"); w.string(joining: writer.clientPath(store.directory), "/", Store.databaseName)
-            w.key("template"); w.string(record.template)
-            w.key("version"); w.string(record.version)
-            w.key("snapshot"); w.string(record.snapshot)
-            w.key("fixtures"); w.strings(record.fixtures)
-            w.key("build"); w.string(record.build)
-            w.key("label"); w.string(record.label)
-            w.key("counts"); w.counts(counts)
-            w.key("created_at"); w.timestamp(record.createdAt)
-            w.key("expires_at"); w.timestamp(record.keptForever ? nil : record.expiresAt)
-            w.key("keep"); w.bool(record.keep)
-            w.key("size_bytes"); w.int(size)
-            w.key("links"); w.links(writer.links, id: record.id)
-            w.endObject()
+            let counts: [(String, Int64)]
+            do {
+                counts = try known ?? store.counts()
+            } catch where Store.isDamage(error) {
+                counts = store.lastCounts ?? []
+            }
+            let size = sizeBytes ?? store.sizeBytes
+            // The record where it is kept, written piece by piece: no copy of
+            // it, and no string made for its path, its links or its times.
+            store.withRecord { record in
+                w.beginObject()
+                w.key("id"); w.string(record.id)
+                w.key("path"); w.string(joining: clientPath(store.directory), "/", Store.databaseName)
+                w.key("template"); w.string(record.template)
+                w.key("version"); w.string(record.version)
+                w.key("snapshot"); w.string(record.snapshot)
+                w.key("fixtures"); w.strings(record.fixtures)
+                w.key("build"); w.string(record.build)
+                w.key("label"); w.string(record.label)
+                w.key("counts"); w.counts(counts)
+                w.key("created_at"); w.timestamp(record.createdAt)
+                w.key("expires_at"); w.timestamp(record.keptForever ? nil : record.expiresAt)
+                w.key("keep"); w.bool(record.keep)
+                w.key("size_bytes"); w.int(size)
+                w.key("links"); w.links(links, id: record.id)
+                w.endObject()
+            }
         }
     }
 }
