@@ -2,6 +2,7 @@
 #ifndef LARDER_CSYSTEM_SHIM_H
 #define LARDER_CSYSTEM_SHIM_H
 #include <stddef.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
@@ -14,6 +15,11 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <openssl/evp.h>
+#include <sys/ioctl.h>
+#include <linux/fs.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/vfs.h>
 
 /* copy_file_range(2) is declared by glibc only under _GNU_SOURCE; call the
    system call directly. */
@@ -39,6 +45,37 @@ static inline int larder_thread_id(void) {
 static inline int larder_thread_idle(void) {
     struct { int priority; } parameters = { 0 };
     return (int)syscall(SYS_sched_setscheduler, 0, 5 /* SCHED_IDLE */, &parameters);
+}
+
+/* Marks the directory open as `fd` a top of directory hierarchies
+   (FS_TOPDIR_FL, `chattr +T`): ext4 then places each new subdirectory in
+   the block group with the fewest directories instead of its parent's,
+   and its files follow it. A file system without the flag (tmpfs, xfs)
+   refuses it. The owner may set it; 0 on success, else the errno. */
+static inline int larder_mark_top_directory(int fd) {
+    int flags = 0;
+    if (ioctl(fd, FS_IOC_GETFLAGS, &flags) != 0) return errno;
+    if (flags & FS_TOPDIR_FL) return 0;
+    flags |= FS_TOPDIR_FL;
+    return ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0 ? 0 : errno;
+}
+
+/* The device numbers of the file system holding `path` ("8:1"), for
+   /sys/dev/block; 0 on success. */
+static inline int larder_device_numbers(const char *path, unsigned int *major_out, unsigned int *minor_out) {
+    struct stat st;
+    if (stat(path, &st) != 0) return -1;
+    *major_out = major(st.st_dev);
+    *minor_out = minor(st.st_dev);
+    return 0;
+}
+
+/* Whether the directory open as `fd` has FS_TOPDIR_FL (1), has not (0), or
+   its file system keeps no such flags (-1). */
+static inline int larder_is_top_directory(int fd) {
+    int flags = 0;
+    if (ioctl(fd, FS_IOC_GETFLAGS, &flags) != 0) return -1;
+    return (flags & FS_TOPDIR_FL) != 0;
 }
 
 /* Names the calling thread (prctl is variadic, so Swift cannot call it);

@@ -324,6 +324,54 @@ public enum FileSystem {
         if mkdir(path, 0o755) != 0 && errno != EEXIST { throw Failure("cannot create directory", path) }
     }
 
+    /// Asks ext4 to place each new subdirectory of `path` (and the files
+    /// made in it) in the block group with the fewest directories rather
+    /// than in `path`'s own (`chattr +T`). A directory whose subdirectories
+    /// are made and removed by the thousand a second needs it where ext4
+    /// runs without a journal: there, allocating an inode steps over every
+    /// inode of its group freed in the last minutes (`recently_deleted` in
+    /// the kernel's ialloc.c), and with all the churn in one group each
+    /// mkdir and create scanned thousands of them. With a journal no such
+    /// scan happens and the flag would only cost a look at every group per
+    /// mkdir, so it is set only without one. Best effort: false when not set.
+    @discardableResult
+    public static func spreadSubdirectories(_ path: String) -> Bool {
+        guard skipsRecentlyFreedInodes(path) else { return false }
+        return withDirectory(path) { larder_mark_top_directory($0) == 0 } ?? false
+    }
+
+    /// Whether `path` is on ext4 mounted without a journal: its kernel
+    /// state says `journal_task` "<none>" (/sys/fs/ext4/DEVICE).
+    public static func skipsRecentlyFreedInodes(_ path: String) -> Bool {
+        var fs = statfs()
+        guard statfs(path, &fs) == 0, fs.f_type == 0xEF53 else { return false }
+        var major: UInt32 = 0, minor: UInt32 = 0
+        guard larder_device_numbers(path, &major, &minor) == 0,
+              let device = symbolicLinkTarget("/sys/dev/block/\(major):\(minor)").map(lastComponent),
+              let task = try? readPrefix("/sys/fs/ext4/" + device + "/journal_task", count: 64) else { return false }
+        return String(decoding: task, as: UTF8.self).split(whereSeparator: \.isWhitespace).first == "<none>"
+    }
+
+    /// What the symbolic link `path` says, or nil.
+    private static func symbolicLinkTarget(_ path: String) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = buffer.withUnsafeMutableBytes { readlink(path, $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count) }
+        return count > 0 && count < buffer.count ? String(decoding: buffer[..<count], as: UTF8.self) : nil
+    }
+
+    /// Whether `path` spreads its subdirectories (see `spreadSubdirectories`);
+    /// nil where its file system keeps no such flag.
+    public static func spreadsSubdirectories(_ path: String) -> Bool? {
+        withDirectory(path) { larder_is_top_directory($0) }.flatMap { $0 < 0 ? nil : $0 == 1 }
+    }
+
+    private static func withDirectory<T>(_ path: String, _ body: (Int32) -> T) -> T? {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        return body(fd)
+    }
+
     /// `mkdir -p`: each missing directory on the way, with errors that name
     /// the path and the reason ("Not a directory", "Permission denied").
     public static func makeDirectories(_ path: String) throws {

@@ -187,6 +187,38 @@ final class FileSystemTests: XCTestCase {
         XCTAssertFalse(Processes.isRunning(child))
     }
 
+    /// On ext4 without a journal, allocating an inode steps over those of
+    /// its group freed in the last minutes: a directory whose
+    /// subdirectories churn is marked to spread them (`chattr +T`), and
+    /// only there (elsewhere the flag costs and buys nothing).
+    func testOnlyExt4WithoutAJournalSpreadsAChurningDirectory() throws {
+        let directory = scratch + "/churn"
+        try FileSystem.makeDirectory(directory)
+        let withoutJournal = FileSystem.skipsRecentlyFreedInodes(directory)
+        XCTAssertEqual(withoutJournal, try Self.isExt4WithoutJournal(directory), "as /proc/self/mountinfo and /proc/fs/jbd2 say")
+        XCTAssertEqual(FileSystem.spreadSubdirectories(directory), withoutJournal)
+        XCTAssertEqual(FileSystem.spreadsSubdirectories(directory) == true, withoutJournal)
+        XCTAssertFalse(FileSystem.spreadSubdirectories(scratch + "/missing"))
+    }
+
+    /// The same question answered from other files: the mount holding
+    /// `path` is ext4 and its device has no journal in /proc/fs/jbd2.
+    static func isExt4WithoutJournal(_ path: String) throws -> Bool {
+        let real = FileSystem.realPath(path)
+        var best: (point: String, type: String, source: String)?
+        for line in try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8).split(separator: "\n") {
+            let halves = line.components(separatedBy: " - ")
+            let fields = halves[0].split(separator: " "), tail = halves[1].split(separator: " ")
+            let point = String(fields[4]).replacingOccurrences(of: "\\040", with: " ")
+            guard real == point || real.hasPrefix(point == "/" ? "/" : point + "/"), point.count >= (best?.point.count ?? 0) else { continue }
+            best = (point, String(tail[0]), String(tail[1]))
+        }
+        guard let best, best.type == "ext4" else { return false }
+        let device = FileSystem.lastComponent(best.source)
+        let journals = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/fs/jbd2")) ?? []
+        return !journals.contains { $0.hasPrefix(device + "-") }
+    }
+
     func testADirectoryWatchSeesChangesAndCanBeWoken() throws {
         let watch = try XCTUnwrap(DirectoryWatch())
         guard case .watching(let id) = watch.watch(scratch) else { return XCTFail("watching") }

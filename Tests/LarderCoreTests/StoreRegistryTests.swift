@@ -46,6 +46,20 @@ final class StoreRegistryTests: XCTestCase {
         XCTAssertEqual(FileManager.default.fileExists(atPath: scratch.path + "/root/stores/" + ids[0]), false)
     }
 
+    /// Stores are directories made and removed by the thousand: on ext4
+    /// without a journal, `stores/` and `building/` spread them over the
+    /// block groups (see `FileSystem.spreadSubdirectories`); elsewhere not.
+    func testTheStoreDirectoriesSpreadWhereExt4HasNoJournal() throws {
+        let scratch = Scratch()
+        let core = try Core(configuration: configuration(scratch.path + "/root"), readyCopies: 0)
+        let layout = core.registry.layout
+        let expected = FileSystem.skipsRecentlyFreedInodes(layout.root)
+        for directory in [layout.stores, layout.building] {
+            XCTAssertEqual(FileSystem.spreadsSubdirectories(directory) == true, expected, directory)
+        }
+        XCTAssertNotEqual(FileSystem.spreadsSubdirectories(layout.cache), true, "the cache does not churn")
+    }
+
     func testReadsAndOperationsHaveTimeLimits() throws {
         let scratch = Scratch()
         var c = configuration(scratch.path + "/root")

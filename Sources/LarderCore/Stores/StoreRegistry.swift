@@ -93,6 +93,9 @@ public final class StoreRegistry: Sendable {
         for directory in [layout.stores, layout.building, layout.temporary, layout.cache] {
             try FileSystem.makeDirectory(directory)
         }
+        // A store is a directory made and removed in one of these two: each
+        // in a block group of its own on ext4 (see `spreadSubdirectories`).
+        for directory in [layout.stores, layout.building] { FileSystem.spreadSubdirectories(directory) }
         trash = try Trash(directory: layout.trash, root: root)
         journal = RecordJournal(path: layout.journal)
         // Where an earlier version kept its ready copies (a cache: they go).
