@@ -324,16 +324,15 @@ public enum FileSystem {
         if mkdir(path, 0o755) != 0 && errno != EEXIST { throw Failure("cannot create directory", path) }
     }
 
-    /// Asks ext4 to place each new subdirectory of `path` (and the files
-    /// made in it) in the block group with the fewest directories rather
-    /// than in `path`'s own (`chattr +T`). A directory whose subdirectories
-    /// are made and removed by the thousand a second needs it where ext4
-    /// runs without a journal: there, allocating an inode steps over every
-    /// inode of its group freed in the last minutes (`recently_deleted` in
-    /// the kernel's ialloc.c), and with all the churn in one group each
-    /// mkdir and create scanned thousands of them. With a journal no such
-    /// scan happens and the flag would only cost a look at every group per
-    /// mkdir, so it is set only without one. Best effort: false when not set.
+    /// Asks ext4 to place each new subdirectory of `path` (and later the
+    /// files made in it) in the block group with the fewest directories
+    /// rather than in `path`'s own (`chattr +T`), where ext4 runs without a
+    /// journal: there, allocating an inode steps over every inode of its
+    /// group freed in the last minutes (`recently_deleted` in the kernel's
+    /// ialloc.c), so churn concentrated in one group makes every mkdir and
+    /// create of it scan thousands. With a journal no such scan happens and
+    /// the flag would only cost a look at every group per mkdir, so it is
+    /// set only without one. Best effort: false when not set.
     @discardableResult
     public static func spreadSubdirectories(_ path: String) -> Bool {
         guard skipsRecentlyFreedInodes(path) else { return false }

@@ -223,7 +223,7 @@ final class HostileInputTests: XCTestCase {
         let upload = try await server.request("POST", "/stores?template=boardgames", data: try Data(contentsOf: URL(fileURLWithPath: scratch)),
                                               type: "application/vnd.sqlite3")
         XCTAssertEqual(upload.status, 408, String(decoding: upload.data, as: UTF8.self))
-        XCTAssertEqual(FileSystem.entries(server.root + "/building"), [])
+        XCTAssertEqual(RootLayout(root: server.root).halfMade, [])
         XCTAssertEqual(FileSystem.entries(server.root + "/stores"), [])
         let after = try await server.request("GET", "/health")
         XCTAssertEqual(after.json?["stores"], before.json?["stores"], "no quota slot is held")

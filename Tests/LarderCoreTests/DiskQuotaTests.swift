@@ -34,7 +34,7 @@ final class DiskQuotaTests: XCTestCase {
         let big = try database(scratch, mebibytes: 16)
         XCTAssertLarderError(.quotaExceeded, try upload(core, big))
         XCTAssertEqual(core.registry.count, 0)
-        XCTAssertEqual(FileSystem.entries(core.registry.layout.building), [])
+        XCTAssertEqual(core.registry.layout.halfMade, [])
         XCTAssertEqual(core.registry.usedBytes, 0, "no reservation is left behind")
         // One that fits, twice over (its file and its base), is made.
         _ = try upload(core, try database(scratch, mebibytes: 2))

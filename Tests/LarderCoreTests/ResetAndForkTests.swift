@@ -402,7 +402,7 @@ final class ResetAndForkTests: XCTestCase {
         let gallery = try core.store("gallery")
         XCTAssertThrowsError(try core.provisioner.createFork(of: gallery.id, fixtures: ["no-such-fixture"], label: nil, ttlSeconds: nil))
         XCTAssertEqual(core.registry.count, 2, "a failed fork leaves nothing behind")
-        XCTAssertEqual(FileSystem.entries(core.registry.layout.building), [])
+        XCTAssertEqual(core.registry.layout.halfMade, [])
     }
 
     func testAForkedStoresTriggersRunSandboxedWhenItsFixturesLoad() throws {

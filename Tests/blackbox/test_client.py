@@ -24,7 +24,7 @@ import urllib.request
 import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from processes import Server  # noqa: E402  (the one harness of the repository's Python scripts)
+from processes import Server, half_made  # noqa: E402  (the one harness of the repository's Python scripts)
 
 BINARY = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".build/debug/larder")
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -289,7 +289,7 @@ class ClientTests(unittest.TestCase):
         status, again, _ = self.larder.call("GET", "/stores/%s" % store["id"])
         self.assertEqual(status, 200)
         self.assertEqual((again["label"], again["keep"], again["version"]), ("survivor", True, "2"))
-        self.assertEqual(os.listdir(os.path.join(self.root, "building")), [])
+        self.assertEqual(half_made(self.root), [])
 
     def metric(self, name):
         text = self.larder.call("GET", "/metrics", raw=True)[1].decode()

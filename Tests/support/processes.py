@@ -24,6 +24,19 @@ import time
 LISTENING = re.compile(rb"^larder listening on (http://\S+)")
 
 
+def half_made(root):
+    """What ROOT/building holds besides its empty shards 0 to 15, where
+    stores are made (RootLayout.halfMade): [] when no store is being made."""
+    building, found = os.path.join(root, "building"), []
+    for name in sorted(os.listdir(building)):
+        path = os.path.join(building, name)
+        if name.isdigit() and str(int(name)) == name and int(name) < 16 and os.path.isdir(path) and not os.path.islink(path):
+            found += [name + "/" + inner for inner in sorted(os.listdir(path))]
+        else:
+            found.append(name)
+    return found
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

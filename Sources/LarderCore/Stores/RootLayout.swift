@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+import FileSystem
+
 /// What lives where under the root, named in one place. The registry, the
 /// template cache, app builds and the server's spooled bodies are each given
 /// the folder that is theirs.
@@ -13,8 +15,20 @@ public struct RootLayout: Sendable {
     public var stores: String { root + "/stores" }
     /// The stores' records, a line each (`RecordJournal`).
     public var journal: String { root + "/stores.journal" }
-    /// Stores being made: renamed into `stores/` once complete; emptied at start.
+    /// Stores being made, in its shards `0` to `15` in turn (see
+    /// `StoreRegistry.stagingDirectory`): renamed into `stores/` once
+    /// complete; emptied at start.
     public var building: String { root + "/building" }
+    public static let stagingShards = 16
+    public func staging(shard: Int) -> String { building + "/\(shard)" }
+    /// What `building/` holds besides its empty shards: stores half made
+    /// (`3/st_…`), and anything else put there. Empty when no store is being made.
+    public var halfMade: [String] {
+        FileSystem.entries(building).flatMap { name -> [String] in
+            guard let shard = Int(name), String(shard) == name, (0..<RootLayout.stagingShards).contains(shard) else { return [name] }
+            return FileSystem.entries(staging(shard: shard)).map { name + "/" + $0 }
+        }
+    }
     /// Scratch files (spooled bodies, copies under way); emptied at start.
     public var temporary: String { root + "/tmp" }
     /// The template cache: one immutable database per template entry.

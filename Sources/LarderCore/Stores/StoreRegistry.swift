@@ -93,9 +93,7 @@ public final class StoreRegistry: Sendable {
         for directory in [layout.stores, layout.building, layout.temporary, layout.cache] {
             try FileSystem.makeDirectory(directory)
         }
-        // A store is a directory made and removed in one of these two: each
-        // in a block group of its own on ext4 (see `spreadSubdirectories`).
-        for directory in [layout.stores, layout.building] { FileSystem.spreadSubdirectories(directory) }
+        FileSystem.spreadSubdirectories(layout.building)
         trash = try Trash(directory: layout.trash, root: root)
         journal = RecordJournal(path: layout.journal)
         // Where an earlier version kept its ready copies (a cache: they go).
@@ -105,6 +103,7 @@ public final class StoreRegistry: Sendable {
         try access.open(layout.stores)
         storesDirectory = try HeldDirectory(layout.stores)
         try recover()
+        for shard in 0..<RootLayout.stagingShards { try FileSystem.makeDirectory(layout.staging(shard: shard)) }
     }
 
     /// Lets another registry take the root (the server stopped), once the
@@ -201,6 +200,21 @@ public final class StoreRegistry: Sendable {
     /// where it enters stores/ (a rename that never replaces).
     func newID() -> String { "st_" + RandomName.hex() }
 
+    /// Where a new store's directory is made before it is renamed into
+    /// `stores/`: in one of `building/`'s shards in turn. A directory's
+    /// subdirectories, and their files, take their inodes from the parent's
+    /// block group, and ext4 without a journal skips, at each allocation,
+    /// every inode of that group freed in the last minutes: with one parent
+    /// every mkdir of a busy server scanned thousands. On such a file system
+    /// `building/` spreads its shards over the groups (`chattr +T`), so each
+    /// shard's group sees a part of the churn. A store's own mkdir stays
+    /// cheap, as in a +T directory it would not be (Orlov looks at every
+    /// group for it).
+    private func stagingDirectory(_ id: String) -> String {
+        layout.staging(shard: stagingTurn.wrappingAdd(1, ordering: .relaxed).oldValue % RootLayout.stagingShards) + "/" + id
+    }
+    private let stagingTurn = Atomic<Int>(0)
+
     public var count: Int { live.withLock { $0.stores.count } }
 
     /// Builds a store: `build` fills the file at the path it is given, and
@@ -216,7 +230,7 @@ public final class StoreRegistry: Sendable {
         let reservation = try reserveSlot(bytes: 2 * expectedBytes)
         defer { releaseSlot(reservation) }
         let id = newID()
-        let staging = layout.building + "/" + id
+        let staging = stagingDirectory(id)
         try FileSystem.makeDirectory(staging)
         do {
             let database = staging + "/" + Store.databaseName
@@ -280,20 +294,25 @@ public final class StoreRegistry: Sendable {
     }
 
     /// A copy of the immutable file `source`: a store directory, all but its
-    /// record, made in place in `stores/` (so that handing it out is writing
-    /// its record; until then no listing has it, and a restart removes it).
+    /// record, in place in `stores/` (so that handing it out is writing its
+    /// record; until then no listing has it, and a restart removes it).
+    /// It is made in a shard of `building/` (see `stagingDirectory`) and
+    /// renamed into `stores/` whole: a mkdir holds its parent's lock while
+    /// the inode is allocated, and made in `stores/` a DELETE's rename out
+    /// of `stores/` waited for that.
     func makeReady(from source: String) throws -> ReadyCopy {
         let id = newID()
-        let directory = layout.stores + "/" + id
+        let staging = stagingDirectory(id), directory = layout.stores + "/" + id
         // By descriptor: the directory's path is looked up once, not once per file.
-        let bytes = try OpenDirectory.making(directory) { made in
+        let bytes = try OpenDirectory.making(staging) { made in
             do {
                 try access.grant(new: made)
                 let bytes = try made.copy(from: source, as: Store.databaseName, mode: access.fileMode, group: access.group)
                 try made.link(source, as: Store.baseName)
+                try FileSystem.renameNew(staging, to: directory)
                 return bytes
             } catch {
-                try? FileSystem.removeTree(directory, within: root)
+                try? FileSystem.removeTree(staging, within: root)
                 throw error
             }
         }
