@@ -25,12 +25,12 @@ LISTENING = re.compile(rb"^larder listening on (http://\S+)")
 
 
 def half_made(root):
-    """What ROOT/building holds besides its empty shards 0 to 15, where
+    """What ROOT/building holds besides its empty shards 0 to 127, where
     stores are made (RootLayout.halfMade): [] when no store is being made."""
     building, found = os.path.join(root, "building"), []
     for name in sorted(os.listdir(building)):
         path = os.path.join(building, name)
-        if name.isdigit() and str(int(name)) == name and int(name) < 16 and os.path.isdir(path) and not os.path.islink(path):
+        if name.isdigit() and str(int(name)) == name and int(name) < 128 and os.path.isdir(path) and not os.path.islink(path):
             found += [name + "/" + inner for inner in sorted(os.listdir(path))]
         else:
             found.append(name)

@@ -15,11 +15,11 @@ public struct RootLayout: Sendable {
     public var stores: String { root + "/stores" }
     /// The stores' records, a line each (`RecordJournal`).
     public var journal: String { root + "/stores.journal" }
-    /// Stores being made, in its shards `0` to `15` in turn (see
+    /// Stores being made, in its shards `0` to `127` in turn (see
     /// `StoreRegistry.stagingDirectory`): renamed into `stores/` once
     /// complete; emptied at start.
     public var building: String { root + "/building" }
-    public static let stagingShards = 16
+    public static let stagingShards = 128
     public func staging(shard: Int) -> String { building + "/\(shard)" }
     /// What `building/` holds besides its empty shards: stores half made
     /// (`3/st_…`), and anything else put there. Empty when no store is being made.
