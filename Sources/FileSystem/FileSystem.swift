@@ -16,6 +16,8 @@ public enum FileSystem {
 
         /// The file system is full, or the user's quota on it is.
         public var isOutOfSpace: Bool { code == ENOSPC || code == EDQUOT }
+        /// A directory on the way is not there.
+        public var isMissing: Bool { code == ENOENT }
     }
 
     /// Copies a whole file with `copy_file_range` (no bytes through user
@@ -320,8 +322,8 @@ public enum FileSystem {
         return names.sorted()
     }
 
-    public static func makeDirectory(_ path: String) throws {
-        if mkdir(path, 0o755) != 0 && errno != EEXIST { throw Failure("cannot create directory", path) }
+    public static func makeDirectory(_ path: String, mode: Int = 0o755) throws {
+        if mkdir(path, mode_t(mode)) != 0 && errno != EEXIST { throw Failure("cannot create directory", path) }
     }
 
     /// Asks ext4 to place each new subdirectory of `path` (and later the

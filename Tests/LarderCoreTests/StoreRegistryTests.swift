@@ -48,7 +48,7 @@ final class StoreRegistryTests: XCTestCase {
 
     /// Stores are directories made and removed by the thousand: on ext4
     /// without a journal, `building/` spreads its shards, where stores are
-    /// made, over the block groups (see `StoreRegistry.stagingDirectory`);
+    /// made, over the block groups (see `StoreRegistry.makeStaging`);
     /// elsewhere nothing is marked. The shards themselves are not: a store's
     /// mkdir in one stays cheap.
     func testTheStoreDirectoriesSpreadWhereExt4HasNoJournal() throws {
@@ -63,6 +63,31 @@ final class StoreRegistryTests: XCTestCase {
         for _ in 0..<20 { _ = try core.provisioner.createEmpty(label: nil, ttlSeconds: nil) }
         XCTAssertEqual(core.registry.count, 20)
         XCTAssertEqual(layout.halfMade, [], "each made in a shard, then moved into stores/")
+    }
+
+    /// A shard of `building/` removed from outside (a test with the
+    /// server's user can reach the root) is made again by the next store
+    /// made in it, whichever way it is made; none fails for it.
+    func testAStagingShardRemovedFromOutsideIsMadeAgain() throws {
+        let scratch = Scratch()
+        let core = try Core(configuration: configuration(scratch.path + "/root"), readyCopies: 0)
+        let layout = core.registry.layout
+        for shard in 0..<RootLayout.stagingShards { try FileSystem.removeTree(layout.staging(shard: shard), within: layout.root) }
+        XCTAssertEqual(FileSystem.entries(layout.building), [])
+        var wanted = Provisioner.Request()
+        wanted.template = "gallery"
+        let plan = try core.provisioner.plan(wanted)
+        for i in 0..<(RootLayout.stagingShards + 2) {
+            // Ready-copy style (a cache entry's copy) and built in place, in turn.
+            if i % 2 == 0 {
+                _ = try core.provisioner.create(plan, label: nil, ttlSeconds: nil)
+            } else {
+                _ = try core.provisioner.createEmpty(label: nil, ttlSeconds: nil)
+            }
+        }
+        XCTAssertEqual(core.registry.count, RootLayout.stagingShards + 2)
+        XCTAssertEqual(FileSystem.entries(layout.building).count, RootLayout.stagingShards)
+        XCTAssertEqual(layout.halfMade, [])
     }
 
     func testReadsAndOperationsHaveTimeLimits() throws {

@@ -16,7 +16,7 @@ public struct RootLayout: Sendable {
     /// The stores' records, a line each (`RecordJournal`).
     public var journal: String { root + "/stores.journal" }
     /// Stores being made, in its shards `0` to `127` in turn (see
-    /// `StoreRegistry.stagingDirectory`): renamed into `stores/` once
+    /// `StoreRegistry.makeStaging`): renamed into `stores/` once
     /// complete; emptied at start.
     public var building: String { root + "/building" }
     public static let stagingShards = 128

@@ -200,8 +200,8 @@ public final class StoreRegistry: Sendable {
     /// where it enters stores/ (a rename that never replaces).
     func newID() -> String { "st_" + RandomName.hex() }
 
-    /// Where a new store's directory is made before it is renamed into
-    /// `stores/`: in one of `building/`'s shards in turn. A directory's
+    /// A new store's directory, made before it is renamed into `stores/`:
+    /// in one of `building/`'s shards in turn. A directory's
     /// subdirectories, and their files, take their inodes from the parent's
     /// block group, and ext4 without a journal skips, at each allocation,
     /// every inode of that group freed in the last minutes: with one parent
@@ -211,8 +211,18 @@ public final class StoreRegistry: Sendable {
     /// 4-client load still slowed by a third within a minute; with 128 it
     /// held). A store's own mkdir stays cheap, as in a +T directory it
     /// would not be (Orlov looks at every group for it).
-    private func stagingDirectory(_ id: String) -> String {
-        layout.staging(shard: stagingTurn.wrappingAdd(1, ordering: .relaxed).oldValue % RootLayout.stagingShards) + "/" + id
+    /// `make` makes the directory at the path it is given; a shard removed
+    /// from outside is made again first.
+    private func makeStaging(_ id: String, _ make: (String) throws -> Void) throws -> String {
+        let shard = layout.staging(shard: stagingTurn.wrappingAdd(1, ordering: .relaxed).oldValue % RootLayout.stagingShards)
+        let path = shard + "/" + id
+        do {
+            try make(path)
+        } catch let failure as FileSystem.Failure where failure.isMissing {
+            try FileSystem.makeDirectory(shard)
+            try make(path)
+        }
+        return path
     }
     private let stagingTurn = Atomic<Int>(0)
 
@@ -231,8 +241,7 @@ public final class StoreRegistry: Sendable {
         let reservation = try reserveSlot(bytes: 2 * expectedBytes)
         defer { releaseSlot(reservation) }
         let id = newID()
-        let staging = stagingDirectory(id)
-        try FileSystem.makeDirectory(staging)
+        let staging = try makeStaging(id) { try FileSystem.makeDirectory($0) }
         do {
             let database = staging + "/" + Store.databaseName
             let provenance = try build(database)
@@ -297,15 +306,16 @@ public final class StoreRegistry: Sendable {
     /// A copy of the immutable file `source`: a store directory, all but its
     /// record, in place in `stores/` (so that handing it out is writing its
     /// record; until then no listing has it, and a restart removes it).
-    /// It is made in a shard of `building/` (see `stagingDirectory`) and
+    /// It is made in a shard of `building/` (see `makeStaging`) and
     /// renamed into `stores/` whole: a mkdir holds its parent's lock while
     /// the inode is allocated, and made in `stores/` a DELETE's rename out
     /// of `stores/` waited for that.
     func makeReady(from source: String) throws -> ReadyCopy {
         let id = newID()
-        let staging = stagingDirectory(id), directory = layout.stores + "/" + id
+        let staging = try makeStaging(id) { try FileSystem.makeDirectory($0, mode: 0o700) }
+        let directory = layout.stores + "/" + id
         // By descriptor: the directory's path is looked up once, not once per file.
-        let bytes = try OpenDirectory.making(staging) { made in
+        let bytes = try OpenDirectory.opening(staging) { made in
             do {
                 try access.grant(new: made)
                 let bytes = try made.copy(from: source, as: Store.databaseName, mode: access.fileMode, group: access.group)
