@@ -211,6 +211,7 @@ public final class StoreRegistry: Sendable {
     /// 4-client load still slowed by a third within a minute; with 128 it
     /// held). A store's own mkdir stays cheap, as in a +T directory it
     /// would not be (Orlov looks at every group for it).
+    ///
     /// `make` makes the directory at the path it is given; a shard removed
     /// from outside is made again first.
     private func makeStaging(_ id: String, _ make: (String) throws -> Void) throws -> String {
@@ -314,18 +315,19 @@ public final class StoreRegistry: Sendable {
         let id = newID()
         let staging = try makeStaging(id) { try FileSystem.makeDirectory($0, mode: 0o700) }
         let directory = layout.stores + "/" + id
-        // By descriptor: the directory's path is looked up once, not once per file.
-        let bytes = try OpenDirectory.opening(staging) { made in
-            do {
+        let bytes: Int64
+        do {
+            // By descriptor: the directory's path is looked up once, not once per file.
+            bytes = try OpenDirectory.opening(staging) { made in
                 try access.grant(new: made)
                 let bytes = try made.copy(from: source, as: Store.databaseName, mode: access.fileMode, group: access.group)
                 try made.link(source, as: Store.baseName)
-                try FileSystem.renameNew(staging, to: directory)
                 return bytes
-            } catch {
-                try? FileSystem.removeTree(staging, within: root)
-                throw error
             }
+            try FileSystem.renameNew(staging, to: directory)
+        } catch {
+            try? FileSystem.removeTree(staging, within: root)
+            throw error
         }
         let copy = ReadyCopy(id: id, directory: directory, bytes: bytes)
         live.withLock { $0.readyBytes += copy.bytes }
