@@ -1,6 +1,6 @@
 import FileSystem
 import Foundation
-import LarderCore
+@testable import LarderCore
 import SQLite
 import TestSupport
 import Synchronization
@@ -363,15 +363,17 @@ final class ResetAndForkTests: XCTestCase {
         let scratch = Scratch()
         let core = try CoreServices(scratch)
         let source = try largeStore(core, megabytes: 20)
-        var directories: [String] = []
+        var forks: [Store] = []
         for _ in 0..<3 {
             let (fork, _) = try core.provisioner.createFork(of: source.id, fixtures: nil, label: nil, ttlSeconds: 60)
             try core.registry.delete(fork.id)
-            directories.append(fork.directory)
+            forks.append(fork)
         }
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline && !FileSystem.entries(core.registry.layout.temporary).isEmpty { Thread.sleep(forTimeInterval: 0.01) }
+        // Until each copy is over, stopped or not (waiting for an empty tmp/
+        // raced a copy that had not begun yet: 5 runs of 30 failed so).
+        for fork in forks { _ = try? fork.creationState(within: 10_000) }
         XCTAssertEqual(FileSystem.entries(core.registry.layout.temporary), [])
+        let directories = forks.map(\.directory)
         for directory in directories { XCTAssertFalse(FileSystem.exists(directory), "no base made the deleted store's directory again") }
     }
 
