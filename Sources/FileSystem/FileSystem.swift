@@ -338,7 +338,7 @@ public enum FileSystem {
     @discardableResult
     public static func spreadSubdirectories(_ path: String) -> Bool {
         guard skipsRecentlyFreedInodes(path) else { return false }
-        return withDirectory(path) { larder_mark_top_directory($0) == 0 } ?? false
+        return (try? OpenDirectory.opening(path) { larder_mark_top_directory($0.fd) == 0 }) ?? false
     }
 
     /// Whether `path` is on ext4 mounted without a journal: its kernel
@@ -363,14 +363,7 @@ public enum FileSystem {
     /// Whether `path` spreads its subdirectories (see `spreadSubdirectories`);
     /// nil where its file system keeps no such flag.
     public static func spreadsSubdirectories(_ path: String) -> Bool? {
-        withDirectory(path) { larder_is_top_directory($0) }.flatMap { $0 < 0 ? nil : $0 == 1 }
-    }
-
-    private static func withDirectory<T>(_ path: String, _ body: (Int32) -> T) -> T? {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        return body(fd)
+        (try? OpenDirectory.opening(path) { larder_is_top_directory($0.fd) }).flatMap { $0 < 0 ? nil : $0 == 1 }
     }
 
     /// `mkdir -p`: each missing directory on the way, with errors that name
