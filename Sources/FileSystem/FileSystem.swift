@@ -297,9 +297,10 @@ public enum FileSystem {
         return lstat(path, &info) == 0 ? Entry(info) : .missing
     }
 
-    public static func isDirectory(_ path: String) -> Bool {
+    /// `followingLinks: false`: a link to a directory is not one.
+    public static func isDirectory(_ path: String, followingLinks: Bool = true) -> Bool {
         var info = stat()
-        return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+        return (followingLinks ? stat(path, &info) : lstat(path, &info)) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
     }
 
     /// Size in bytes, or 0 when the file is missing.

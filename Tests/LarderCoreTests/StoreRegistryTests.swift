@@ -121,11 +121,24 @@ final class StoreRegistryTests: XCTestCase {
         }
         // What a crash leaves: a half-built store and a store without its record.
         try FileManager.default.createDirectory(atPath: root + "/building/st_half", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: root + "/building/5/st_half/inner", withIntermediateDirectories: true)
+        // (A mode no new shard has marks this one: an inode number may be reused.)
+        try FileManager.default.setAttributes([.posixPermissions: 0o711], ofItemAtPath: root + "/building/5")
         try FileManager.default.createDirectory(atPath: root + "/stores/st_norecord", withIntermediateDirectories: true)
+        // A shard swapped for a link to elsewhere: the link goes, never what it points at.
+        let outside = scratch.path + "/outside"
+        try FileManager.default.createDirectory(atPath: outside + "/st_kept", withIntermediateDirectories: true)
+        try FileSystem.removeTree(root + "/building/7", within: root)
+        XCTAssertEqual(symlink(outside, root + "/building/7"), 0)
         let registry = try StoreRegistry(configuration: configuration(root))
         XCTAssertEqual(registry.count, 1)
         XCTAssertEqual(try registry.get(id).record.label, "survivor")
         XCTAssertFalse(FileManager.default.fileExists(atPath: root + "/building/st_half"))
+        XCTAssertEqual(registry.layout.halfMade, [], "half-made stores in a shard go too")
+        XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: root + "/building/5")[.posixPermissions] as? Int, 0o711,
+                       "the shard itself is kept")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: outside + "/st_kept"), "nothing removed through a link")
+        XCTAssertTrue(FileSystem.isDirectory(root + "/building/7", followingLinks: false), "the link is a shard again")
         XCTAssertFalse(FileManager.default.fileExists(atPath: root + "/stores/st_norecord"))
     }
 

@@ -17,15 +17,17 @@ public struct RootLayout: Sendable {
     public var journal: String { root + "/stores.journal" }
     /// Stores being made, in its shards `0` to `127` in turn (see
     /// `StoreRegistry.makeStaging`): renamed into `stores/` once
-    /// complete; emptied at start.
+    /// complete; emptied at start, but for the shards.
     public var building: String { root + "/building" }
     public static let stagingShards = 128
     public func staging(shard: Int) -> String { building + "/\(shard)" }
     /// What `building/` holds besides its empty shards: stores half made
-    /// (`3/st_…`), and anything else put there. Empty when no store is being made.
+    /// (`3/st_…`), and anything else put there (a shard that is a link is
+    /// itself, never looked into). Empty when no store is being made.
     public var halfMade: [String] {
         FileSystem.entries(building).flatMap { name -> [String] in
-            guard let shard = Int(name), String(shard) == name, (0..<RootLayout.stagingShards).contains(shard) else { return [name] }
+            guard let shard = Int(name), String(shard) == name, (0..<RootLayout.stagingShards).contains(shard),
+                  FileSystem.isDirectory(staging(shard: shard), followingLinks: false) else { return [name] }
             return FileSystem.entries(staging(shard: shard)).map { name + "/" + $0 }
         }
     }

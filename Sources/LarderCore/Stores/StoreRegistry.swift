@@ -136,7 +136,8 @@ public final class StoreRegistry: Sendable {
     /// without its record) and temporary files; lists complete stores
     /// again, and starts the journal anew with their records.
     private func recover() throws {
-        for name in FileSystem.entries(layout.building) { try FileSystem.removeTree(layout.building + "/" + name, within: root) }
+        // (The shards stay: made again at every start, each would take another look at every group.)
+        for name in layout.halfMade { try FileSystem.removeTree(layout.building + "/" + name, within: root) }
         for name in FileSystem.entries(layout.temporary) { try FileSystem.removeTree(layout.temporary + "/" + name, within: root) }
         let journal = RecordJournal.read(layout.journal), journaled = journal.records
         // One pass over the stores, on every core: each one's record found
