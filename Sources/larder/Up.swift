@@ -74,10 +74,8 @@ struct Up: ParsableCommand {
         // The fixtures folder is in the key as resolved, however it was named.
         let settings = Up.removing("--fixtures", from: options.settings)
         let run = try SharedRun.prepare(temporary: temporary, binary: binary, fixtures: fixtures, settings: settings)
-        let lock = try FileLock.wait(run.lockFile)
+        let lock = try run.lock()
         defer { lock.release() }
-        // The folder may have been removed by a server stopping while this waited.
-        try FileSystem.makeDirectories(run.users)
         for pid in served { try run.register(pid) }
 
         if let state = run.state() {

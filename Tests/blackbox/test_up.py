@@ -8,6 +8,7 @@ Each test runs `larder up` with a TMPDIR of its own, for "test processes"
 that are `sleep`s it starts and ends, and looks at the processes and the
 folder the server leaves (or does not).
 """
+import fcntl
 import json
 import os
 import shutil
@@ -43,6 +44,12 @@ def running(pid):
             return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except OSError:
         return False
+
+
+def waits_for_lock(pid):
+    """Whether process `pid` is blocked waiting for a flock (/proc/locks' "->" lines)."""
+    with open("/proc/locks") as f:
+        return any(line.split()[1] == "->" and line.split()[5] == str(pid) for line in f if len(line.split()) > 5)
 
 
 def eventually(condition, seconds=5.0):
@@ -169,6 +176,37 @@ class UpTests(unittest.TestCase):
         second = self.user()
         self.assertEqual(self.up("--for", str(second.pid)).stdout.strip(), url)
         self.end(second)
+
+    def test_joining_a_server_as_it_stops_starts_a_new_one(self):
+        # Back-to-back runs: the next run's `larder up` waits for the run's
+        # lock while the last run's server holds it to remove the folder.
+        # Each round holds the lock itself until both wait on it, then lets
+        # go: whichever wins, `up` answers a server that works.
+        for _ in range(6):
+            first = self.user()
+            self.up("--for", str(first.pid))
+            [state] = self.states()
+            lock = os.path.join(self.tmp, "larder-%d" % os.getuid(), self.folders()[0], "lock")
+            holder = os.open(lock, os.O_RDWR)
+            fcntl.flock(holder, fcntl.LOCK_EX)
+            try:
+                self.end(first)
+                self.assertTrue(eventually(lambda: waits_for_lock(state["pid"]), 10), "the server did not go for the lock")
+                second = self.user()
+                environment = {k: v for k, v in os.environ.items() if not k.startswith("LARDER_")}
+                environment["TMPDIR"] = self.tmp
+                joining = subprocess.Popen([BINARY, "up", "--for", str(second.pid)], cwd=self.project, env=environment,
+                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                self.assertTrue(eventually(lambda: waits_for_lock(joining.pid), 10), "`larder up` did not wait for the lock")
+            finally:
+                os.close(holder)
+            out, err = joining.communicate(timeout=90)
+            self.assertEqual(joining.returncode, 0, err)
+            joined = out.strip()
+            self.assertEqual(get(joined, "/health")["status"], "ok")
+            self.assertEqual(post(joined, "/stores", {"template": "gallery"})[0], 201)
+            self.end(second)
+            self.assertTrue(eventually(lambda: self.folders() == [], 10), self.folders())
 
     def test_other_fixtures_or_settings_get_their_own_server(self):
         user = self.user()

@@ -40,10 +40,11 @@ public struct SharedRun: Sendable {
         public init(_ description: String) { self.description = description }
     }
 
-    /// The run's folder under `temporary` for these inputs, made (with its
-    /// parent, private to this user) when missing. A parent that is a link,
-    /// or that another user owns or can enter, is refused: on a shared
-    /// /tmp, someone else could have made it first.
+    /// The run's folder under `temporary` for these inputs; its parent,
+    /// private to this user, made when missing (the folder itself is made
+    /// by `lock()`). A parent that is a link, or that another user owns or
+    /// can enter, is refused: on a shared /tmp, someone else could have made
+    /// it first.
     public static func prepare(temporary: String, binary: String, fixtures: String?, settings: [String]) throws -> SharedRun {
         let parent = temporary + "/larder-\(getuid())"
         if mkdir(parent, 0o700) != 0 && errno != EEXIST { throw FileSystem.Failure("cannot create", parent) }
@@ -53,11 +54,28 @@ public struct SharedRun: Sendable {
         }
         let key = SHA256()
         for part in [binary, fixtures ?? ""] + settings { key.update(part + "\u{0}") }
-        let run = SharedRun(folder: parent + "/" + String(key.finalize().prefix(16)))
-        for folder in [run.folder, run.users] {
-            if mkdir(folder, 0o700) != 0 && errno != EEXIST { throw FileSystem.Failure("cannot create", folder) }
+        return SharedRun(folder: parent + "/" + String(key.finalize().prefix(16)))
+    }
+
+    /// Waits for the run's lock, with the folder and `users/` there. A
+    /// server that stops removes the folder, lock file last, while it holds
+    /// the lock: a waiter then makes the folder again and waits anew, and
+    /// starts a server of its own.
+    public func lock() throws -> FileLock {
+        var attempts = 0
+        while true {
+            for folder in [folder, users] {
+                if mkdir(folder, 0o700) != 0 && errno != EEXIST { throw FileSystem.Failure("cannot create", folder) }
+            }
+            do {
+                let lock = try FileLock.wait(lockFile)
+                // Removed between the mkdir and the lock: made again under the lock.
+                if mkdir(users, 0o700) != 0 && errno != EEXIST { throw FileSystem.Failure("cannot create", users) }
+                return lock
+            } catch let failure as FileSystem.Failure where failure.isMissing && attempts < 1_000 {
+                attempts += 1 // the folder went while this waited: once per server that stopped meanwhile
+            }
         }
-        return run
     }
 
     /// Names `pid` as a process this run's server serves.
