@@ -13,4 +13,7 @@ public enum Refusal: Sendable {
     case bodyNotKept(FileSystem.Failure)
     /// The server is stopping: 503.
     case shuttingDown
+    /// The peer is a process of a user the server does not serve (`nil`:
+    /// its user could not be told): 403.
+    case otherUser(uid: UInt32?)
 }

@@ -26,6 +26,9 @@ public final class Server: @unchecked Sendable {
         public var headerTimeoutSeconds = 10
         /// Most connections from one address (0: no limit).
         public var connectionsPerAddress = 0
+        /// The users whose processes may connect (the owner of the peer's
+        /// socket, as the kernel tells it); nil: anyone who reaches the port.
+        public var peerUsers: Set<UInt32>?
         public init() {}
     }
 
@@ -128,6 +131,11 @@ public final class Server: @unchecked Sendable {
     func connectionEvent(_ connection: OpaquePointer, _ slot: UnsafeMutablePointer<UnsafeMutableRawPointer?>, started: Bool) {
         if started {
             let record = ConnectionRecord(descriptor: larder_mhd_connection_fd(connection), started: DispatchTime.now().uptimeNanoseconds)
+            if let allowed = settings.peerUsers {
+                // Once per connection: the kernel's word on who owns the other end.
+                let uid = PeerUser.of(record.descriptor)
+                if uid.map({ !allowed.contains($0) }) ?? true { record.refusedPeer = uid.map(Int64.init) ?? -1 }
+            }
             slot.pointee = Unmanaged.passRetained(record).toOpaque()
             live.withLock { $0.connections[ObjectIdentifier(record)] = record }
         } else if let raw = slot.pointee {
@@ -169,13 +177,14 @@ public final class Server: @unchecked Sendable {
             // First call: only headers are known.
             let context = ConnectionState(connection: connection, server: self)
             contextSlot.pointee = Unmanaged.passRetained(context).toOpaque()
+            var refusedPeer: Int64?
             if let record = larder_mhd_socket_context(connection) {
                 let record = Unmanaged<ConnectionRecord>.fromOpaque(record).takeUnretainedValue()
-                live.withLock { _ in record.sentHeaders = true }
+                refusedPeer = live.withLock { _ in record.sentHeaders = true; return record.refusedPeer }
             }
             let headers = collectValues(connection, .HEADER_KIND, lowercased: true)
             context.state.withLock { $0.headers = headers }
-            if let refusal = refuseFraming(headers) {
+            if let refusal = refusedPeer.map({ Refusal.otherUser(uid: $0 >= 0 ? UInt32($0) : nil) }).map(refuse) ?? refuseFraming(headers) {
                 context.state.withLock { $0.phase = .answered }
                 return queue(refusal, on: connection)
             }

@@ -58,7 +58,9 @@ struct Serve: ParsableCommand {
             print(Manual.serveHelp())
             return
         }
-        let configuration = try options.configuration()
+        var configuration = try options.configuration()
+        // Every local user reaches a loopback port: a run's server answers only its user's processes.
+        configuration.ownUserOnly = shared != nil
         let run = shared.map(SharedRun.init(folder:))
         // Block the stop signals in every thread (threads inherit the mask),
         // then wait for them here.

@@ -75,6 +75,7 @@ final class MicroHTTPServerTests: XCTestCase {
             case .ambiguousLength: status = 400
             case .bodyNotKept: status = 507
             case .shuttingDown: status = 503
+            case .otherUser: status = 403
             }
             return Response(status: status, contentType: "text/plain", bytes: Array("refused: \(refusal)".utf8))
         }
@@ -152,6 +153,66 @@ final class MicroHTTPServerTests: XCTestCase {
             XCTAssertEqual(answer.status, 200)
             XCTAssertTrue(answer.text.hasSuffix("later /x"), answer.text)
         }
+    }
+
+    /// `peerUsers`: a connection from a process of a user not named is
+    /// answered 403 on every request, however it is sent; a named user's is served.
+    func testOnlyThePeerUsersNamedAreServed() throws {
+        let me = getuid()
+        try withServer({ $0.peerUsers = [me] }, handler: { _ in .now(Response(status: 200, contentType: "text/plain", bytes: Array("in".utf8))) }) { _, client in
+            XCTAssertEqual(try client.exchange(Self.get("/x")).status, 200)
+        }
+        try withServer({ $0.peerUsers = [me &+ 1] }, handler: { _ in .now(Response(status: 200, contentType: "text/plain", bytes: Array("in".utf8))) }) { _, client in
+            let answer = try client.exchange(Self.get("/x"))
+            XCTAssertEqual(answer.status, 403, answer.text)
+            XCTAssertTrue(answer.text.contains("otherUser(uid: Optional(\(me)))"), answer.text)
+            // A body on a kept-alive connection changes nothing.
+            let fd = try client.connect()
+            defer { close(fd) }
+            let post = Array("POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcGET /y HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)
+            try client.send(fd, post)
+            let both = client.read(fd, timeout: 10) { $0.text.components(separatedBy: "HTTP/1.1 ").count > 2 }.text
+            XCTAssertFalse(both.contains("HTTP/1.1 200"), both)
+        }
+    }
+
+    /// The kernel's two ways of telling who owns a loopback connection's
+    /// other end agree, for IPv4 and IPv6; a descriptor that is no TCP
+    /// connection has none.
+    func testThePeersUserIsTheKernelsWordOnIt() throws {
+        for family in [AF_INET, AF_INET6] {
+            let listener = socket(family, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(listener) }
+            var storage = sockaddr_storage()
+            var length: socklen_t
+            if family == AF_INET {
+                length = socklen_t(MemoryLayout<sockaddr_in>.size)
+                withUnsafeMutablePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                    $0.pointee.sin_family = sa_family_t(AF_INET); $0.pointee.sin_addr.s_addr = inet_addr("127.0.0.1")
+                } }
+            } else {
+                length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+                withUnsafeMutablePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
+                    $0.pointee.sin6_family = sa_family_t(AF_INET6); $0.pointee.sin6_addr = in6addr_loopback
+                } }
+            }
+            let bound = withUnsafeMutablePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
+            guard bound == 0 else { continue } // no IPv6 loopback here
+            XCTAssertEqual(listen(listener, 4), 0)
+            _ = withUnsafeMutablePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
+            let client = socket(family, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(client) }
+            let connected = withUnsafeMutablePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(client, $0, length) } }
+            XCTAssertEqual(connected, 0)
+            let accepted = accept(listener, nil, nil)
+            defer { close(accepted) }
+            XCTAssertEqual(PeerUser.of(accepted, source: .sockDiag), getuid(), "family \(family)")
+            XCTAssertEqual(PeerUser.of(accepted, source: .procNet), getuid(), "family \(family)")
+            XCTAssertEqual(PeerUser.of(accepted), getuid())
+        }
+        let file = open("/dev/null", O_RDONLY)
+        defer { close(file) }
+        XCTAssertNil(PeerUser.of(file))
     }
 
     /// A body past `LentBytes.threshold` is lent to MHD rather than copied:

@@ -50,6 +50,10 @@ public struct Configuration: Sendable {
     public var busyTimeoutMs = 1_000
     /// How long the builder of an app-built template has to finish it before it is discarded.
     public var buildLeaseSeconds = 300
+    /// Serve only processes of this server's own user (and root): what a
+    /// self-started server (`larder up`) is, on a host other users share.
+    /// Not a setting: `serve --shared` sets it.
+    public var ownUserOnly = false
 
     public init() {}
 

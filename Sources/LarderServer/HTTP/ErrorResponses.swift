@@ -39,6 +39,9 @@ extension LarderError {
                       failure.isOutOfSpace ? "the file system is full: \(failure)" : "cannot keep the request body: \(failure)")
         case .shuttingDown:
             self.init(.unavailable, "the server is shutting down")
+        case .otherUser(let uid):
+            self.init(.forbidden, uid.map { "this server serves only its own user's processes; this connection is user \($0)'s" }
+                ?? "this server serves only its own user's processes, and cannot tell whose this connection is")
         }
     }
 }
