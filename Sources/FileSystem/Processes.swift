@@ -26,6 +26,15 @@ public enum Processes {
         return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM)
     }
 
+    /// The arguments `pid` was started with (/proc/PID/cmdline), when it is
+    /// a process of this user: nil for another user's, or none.
+    public static func arguments(of pid: Int32) -> [String]? {
+        var info = stat()
+        guard pid > 0, stat("/proc/\(pid)", &info) == 0, info.st_uid == getuid(),
+              let bytes = try? FileSystem.readFile("/proc/\(pid)/cmdline"), !bytes.isEmpty else { return nil }
+        return bytes.split(separator: 0, omittingEmptySubsequences: false).dropLast().map { String(decoding: $0, as: UTF8.self) }
+    }
+
     /// Starts `path` with `arguments` in a session of its own, detached from
     /// the caller's terminal and process group, its output appended to `log`.
     public static func spawnDetached(_ path: String, arguments: [String], log: String) throws -> Int32 {

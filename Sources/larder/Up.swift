@@ -70,10 +70,10 @@ struct Up: ParsableCommand {
         let served = pids.isEmpty ? [getppid()] : pids
         if let gone = served.first(where: { !Processes.isRunning($0) }) { throw SharedRun.Refusal("no process \(gone) runs to serve") }
         let binary = FileSystem.realPath("/proc/self/exe")
-        let temporary = environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        let temporaries = (environment["TMPDIR"].flatMap { $0.isEmpty ? nil : [$0] } ?? []) + ["/tmp"]
         // The fixtures folder is in the key as resolved, however it was named.
         let settings = Up.removing("--fixtures", from: options.settings)
-        let run = try SharedRun.prepare(temporary: temporary, binary: binary, fixtures: fixtures, settings: settings)
+        let run = try SharedRun.prepare(temporaries: temporaries, binary: binary, fixtures: fixtures, settings: settings)
         let lock = try run.lock()
         defer { lock.release() }
         for pid in served { try run.register(pid) }
@@ -82,8 +82,9 @@ struct Up: ParsableCommand {
             if state.isRunning, let answer = try? Probe.get(state.url, path: "/health", timeoutMs: 2_000), answer.status == 200 {
                 return state.url
             }
-            // Killed, or stuck: start afresh (and never signal a process that merely got its pid).
-            if state.isRunning { kill(state.pid, SIGKILL) }
+            // Killed, or stuck: start afresh, signalling only this run's own server
+            // (never a process that merely got its pid, or one a planted state names).
+            if state.isRunning, run.isServer(state.pid) { kill(state.pid, SIGKILL) }
         }
         run.clear(everything: false)
         if fixtures == nil { try FileSystem.makeDirectories(run.emptyFixtures) }
@@ -117,16 +118,27 @@ struct Up: ParsableCommand {
         throw SharedRun.Refusal("the server did not listen within 60 seconds:\n" + Up.tail(of: run.log))
     }
 
-    /// The first conventional fixtures folder from `directory` up to the project's top, resolved.
+    /// The first conventional fixtures folder from `directory` up to the
+    /// project's top, resolved. The search stops at a folder that another
+    /// user owns or that anyone may write (a shared scratch folder above
+    /// the project): a `fixtures/` planted there is not the project's.
     static func conventionalFixtures(from directory: String) -> String? {
         var folder = FileSystem.realPath(directory)
-        while true {
+        while isTrusted(folder) {
             for name in fixturesConventions where FileSystem.isDirectory(folder + "/" + name) {
-                return FileSystem.realPath(folder + "/" + name)
+                let found = FileSystem.realPath(folder + "/" + name)
+                return isTrusted(found) ? found : nil
             }
             if projectMarkers.contains(where: { FileSystem.exists(folder + "/" + $0) }) || folder == "/" { return nil }
             folder = FileSystem.parent(folder)
         }
+        return nil
+    }
+
+    /// This user's or root's, and not writable by everyone.
+    static func isTrusted(_ folder: String) -> Bool {
+        var info = stat()
+        return stat(folder, &info) == 0 && (info.st_uid == getuid() || info.st_uid == 0) && info.st_mode & S_IWOTH == 0
     }
 
     /// `settings` without `name` (as `--name value` or `--name=value`).

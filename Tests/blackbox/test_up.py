@@ -22,6 +22,8 @@ import time
 import unittest
 import urllib.request
 
+# A Python that `nobody` may run (pyenv's lives under /root, which it cannot enter).
+SYSTEM_PYTHON = next((p for p in ["/usr/bin/python3", "/usr/local/bin/python3"] if os.path.exists(p)), None)
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 BINARY = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(REPO, ".build", "debug", "larder"))
 
@@ -317,6 +319,107 @@ class UpTests(unittest.TestCase):
         done = self.up("--for", str(user.pid), check=False)
         self.assertEqual(done.returncode, 2)
         self.assertIn("is not a private folder of this user", done.stderr)
+
+    @unittest.skipUnless(os.getuid() == 0 and SYSTEM_PYTHON, "needs root, to be another user")
+    def test_another_user_of_the_host_reaches_nothing(self):
+        user = self.user()
+        url = self.up("--for", str(user.pid)).stdout.strip()
+        status, store = post(url, "/stores", {"template": "gallery", "fixtures": ["artists"]})
+        self.assertEqual(status, 201)
+        # What another local user tries, knowing the port (from /proc/net/tcp) and the id.
+        probe = """
+import json, sys, urllib.request, urllib.error
+out = []
+for method, path, body in [("GET", "/stores", None), ("GET", "/stores/%s/counts", None),
+                           ("POST", "/stores/%s/query", b'{"sql": "SELECT 1"}'), ("DELETE", "/stores/%s", None),
+                           ("GET", "/health", None), ("GET", "/", None)]:
+    request = urllib.request.Request(sys.argv[1] + path.replace("%s", sys.argv[2]), data=body, method=method,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            out.append([answer.status, answer.read().decode()])
+    except urllib.error.HTTPError as error:
+        out.append([error.code, error.read().decode()])
+print(json.dumps(out))
+"""
+        done = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", SYSTEM_PYTHON, "-c", probe,
+                               url, store["id"]], capture_output=True, text=True, timeout=60)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        for status, body in json.loads(done.stdout):
+            self.assertEqual(status, 403, body)
+            self.assertEqual(json.loads(body)["error"]["code"], "forbidden")
+            self.assertIn("serves only its own user's processes", body)
+        # Nothing was done: the store and its rows are there, for its own user.
+        self.assertEqual(get(url, "/stores/%s/counts" % store["id"])["counts"]["artists"], store["counts"]["artists"])
+        self.end(user)
+
+    def test_a_temporary_folder_others_can_change_is_not_used_for_the_runs_state(self):
+        # A scratch folder anyone may write, not sticky: another user could
+        # swap what is made in it. The run's state goes to /tmp instead.
+        shared = os.path.join(self.scratch, "shared")
+        os.mkdir(shared)
+        os.chmod(shared, 0o777)
+        os.chmod(self.scratch, 0o755)
+        user = self.user()
+        done = self.up("--for", str(user.pid), env={"TMPDIR": shared})
+        url = done.stdout.strip()
+        self.assertEqual(get(url, "/health")["status"], "ok")
+        self.assertEqual(os.listdir(shared), [])
+        status, store = post(url, "/stores", {})
+        self.assertEqual(status, 201)
+        self.assertTrue(store["path"].startswith("/tmp/larder-%d/" % os.getuid()), store["path"])
+        pid = next(p for p in os.listdir("/proc") if p.isdigit() and self.serves_url(p, url))
+        self.end(user)
+        self.assertTrue(eventually(lambda: not running(int(pid)), 10))
+
+    def serves_url(self, pid, url):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                arguments = f.read().split(b"\0")
+        except OSError:
+            return False
+        return b"--shared" in arguments and b"serve" in arguments and any(
+            os.path.isfile(os.path.join(a.decode(), "server.json")) and url in open(os.path.join(a.decode(), "server.json")).read()
+            for a in arguments if a.startswith(b"/tmp/larder-"))
+
+    def test_fixtures_above_the_project_in_a_folder_anyone_may_write_are_not_taken(self):
+        # /tmp/job-1234/ (anyone may write it) holds a planted fixtures/; the
+        # project below it has no marker and no fixtures of its own.
+        job = os.path.join(self.scratch, "job")
+        os.mkdir(job)
+        os.chmod(job, 0o1777)
+        shutil.copytree(os.path.join(REPO, "fixtures", "gallery"), os.path.join(job, "fixtures", "planted"))
+        project = os.path.join(job, "project")
+        os.mkdir(project)
+        user = self.user()
+        url = self.up("--for", str(user.pid), cwd=project).stdout.strip()
+        self.assertEqual(get(url, "/templates")["templates"], [])
+        # A fixtures folder of the project itself, found by convention, is taken as before.
+        shutil.copytree(os.path.join(REPO, "fixtures", "gallery"), os.path.join(project, "fixtures", "gallery"))
+        url = self.up("--for", str(user.pid), cwd=project).stdout.strip()
+        self.assertEqual([t["name"] for t in get(url, "/templates")["templates"]], ["gallery"])
+        self.end(user)
+        self.assertTrue(eventually(lambda: self.folders() == [], 10))
+
+    def test_a_planted_state_naming_a_running_process_of_the_user_does_not_get_it_signalled(self):
+        user = self.user()
+        self.up("--for", str(user.pid))
+        [state] = self.states()
+        os.kill(state["pid"], signal.SIGKILL)
+        self.assertTrue(eventually(lambda: not running(state["pid"])))
+        # A live process of this user, named with its own true start time.
+        bystander = self.user()
+        with open("/proc/%d/stat" % bystander.pid) as f:
+            started = f.read().rsplit(")", 1)[1].split()[19]
+        folder = os.path.join(self.tmp, "larder-%d" % os.getuid(), self.folders()[0])
+        with open(os.path.join(folder, "server.json"), "w") as f:
+            json.dump({"url": "http://127.0.0.1:9", "pid": bystander.pid, "started": started}, f)
+        url = self.up("--for", str(user.pid)).stdout.strip()
+        self.assertEqual(get(url, "/health")["status"], "ok")
+        self.assertIsNone(bystander.poll(), "a process that is not the run's server was signalled")
+        self.end(user)
+        self.end(bystander)
+        self.assertTrue(eventually(lambda: self.folders() == [], 10))
 
     def test_the_default_process_is_the_caller(self):
         # A shell that runs `larder up` and then lives on: it is the process served.

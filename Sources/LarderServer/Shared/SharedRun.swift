@@ -40,12 +40,18 @@ public struct SharedRun: Sendable {
         public init(_ description: String) { self.description = description }
     }
 
-    /// The run's folder under `temporary` for these inputs; its parent,
-    /// private to this user, made when missing (the folder itself is made
-    /// by `lock()`). A parent that is a link, or that another user owns or
-    /// can enter, is refused: on a shared /tmp, someone else could have made
-    /// it first.
-    public static func prepare(temporary: String, binary: String, fixtures: String?, settings: [String]) throws -> SharedRun {
+    /// The run's folder for these inputs: `larder-UID/KEY` in the first of
+    /// `temporaries` (TMPDIR, then /tmp) where no other user can move or
+    /// replace a folder on the way (`isSafeBase`); `larder-UID`, private to
+    /// this user, made when missing (the run's folder itself is made by
+    /// `lock()`). A `larder-UID` that is a link, another user's, or open to
+    /// others is refused: in a shared /tmp someone else could have made it
+    /// first.
+    public static func prepare(temporaries: [String], binary: String, fixtures: String?, settings: [String]) throws -> SharedRun {
+        guard let temporary = temporaries.lazy.map(FileSystem.realPath).first(where: isSafeBase) else {
+            throw Refusal("no temporary folder that only this user and root can change the way to (\(temporaries.joined(separator: ", "))): "
+                          + "set TMPDIR to a folder of this user's, not open to others")
+        }
         let parent = temporary + "/larder-\(getuid())"
         if mkdir(parent, 0o700) != 0 && errno != EEXIST { throw FileSystem.Failure("cannot create", parent) }
         var info = stat()
@@ -55,6 +61,31 @@ public struct SharedRun: Sendable {
         let key = SHA256()
         for part in [binary, fixtures ?? ""] + settings { key.update(part + "\u{0}") }
         return SharedRun(folder: parent + "/" + String(key.finalize().prefix(16)))
+    }
+
+    /// Whether `path` (resolved, absolute) and every folder above it are
+    /// this user's or root's and, where others may write them, sticky (as
+    /// /tmp): then no other user can rename or replace what this user makes
+    /// in it, such as the run's folder, between a check and its use.
+    public static func isSafeBase(_ path: String) -> Bool {
+        guard path.hasPrefix("/") else { return false }
+        var prefix = ""
+        for part in [""] + path.split(separator: "/").map(String.init) {
+            prefix += part.isEmpty ? "/" : (prefix == "/" ? part : "/" + part)
+            var info = stat()
+            guard lstat(prefix, &info) == 0, info.st_mode & S_IFMT == S_IFDIR,
+                  info.st_uid == getuid() || info.st_uid == 0,
+                  info.st_mode & 0o022 == 0 || info.st_mode & S_ISVTX != 0 else { return false }
+        }
+        return true
+    }
+
+    /// Whether `pid` is this run's server: a process of this user started
+    /// as `serve --shared` with this run's folder (a stale or planted
+    /// server.json may name any process).
+    public func isServer(_ pid: Int32) -> Bool {
+        guard let arguments = Processes.arguments(of: pid), let at = arguments.firstIndex(of: "--shared") else { return false }
+        return arguments.contains("serve") && arguments.index(after: at) < arguments.endIndex && arguments[arguments.index(after: at)] == folder
     }
 
     /// Waits for the run's lock, with the folder and `users/` there. A
