@@ -25,8 +25,7 @@ public enum FileSystem {
     /// `followingLinks: false` refuses a source that is a symbolic link (a
     /// file in a directory someone else may write).
     public static func copyFile(from source: String, to target: String, followingLinks: Bool = true) throws {
-        let input = open(source, O_RDONLY | O_CLOEXEC | (followingLinks ? 0 : O_NOFOLLOW))
-        guard input >= 0 else { throw Failure("cannot open", source) }
+        let input = try openForReading(source, followingLinks: followingLinks)
         defer { close(input) }
         try copyFile(from: input, named: source, to: target) { false }
     }
@@ -128,8 +127,7 @@ public enum FileSystem {
     /// The whole file: read at the size it has (a store's record, a
     /// fixture), then on while it grows.
     public static func readFile(_ path: String) throws -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw Failure("cannot open", path) }
+        let fd = try openForReading(path)
         defer { close(fd) }
         var info = stat()
         let expected = fstat(fd, &info) == 0 ? Int(info.st_size) : 0
@@ -219,6 +217,21 @@ public enum FileSystem {
         return "\(info.st_size):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec):\(info.st_ino)"
     }
 
+    /// A plain file opened for reading, its descriptor. Opened without
+    /// blocking and then checked: a test may put a FIFO (whose open blocks
+    /// until a writer comes) or a device in place of a file of its store.
+    public static func openForReading(_ path: String, followingLinks: Bool = true) throws -> Int32 {
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | (followingLinks ? 0 : O_NOFOLLOW))
+        guard fd >= 0 else { throw Failure("cannot open", path) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            close(fd)
+            throw Failure("cannot open", path + " (not a plain file)", EINVAL)
+        }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
+        return fd
+    }
+
     /// Whether a descriptor (2: standard error) is a terminal.
     public static func isTerminal(_ descriptor: Int32) -> Bool {
         isatty(descriptor) != 0
@@ -226,8 +239,7 @@ public enum FileSystem {
 
     /// Up to `count` bytes from the start of a file.
     public static func readPrefix(_ path: String, count: Int) throws -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw Failure("cannot open", path) }
+        let fd = try openForReading(path)
         defer { close(fd) }
         var out = [UInt8](repeating: 0, count: count)
         let n = out.withUnsafeMutableBytes { pread(fd, $0.baseAddress, count, 0) }

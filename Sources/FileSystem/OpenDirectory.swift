@@ -37,8 +37,7 @@ public struct OpenDirectory: Sendable {
     /// `mode` and the group `group`; answers the bytes copied.
     @discardableResult
     public func copy(from source: String, as name: String, mode: Int, group: UInt32?) throws -> Int64 {
-        let input = open(source, O_RDONLY | O_CLOEXEC)
-        guard input >= 0 else { throw FileSystem.Failure("cannot open", source) }
+        let input = try FileSystem.openForReading(source)
         defer { close(input) }
         let output = openat(fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard output >= 0 else { throw FileSystem.Failure("cannot create", path + "/" + name) }

@@ -11,8 +11,7 @@ public final class ReadableFile: @unchecked Sendable {
     private var owned = true
 
     public init(path: String) throws {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw FileSystem.Failure("cannot open", path) }
+        let fd = try FileSystem.openForReading(path)
         var info = stat()
         fstat(fd, &info)
         descriptor = fd

@@ -31,6 +31,9 @@ public final class Connection: @unchecked Sendable {
     /// Opens `path`. `busyTimeoutMs` waits on locks held by other connections
     /// (the test process writing the same file).
     public init(path: String, mode: Mode = .readWriteCreate, uri: Bool = false, busyTimeoutMs: Int32 = 5000) throws {
+        guard Connection.opensGuarded == SQLITE_OK else {
+            throw SQLiteError(code: Connection.opensGuarded, message: "cannot install SQLite's guarded open (the unix VFS has no system call table)")
+        }
         var db: OpaquePointer?
         var flags = mode.flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
         if uri { flags |= SQLITE_OPEN_URI }
@@ -53,6 +56,10 @@ public final class Connection: @unchecked Sendable {
     deinit {
         sqlite3_close_v2(handle)
     }
+
+    /// SQLite opens only plain files (and directories), never blocking on a
+    /// FIFO a test put in place of a store's file: set once, before any open.
+    static let opensGuarded = larder_sqlite_guard_opens()
 
     public static var libraryVersion: String { String(cString: sqlite3_libversion()) }
 

@@ -19,6 +19,32 @@ final class FileSystemTests: XCTestCase {
 
     func write(_ path: String, _ text: String = "x") throws { try FileSystem.writeFile(Array(text.utf8), to: path) }
 
+    /// A FIFO (or a device) where a plain file is expected is refused at
+    /// once by every read and copy, never waited on for a writer.
+    func testAFIFOInPlaceOfAFileIsRefusedAtOnce() throws {
+        let fifo = scratch + "/fifo"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let answered = expectation(description: "every read answered")
+        let refusals = Mutex(0)
+        let scratch = scratch
+        Thread.detachNewThread {
+            let attempts: [() throws -> Void] = [
+                { _ = try FileSystem.readFile(fifo) },
+                { _ = try FileSystem.readPrefix(fifo, count: 16) },
+                { try FileSystem.copyFile(from: fifo, to: scratch + "/copy") },
+                { _ = try ReadableFile(path: fifo) },
+                { _ = try FileSystem.readFile("/dev/zero") },
+            ]
+            for attempt in attempts {
+                do { try attempt() } catch { refusals.withLock { $0 += 1 } }
+            }
+            answered.fulfill()
+        }
+        wait(for: [answered], timeout: 20)
+        XCTAssertEqual(refusals.withLock { $0 }, 5)
+        XCTAssertFalse(FileSystem.exists(scratch + "/copy"))
+    }
+
     func testRemoveTreeRemovesLinksNeverWhatTheyPointAt() throws {
         let root = scratch + "/root", outside = scratch + "/outside"
         try FileSystem.makeDirectories(root + "/tree/a/b")

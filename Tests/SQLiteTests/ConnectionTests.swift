@@ -1,5 +1,7 @@
+import CSQLite
 import Foundation
 import SQLite
+import Synchronization
 import TestSupport
 import XCTest
 
@@ -25,6 +27,35 @@ final class ConnectionTests: XCTestCase {
             """)
         let values = try db.rows("SELECT v FROM t ORDER BY rowid").compactMap { $0[0].string }
         XCTAssertEqual(values, ["a;b", "c", "x;y"])
+    }
+
+    /// A FIFO in place of a database's -shm, -wal or -journal, or of the
+    /// file itself: SQLite's opens fail at once (SQLITE_CANTOPEN), for a
+    /// read-only connection too, whose open of a FIFO would block for good.
+    func testFIFOsInPlaceOfADatabasesFilesFailAtOnce() throws {
+        for suffix in ["-shm", "-wal", "-journal", ""] {
+            let path = directory + "/fifo\(suffix.isEmpty ? "-main" : suffix).sqlite"
+            try Connection(path: path).execute("PRAGMA journal_mode=\(suffix == "-journal" ? "DELETE" : "WAL"); CREATE TABLE t (a); INSERT INTO t VALUES (1);")
+            unlink(path + suffix)
+            XCTAssertEqual(mkfifo(path + suffix, 0o600), 0)
+            let answered = expectation(description: "answered with a FIFO as \(suffix)")
+            let failed = Mutex<Bool?>(nil)
+            Thread.detachNewThread {
+                let outcome: Bool
+                do {
+                    let db = try Connection(path: path, mode: .readOnly)
+                    if suffix == "-journal" { try db.execute("PRAGMA journal_mode") } // a hot journal is looked for on read
+                    _ = try db.rows("SELECT count(*) FROM t")
+                    outcome = false
+                } catch let error as SQLiteError {
+                    outcome = error.isCantOpen || error.primaryCode == SQLITE_IOERR || error.primaryCode == SQLITE_NOTADB
+                } catch { outcome = false }
+                failed.withLock { $0 = outcome }
+                answered.fulfill()
+            }
+            wait(for: [answered], timeout: 20)
+            if suffix != "-journal" { XCTAssertEqual(failed.withLock { $0 }, true, "a FIFO as \(suffix.isEmpty ? "the file" : suffix)") }
+        }
     }
 
     func testPrepareSingleRefusesASecondStatement() throws {

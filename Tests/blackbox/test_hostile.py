@@ -318,6 +318,112 @@ class FairnessTests(ServerCase):
             holder.close()
 
 
+class SpecialFileTests(ServerCase):
+    """A test may swap any file of its own store or build for a FIFO (or a
+    socket, or a device): the requests on it answer, with the contract's
+    error, and no other suite's request waits behind them."""
+
+    extra = ("--operation-timeout-ms", "10000", "--query-timeout-ms", "3000")
+
+    def answers_within(self, method, path, body=None, seconds=20):
+        """(status, body), or None when no answer came within `seconds`."""
+        try:
+            return self.request(method, path, json.dumps(body).encode() if body is not None else None,
+                                {"Content-Type": "application/json"} if body is not None else None, timeout=seconds)
+        except (socket.timeout, TimeoutError):
+            return None
+
+    def others_are_served(self):
+        other = self.store()
+        for method, path, body, expected in [("GET", "/health", None, 200), ("POST", "/stores", {"template": "gallery"}, 201),
+                                             ("GET", "/stores/%s/counts" % other["id"], None, 200),
+                                             ("POST", "/stores/%s/query" % other["id"], {"sql": "SELECT 1"}, 200)]:
+            answer = self.answers_within(method, path, body, seconds=10)
+            self.assertIsNotNone(answer, "another suite's %s %s waited" % (method, path))
+            self.assertEqual(answer[0], expected, (method, path, answer))
+
+    def test_fifos_in_place_of_a_stores_files_block_nothing(self):
+        for name in ["store.sqlite-shm", "store.sqlite-wal", "store.sqlite-journal", "store.sqlite"]:
+            store = self.store()
+            path = os.path.join(os.path.dirname(store["path"]), name)
+            if os.path.exists(path):
+                os.unlink(path)
+            os.mkfifo(path, 0o660)
+            results = {}
+
+            def ask(method, route, body=None):
+                results[(method, route)] = self.answers_within(method, "/stores/%s%s" % (store["id"], route), body)
+            asks = [("GET", "/counts"), ("POST", "/query", {"sql": "SELECT count(*) FROM artists"}), ("GET", "/schema"),
+                    ("GET", "/database"), ("GET", "/artifact"), ("GET", "/diff"), ("PATCH", "", {"keep": True}),
+                    ("POST", "/fixtures", {"sql": "INSERT INTO artists (name) VALUES ('x')"})]
+            threads = [threading.Thread(target=ask, args=a) for a in asks]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            self.others_are_served()
+            for key, answer in results.items():
+                self.assertIsNotNone(answer, "%s: %s %s never answered" % (name, key[0], key[1]))
+                self.assertNotEqual(answer[0], 500, (name, key, answer))
+            # A fork of it answers too, and the reset repairs what the test broke.
+            fork = self.answers_within("POST", "/stores", {"from": store["id"]})
+            self.assertIsNotNone(fork, name)
+            self.assertNotEqual(fork[0], 500, (name, fork))
+            os.unlink(path)
+            reset = self.answers_within("POST", "/stores/%s/reset" % store["id"])
+            self.assertEqual(reset[0], 200, (name, reset))
+            self.assertEqual(self.answers_within("GET", "/stores/%s/counts" % store["id"])[0], 200)
+        self.assertEqual(self.answers_within("GET", "/health")[0], 200)
+
+    def test_a_fifo_beside_an_uploads_base_blocks_no_check(self):
+        # An old database of the app's, uploaded; the test then plants FIFOs
+        # beside the store's base before asking for the app check.
+        scratch = tempfile.mkdtemp(prefix="larder-fifo-")
+        self.addCleanup(shutil.rmtree, scratch, True)
+        old = os.path.join(scratch, "v1.sqlite")
+        db = sqlite3.connect(old)
+        db.execute("CREATE TABLE artists (id INTEGER PRIMARY KEY, name TEXT)")
+        db.execute("INSERT INTO artists (name) VALUES ('a')")
+        db.commit()
+        db.close()
+        with open(old, "rb") as f:
+            status, store, _ = self.larder.call("POST", "/stores", f.read(), "application/vnd.sqlite3")
+        self.assertEqual(status, 201, store)
+        directory = os.path.dirname(store["path"])
+        for name in ["base.sqlite-shm", "base.sqlite-wal", "base.sqlite-journal"]:
+            path = os.path.join(directory, name)
+            if os.path.exists(path):
+                os.unlink(path)
+            os.mkfifo(path, 0o660)
+            check = self.answers_within("POST", "/stores/%s/check" % store["id"],
+                                        {"against": {"template": "gallery", "version": "latest"}, "snapshot": "v1.sqlite"})
+            self.assertIsNotNone(check, "the check never answered with a FIFO as %s" % name)
+            self.assertNotEqual(check[0], 500, check)
+            self.others_are_served()
+            os.unlink(path)
+
+    def test_fifos_in_place_of_a_builds_files_block_nothing(self):
+        for name in ["-shm", "-wal", "-journal"]:
+            status, build, _ = self.larder.call("POST", "/builds", {"key": "fifo" + name})
+            self.assertEqual(status, 201, build)
+            db = sqlite3.connect(build["path"])
+            db.execute("CREATE TABLE t (x)")
+            db.execute("INSERT INTO t VALUES (1)")
+            db.commit()
+            db.close()
+            path = build["path"] + name
+            if os.path.exists(path):
+                os.unlink(path)
+            os.mkfifo(path, 0o660)
+            finish = self.answers_within("POST", "/builds/%s/finish" % build["key"], {})
+            self.assertIsNotNone(finish, "finish never answered with a FIFO as %s" % name)
+            self.assertNotEqual(finish[0], 500, finish)
+            self.others_are_served()
+            # Discarded and built again, the key is not wedged.
+            if finish[0] != 200:
+                self.assertIn(self.answers_within("DELETE", "/builds/%s" % build["key"])[0], (204, 404))
+
+
 class TokenTests(unittest.TestCase):
     def test_routes_cannot_be_probed_without_the_token(self):
         root = tempfile.mkdtemp(prefix="larder-hostile-")
