@@ -339,6 +339,17 @@ public enum FileSystem {
         if mkdir(path, mode_t(mode)) != 0 && errno != EEXIST { throw Failure("cannot create directory", path) }
     }
 
+    /// A directory only its owner may list or enter (0700), made or, when
+    /// an older version made it open to others, closed (a link is left as
+    /// it is: it is no directory of this root's).
+    public static func makePrivateDirectory(_ path: String) throws {
+        if mkdir(path, 0o700) == 0 { return }
+        guard errno == EEXIST else { throw Failure("cannot create directory", path) }
+        var info = stat()
+        guard lstat(path, &info) == 0 else { throw Failure("cannot read", path) }
+        if info.st_mode & S_IFMT == S_IFDIR, info.st_mode & 0o7077 != 0, chmod(path, 0o700) != 0 { throw Failure("cannot set the mode of", path) }
+    }
+
     /// Asks ext4 to place each new subdirectory of `path` (and later the
     /// files made in it) in the block group with the fewest directories
     /// rather than in `path`'s own (`chattr +T`), where ext4 runs without a

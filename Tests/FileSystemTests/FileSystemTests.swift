@@ -45,6 +45,23 @@ final class FileSystemTests: XCTestCase {
         XCTAssertFalse(FileSystem.exists(scratch + "/copy"))
     }
 
+    /// A private directory is made 0700, and one an older version left open is closed; a link is left alone.
+    func testAPrivateDirectoryIsClosedToOthersWhetherNewOrOld() throws {
+        let new = scratch + "/new", old = scratch + "/old", target = scratch + "/target", link = scratch + "/link"
+        try FileSystem.makePrivateDirectory(new)
+        try FileSystem.makeDirectory(old, mode: 0o755)
+        try FileSystem.makeDirectory(target, mode: 0o755)
+        XCTAssertEqual(chmod(target, 0o755), 0)
+        XCTAssertEqual(symlink(target, link), 0)
+        try FileSystem.makePrivateDirectory(old)
+        try FileSystem.makePrivateDirectory(link)
+        var info = stat()
+        for (path, mode) in [(new, 0o700), (old, 0o700), (target, 0o755)] {
+            XCTAssertEqual(stat(path, &info), 0)
+            XCTAssertEqual(Int(info.st_mode & 0o7777), mode, path)
+        }
+    }
+
     func testRemoveTreeRemovesLinksNeverWhatTheyPointAt() throws {
         let root = scratch + "/root", outside = scratch + "/outside"
         try FileSystem.makeDirectories(root + "/tree/a/b")

@@ -128,6 +128,39 @@ class OtherUserTests(Scratch):
         self.assertIn("PermissionError", lister.stderr)
 
 
+    def test_a_member_of_the_group_lists_no_place_that_shows_another_suites_ids(self):
+        # The ids are the only secret between suites: a test user in the
+        # store group may walk to a store it was given, never list a folder
+        # that stores, builds or copies pass through, nor read the cache.
+        group = grp.getgrnam("users").gr_gid
+        larder = self.serve("--store-group", "users")
+        store = self.make(larder)
+        self.assertEqual(larder.call("POST", "/stores", {"from": store["id"]})[0], 201)
+        status, build, _ = larder.call("POST", "/builds", {"key": "secret-build"})
+        self.assertEqual(status, 201, build)
+        root = os.path.dirname(os.path.dirname(os.path.dirname(store["path"])))
+        lister = """
+import os, sys
+listed = []
+for top in sys.argv[1:]:
+    for folder, names, files in os.walk(top, onerror=lambda e: None):
+        listed += [os.path.join(folder, n) for n in names + files]
+print("\\n".join(listed))
+"""
+        places = [os.path.join(root, name) for name in ("stores", "building", "tmp", "trash", "cache", "builds")] + [root]
+        done = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--groups=%d" % group, SYSTEM_PYTHON, "-c", lister]
+                              + places, capture_output=True, text=True, timeout=60)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertNotIn("st_", done.stdout, "a member listed a store's id")
+        self.assertNotIn("secret-build", done.stdout)
+        self.assertNotIn(".sqlite", done.stdout, "a member listed a database")
+        # The store it was given is still its own to open.
+        member = as_nobody(store["path"], groups=[group])
+        self.assertEqual(member.returncode, 0, member.stderr)
+        for name in ("building", "tmp", "trash", "cache"):
+            self.assertEqual(os.stat(os.path.join(root, name)).st_mode & 0o777, 0o700, name)
+
+
 class ClientRootTests(Scratch):
     def test_paths_are_built_from_the_client_root(self):
         # The tests' view of the root: here a link, in CI a volume mounted elsewhere.

@@ -90,8 +90,11 @@ public final class StoreRegistry: Sendable {
         limits = StoreLimits(configuration)
         access = try StoreAccess(mode: configuration.storeMode, group: configuration.storeGroup)
         clientRoot = configuration.clientRoot ?? root
-        for directory in [layout.stores, layout.building, layout.temporary, layout.cache] {
-            try FileSystem.makeDirectory(directory)
+        try FileSystem.makeDirectory(layout.stores)
+        // Stores pass through these, and the cache is the server's alone: a
+        // test user in the store group must not list another suite's ids there.
+        for directory in [layout.building, layout.temporary, layout.cache] {
+            try FileSystem.makePrivateDirectory(directory)
         }
         FileSystem.spreadSubdirectories(layout.building)
         trash = try Trash(directory: layout.trash, root: root)

@@ -40,7 +40,7 @@ final class Trash: Sendable {
     init(directory: String, root: String) throws {
         self.directory = directory
         self.root = root
-        try FileSystem.makeDirectory(directory)
+        try FileSystem.makePrivateDirectory(directory)
         for name in FileSystem.entries(directory) { empty(directory + "/" + name) }
     }
 
