@@ -19,6 +19,17 @@ static inline sqlite3_destructor_type larder_sqlite3_transient(void) {
     return SQLITE_TRANSIENT;
 }
 
+/* The descriptor the unix VFS reads `db`'s main file with, or -1: the
+   unixFile it hands out keeps it after its methods, its VFS and its inode
+   (a layout SQLite has kept since 3.7; the caller checks the descriptor is
+   the file's). */
+static inline int larder_sqlite3_main_descriptor(sqlite3 *db) {
+    sqlite3_file *file = 0;
+    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &file) != SQLITE_OK || !file || !file->pMethods) return -1;
+    struct larder_unix_file_head { const sqlite3_io_methods *methods; sqlite3_vfs *vfs; void *inode; int descriptor; };
+    return ((const struct larder_unix_file_head *)file)->descriptor;
+}
+
 /* Every file the unix VFS opens (a database, its -wal, -shm and -journal,
    their directory) goes through this instead of open(2): opened without
    blocking, then kept only when it is a plain file or a directory. A test

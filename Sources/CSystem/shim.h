@@ -27,6 +27,15 @@ static inline long larder_copy_file_range(int in, int out, size_t length) {
     return syscall(SYS_copy_file_range, in, (void *)0, out, (void *)0, length, 0u);
 }
 
+/* The same from `*offset` of `in`, which it moves on (the descriptor's own
+   position is left alone: another may be reading it at once). */
+static inline long larder_copy_file_range_at(int in, long long *offset, int out, size_t length) {
+    loff_t at = (loff_t)*offset;
+    long n = syscall(SYS_copy_file_range, in, &at, out, (void *)0, length, 0u);
+    if (n > 0) *offset = (long long)at;
+    return n;
+}
+
 /* renameat2(2) with RENAME_NOREPLACE (glibc declares it only under
    _GNU_SOURCE): fails with EEXIST rather than replace the target. */
 static inline int larder_rename_noreplace(const char *from, const char *to) {

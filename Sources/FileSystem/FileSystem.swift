@@ -33,6 +33,9 @@ public enum FileSystem {
     /// Copies the whole file open as `input` (`source` names it in errors)
     /// to the new file `target`, as `copyFile` does, 4 MiB at a time:
     /// once `stop` answers true, it stops, removes `target` and throws.
+    /// `input` is read at offsets, never moved: it may be a descriptor SQLite
+    /// reads the file with (see `Connection.databaseDescriptor`), shared by
+    /// copies made at once.
     public static func copyFile(from input: Int32, named source: String, to target: String, stop: () -> Bool) throws {
         let output = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard output >= 0 else { throw Failure("cannot create", target) }
@@ -41,38 +44,38 @@ public enum FileSystem {
             close(output)
             if !ok { unlink(target) }
         }
-        guard lseek(input, 0, SEEK_SET) == 0 else { throw Failure("cannot read", source) }
         try copyContents(input, to: output, source: source, step: 4 << 20, stop: stop)
         ok = true
     }
 
-    /// Copies what is left of the file open as `input` (at the size it has
-    /// now) to `output`, `step` bytes a call, asking `stop` before each; answers the bytes copied.
+    /// Copies the file open as `input` (at the size it has now, from its
+    /// start, whatever its position) to `output`, `step` bytes a call,
+    /// asking `stop` before each; answers the bytes copied.
     @discardableResult
     static func copyContents(_ input: Int32, to output: Int32, source: String, step: Int = Int.max,
                              stop: () -> Bool = { false }) throws -> Int64 {
         var info = stat()
         guard fstat(input, &info) == 0 else { throw Failure("cannot stat", source) }
-        var remaining = Int(info.st_size), copied: Int64 = 0
+        var remaining = Int(info.st_size), offset: Int64 = 0
         while remaining > 0 {
             if stop() { throw Failure("stopped copying", source, ECANCELED) }
-            let n = Int(larder_copy_file_range(input, output, min(remaining, step)))
-            if n > 0 { remaining -= n; copied += Int64(n); continue }
+            let n = Int(larder_copy_file_range_at(input, &offset, output, min(remaining, step)))
+            if n > 0 { remaining -= n; continue }
             if n == 0 { break }
             if errno == EINTR { continue }
             if errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP {
-                return copied + (try copyByReading(input, output, source: source))
+                return offset + (try copyByReading(input, from: offset, to: output, source: source))
             }
             throw Failure("cannot copy", source)
         }
-        return copied
+        return offset
     }
 
-    private static func copyByReading(_ input: Int32, _ output: Int32, source: String) throws -> Int64 {
+    private static func copyByReading(_ input: Int32, from start: Int64, to output: Int32, source: String) throws -> Int64 {
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         var copied: Int64 = 0
         while true {
-            let n = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
+            let n = buffer.withUnsafeMutableBytes { pread(input, $0.baseAddress, $0.count, off_t(start + copied)) }
             if n == 0 { return copied }
             if n < 0 { if errno == EINTR { continue }; throw Failure("cannot read", source) }
             try buffer.withUnsafeBytes { try writeAll(output, UnsafeRawBufferPointer(rebasing: $0[0..<n]), path: source) }

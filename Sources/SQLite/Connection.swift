@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import CSQLite
+import Glibc
 import Text
 
 /// One SQLite database connection. Not thread-safe: use it from one thread at
@@ -55,6 +56,21 @@ public final class Connection: @unchecked Sendable {
 
     deinit {
         sqlite3_close_v2(handle)
+    }
+
+    /// The descriptor SQLite reads the main database file with, to copy the
+    /// file through: a process that opens the file itself and closes that
+    /// descriptor drops every lock its SQLite connections hold on it (POSIX
+    /// locks belong to the process), and another process's connection then
+    /// takes itself for the last one and removes the WAL and -shm under
+    /// them. Nil when it is not `path` as it is now (another file, a VFS
+    /// that keeps it elsewhere). The caller never closes it.
+    public func databaseDescriptor() -> Int32? {
+        let fd = larder_sqlite3_main_descriptor(handle)
+        var open = stat(), named = stat()
+        guard fd >= 0, fstat(fd, &open) == 0, lstat(path, &named) == 0, open.st_mode & S_IFMT == S_IFREG,
+              open.st_ino == named.st_ino, open.st_dev == named.st_dev else { return nil }
+        return fd
     }
 
     /// SQLite opens only plain files (and directories), never blocking on a

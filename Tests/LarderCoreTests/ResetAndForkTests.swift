@@ -17,6 +17,19 @@ final class ResetAndForkTests: XCTestCase {
         try db.scalar("SELECT count(*) FROM \(table)")?.int64
     }
 
+    /// A read that fails because the store's files changed under the
+    /// server (SQLITE_IOERR_SHORT_READ, 522) is the contract's sql_error that
+    /// says to reset, and a reset mends it; a full disk stays insufficient_storage.
+    func testAnIOErrorOnAStoreIsAStoreErrorThatAResetMends() {
+        let shortRead = SQLiteError(code: 522, message: "disk I/O error", statement: "SELECT count(*) FROM \"t\"")
+        let error = LarderError.classify(shortRead)
+        XCTAssertEqual(error?.code, .sqlError)
+        XCTAssertTrue(error?.message.contains("cannot be read as it is") == true, error?.message ?? "")
+        XCTAssertTrue(error?.message.contains("reset the store") == true)
+        XCTAssertTrue(Store.isDamage(shortRead))
+        XCTAssertNil(LarderError.classify(SQLiteError(code: 1, message: "no such table: t")))
+    }
+
     func testResetRestoresTheCreationStateInPlaceUnderATestsOpenConnection() throws {
         let scratch = Scratch()
         let core = try CoreServices(scratch)

@@ -161,6 +161,57 @@ print("\\n".join(listed))
             self.assertEqual(os.stat(os.path.join(root, name)).st_mode & 0o777, 0o700, name)
 
 
+class KeepAfterDownloadTests(Scratch):
+    def test_keeping_a_store_the_test_wrote_after_a_download_answers_200(self):
+        # An upload, its download, the test's own insert through its driver
+        # (another process), fixtures, a fork, then the keep that every
+        # client sends for a failed test. Before, the download's copy closed
+        # a descriptor of the live file, which dropped every SQLite lock the
+        # server held on it: the test's driver, closing, took itself for the
+        # last connection and removed the WAL and -shm under the server's
+        # connections, and the keep's recount read past the WAL's end (500,
+        # SQLite error 522, a short read).
+        larder = self.serve()
+        source = os.path.join(self.scratch, "library.sqlite")
+        db = sqlite3.connect(source)
+        db.executescript("""CREATE TABLE library_book (id INTEGER PRIMARY KEY, data TEXT CHECK (json_valid(data)), title TEXT);
+            CREATE INDEX book_title ON library_book (json_extract(data, '$.title'));
+            INSERT INTO library_book (data, title) VALUES ('{"title": "a"}', 'a');""")
+        db.commit()
+        db.close()
+        large = os.path.join(self.scratch, "large.sqlite")
+        shutil.copy(source, large)
+        db = sqlite3.connect(large)
+        db.execute("CREATE TABLE blobs (b BLOB)")
+        db.executemany("INSERT INTO blobs VALUES (randomblob(4096))", [()] * 600)  # its base is copied after the answer
+        db.commit()
+        db.close()
+        for route, source in (("/database", source), ("/artifact", source), ("/database", large)):
+            with open(source, "rb") as f:
+                status, store, _ = larder.call("POST", "/stores", f.read(), "application/vnd.sqlite3")
+            self.assertEqual(status, 201, store)
+            self.assertEqual(larder.call("GET", "/stores/%s%s" % (store["id"], route), raw=True)[0], 200)
+            own = subprocess.run([sys.executable, "-c", """
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("INSERT INTO library_book (data, title) VALUES ('{\\"title\\": \\"b\\"}', 'b')")
+db.commit()
+db.close()
+""", store["path"]], capture_output=True, text=True, timeout=30)
+            self.assertEqual(own.returncode, 0, own.stderr)
+            status, body, _ = larder.call("POST", "/stores/%s/fixtures" % store["id"],
+                                          {"rows": {"library_book": [{"data": '{"title": "c"}', "title": "c"}]}})
+            self.assertEqual(status, 200, body)
+            status, body, _ = larder.call("POST", "/stores/%s/fixtures" % store["id"],
+                                          {"sql": "INSERT INTO library_book (data, title) VALUES ('{\"title\": \"d\"}', 'd')"})
+            self.assertEqual(status, 200, body)
+            self.assertEqual(larder.call("POST", "/stores", {"from": store["id"]})[0], 201)
+            status, body, _ = larder.call("PATCH", "/stores/%s" % store["id"], {"keep": True})
+            self.assertEqual(status, 200, (route, body))
+            self.assertEqual(body["counts"]["library_book"], 4)
+            self.assertTrue(os.path.exists(store["path"] + "-shm"), "the server's connections lost their -shm")
+
+
 class ClientRootTests(Scratch):
     def test_paths_are_built_from_the_client_root(self):
         # The tests' view of the root: here a link, in CI a volume mounted elsewhere.

@@ -379,7 +379,7 @@ public final class Store: Sendable {
     /// `SQLITE_READONLY`).
     public static func isDamage(_ error: Error) -> Bool {
         guard let sqlite = (error as? SQLiteError) ?? (error as? LarderError)?.underlying else { return false }
-        return sqlite.isDamage || sqlite.isReadOnly || sqlite.isCantOpen
+        return sqlite.isDamage || sqlite.isReadOnly || sqlite.isCantOpen || sqlite.isUnreadable
     }
 
     /// The test owns the store's directory and may plant anything in it: the
@@ -439,11 +439,16 @@ extension Store {
                 _ = try db.scalar("SELECT count(*) FROM sqlite_schema") // the read transaction starts here
                 let wal = databasePath + "-wal"
                 let count = FileSystem.size(wal) == 0 ? count : nil
+                // Copied through SQLite's own descriptor: closing one of ours would drop its locks.
+                guard let source = db.databaseDescriptor() else {
+                    throw LarderError(.badRequest, "store '\(id)': its store.sqlite was replaced while it was read; reset it or delete it",
+                                      details: [("id", .string(id)), ("file", .string(Store.databaseName))])
+                }
                 let failures = Mutex<[Error]>([]), counted = Mutex<[(String, Int64)]?>(nil)
                 DispatchQueue.concurrentPerform(iterations: targets.count + (count == nil ? 0 : 1)) { i in
                     do {
                         if i < targets.count {
-                            try FileSystem.copyFile(from: databasePath, to: targets[i], followingLinks: false)
+                            try FileSystem.copyFile(from: source, named: databasePath, to: targets[i]) { false }
                         } else if let count {
                             let counts = try count(db)
                             counted.withLock { $0 = counts }

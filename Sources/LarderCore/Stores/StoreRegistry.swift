@@ -255,20 +255,21 @@ public final class StoreRegistry: Sendable {
             // made it already. A large one is copied after the answer
             // (`copyBaseLater`), from the file open now, before any test can reach it.
             let base = staging + "/" + Store.baseName, size = FileSystem.size(database)
-            var later: ReadableFile?
+            var later = false
             if FileSystem.exists(base) {
                 FileSystem.makeReadOnly(base)
             } else if size >= StoreRegistry.baseCopiedLaterBytes && FileSystem.size(database + "-wal") == 0 {
-                later = try ReadableFile(path: database)
+                later = true
             } else {
                 try FileSystem.copyFile(from: database, to: base)
                 FileSystem.makeReadOnly(base)
             }
-            try admit(size + (later == nil ? FileSystem.size(base) : size), in: reservation)
+            try admit(size + (later ? size : FileSystem.size(base)), in: reservation)
             try access.grant(store: staging)
             let store = try enter(staging, id: id, provenance: provenance, label: label, ttlSeconds: ttlSeconds,
-                                  bytes: later == nil ? nil : 2 * size, basePending: later != nil)
-            if let later { copyBaseLater(of: store, from: later) }
+                                  bytes: later ? 2 * size : nil, basePending: later)
+            // Opened before the store is handed out, so what it copies is the file as it was.
+            if later { copyBaseLater(of: store, keeper: Keeper(store.databasePath, busyTimeoutMs: Int32(clamping: limits.busyTimeoutMs))) }
             return (store, provenance)
         } catch {
             try? FileSystem.removeTree(staging, within: root)
@@ -387,31 +388,32 @@ public final class StoreRegistry: Sendable {
     /// copies' time (two copies at once run no faster here).
     static let baseCopiedLaterBytes: Int64 = 1 << 20
 
-    /// Copies the base of the new `store` from `source`, its database file
-    /// opened before the store was handed out, in the background; whoever
-    /// needs the base meanwhile waits for it (`Store.creationState(within:)`). Its test may
-    /// write from the moment it has the answer, but not into that file: a
-    /// read transaction begun now, while the store's WAL is empty, holds
-    /// SQLite's read lock 0, and no checkpoint writes into the database file
-    /// while any connection holds it (the test's writes wait in the WAL, as
-    /// with `copyCommitted`). When that transaction cannot begin, the base
-    /// is copied now. A store deleted meanwhile takes nothing with it: the
-    /// copy is made in `tmp/`, stops when the store is deleted, and is
-    /// renamed into the store's directory, which fails once that has gone to the trash.
-    private func copyBaseLater(of store: Store, from source: ReadableFile) {
-        let keeper = Keeper()
-        do {
-            let db = try Connection(path: store.databasePath, mode: .readWriteNoFollow, busyTimeoutMs: Int32(clamping: limits.busyTimeoutMs))
-            try db.harden()
-            try db.execute("BEGIN")
-            _ = try db.scalar("SELECT count(*) FROM sqlite_schema") // the read transaction starts here
-            keeper.connection = db
-        } catch {}
+    /// Copies the base of the new `store` from its database file, in the
+    /// background, through the keeper's connection opened before the store
+    /// was handed out; whoever needs the base meanwhile waits for it
+    /// (`Store.creationState(within:)`). Its test may write from the moment
+    /// it has the answer, but not into that file: the keeper's read
+    /// transaction, begun while the store's WAL was empty, holds SQLite's
+    /// read lock 0, and no checkpoint writes into the database file while
+    /// any connection holds it (the test's writes wait in the WAL, as with
+    /// `copyCommitted`). When that transaction could not begin, the base is
+    /// copied now. The copy reads through the keeper's own descriptor: one
+    /// of ours, closed, would drop the locks of every connection to the
+    /// store in this process. A store deleted meanwhile takes nothing with
+    /// it: the copy is made in `tmp/`, stops when the store is deleted, and
+    /// is renamed into the store's directory, which fails once that has
+    /// gone to the trash.
+    private func copyBaseLater(of store: Store, keeper: Keeper) {
         let temporary = layout.temporary + "/base-" + store.id
         let copy: @Sendable () -> Void = {
             defer { store.baseCopied() }
             do {
-                try FileSystem.copyFile(from: source.descriptor, named: store.databasePath, to: temporary) { store.isDeleted }
+                if let source = keeper.connection?.databaseDescriptor() {
+                    try FileSystem.copyFile(from: source, named: store.databasePath, to: temporary) { store.isDeleted }
+                } else {
+                    // (Made now, before the answer: no connection of ours to the file is open.)
+                    try FileSystem.copyFile(from: store.databasePath, to: temporary, followingLinks: false)
+                }
                 keeper.connection = nil // closed: its -wal and -shm go with it when the test has none open
                 FileSystem.makeReadOnly(temporary)
                 try FileSystem.rename(temporary, to: store.basePath)
@@ -420,13 +422,28 @@ public final class StoreRegistry: Sendable {
                 FileSystem.remove(temporary)
             }
         }
-        if keeper.connection == nil { copy() } else { StoreRegistry.baseCopies.async(execute: copy) }
+        if keeper.inTransaction { StoreRegistry.baseCopies.async(execute: copy) } else { copy() }
     }
 
     /// The connection whose read transaction keeps a store's file as it was
     /// handed out until its base is copied; only the copy touches it after.
     private final class Keeper: @unchecked Sendable {
         var connection: Connection?
+        /// Whether its read transaction began (else the copy is made at once).
+        let inTransaction: Bool
+
+        init(_ database: String, busyTimeoutMs: Int32) {
+            do {
+                let db = try Connection(path: database, mode: .readWriteNoFollow, busyTimeoutMs: busyTimeoutMs)
+                connection = db
+                try db.harden()
+                try db.execute("BEGIN")
+                _ = try db.scalar("SELECT count(*) FROM sqlite_schema") // the read transaction starts here
+                inTransaction = true
+            } catch {
+                inTransaction = false
+            }
+        }
     }
 
     /// Where bases are copied after their stores are handed out, at the

@@ -129,7 +129,8 @@ public struct LarderError: Error, CustomStringConvertible, Sendable {
     /// A database file SQLite cannot read as one (a test wrote over its
     /// store's header or pages): `sql_error`, with what a test can do.
     static func damaged(_ error: SQLiteError) -> LarderError {
-        var made = LarderError(.sqlError, "the database file is damaged (SQLite: \(error.message)); a test can write over its own store's "
+        let what = error.isUnreadable ? "cannot be read as it is" : "is damaged"
+        var made = LarderError(.sqlError, "the database file \(what) (SQLite: \(error.message)); a test can write over its own store's "
                                    + "files: reset the store (it is made again from its base) or delete it",
                                details: [("sqlite_code", .int(Int64(error.code))), ("sqlite_message", .string(error.message))])
         made.underlying = error
@@ -143,7 +144,7 @@ public struct LarderError: Error, CustomStringConvertible, Sendable {
         if let e = error as? SQLiteError {
             if e.isFull || e.isOutOfSpace { return sqlite(e, as: .insufficientStorage, "the file system is full") }
             if e.isBusy { return busy(e) }
-            if e.isDamage { return damaged(e) }
+            if e.isDamage || e.isUnreadable { return damaged(e) }
         }
         if let e = error as? FileSystem.Failure, e.isOutOfSpace {
             return LarderError(.insufficientStorage, "the file system is full: \(e.description)")
