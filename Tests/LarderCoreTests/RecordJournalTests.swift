@@ -142,6 +142,48 @@ final class RecordJournalTests: XCTestCase {
         XCTAssertEqual(try again.registry.get(store.id).record.label, "label \(changes - 1)")
     }
 
+    /// One store's churn cannot grow the journal past a bound: a record
+    /// holds at most `StoreRecord.maxFixtures` fixture names (the rest is
+    /// refused, saying so), and the journal is rewritten once its bytes,
+    /// not only its lines, have grown to several times what is live.
+    func testOneStoresChurnKeepsTheJournalSmall() throws {
+        let scratch = Scratch()
+        // A fixture that loads again and again (no fixed ids).
+        let fixtures = scratch.path + "/fixtures"
+        try FileSystem.makeDirectories(fixtures + "/notes/migrations")
+        try FileSystem.makeDirectories(fixtures + "/notes/data")
+        try FileSystem.writeFile(Array("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT);\n".utf8), to: fixtures + "/notes/migrations/1_init.sql")
+        try FileSystem.writeFile(Array("INSERT INTO notes (body) VALUES ('n');\n".utf8), to: fixtures + "/notes/data/artists.sql")
+        let core = try CoreServices(scratch, fixtures: fixtures)
+        let root = core.registry.root
+        let store = try core.store("notes", fixtures: [])
+        let many = [String](repeating: "artists", count: StoreRecord.maxFixtures + 1)
+        XCTAssertLarderError(.badRequest, try core.editor.loadFixtures(store.id, .names(many)))
+        XCTAssertEqual(try core.registry.get(store.id).record.fixtures, [], "refused whole")
+        var request = Provisioner.Request()
+        request.template = "notes"
+        request.fixtures = many
+        XCTAssertLarderError(.badRequest, try core.provisioner.plan(request))
+        // As many loads as a record holds, then labels of the longest, again and again.
+        let half = [String](repeating: "artists", count: StoreRecord.maxFixtures / 2)
+        _ = try core.editor.loadFixtures(store.id, .names(half))
+        _ = try core.editor.loadFixtures(store.id, .names(half))
+        XCTAssertLarderError(.badRequest, try core.editor.loadFixtures(store.id, .names(["artists"])))
+        let label = String(repeating: "x", count: StoreRecord.maxLabelBytes)
+        let recordBytes = try core.registry.get(store.id).record.serialized().count
+        for n in 0..<400 {
+            _ = try core.registry.update(store.id, .init(label: .some(label.dropLast(n % 10) + "")))
+        }
+        let deadline = Date().addingTimeInterval(10)
+        func size() -> Int64 { FileSystem.size(root + "/stores.journal") }
+        while size() > Int64(RecordJournal.minimumBytes + 4 * recordBytes), Date() < deadline { usleep(10_000) }
+        XCTAssertLessThanOrEqual(size(), Int64(RecordJournal.minimumBytes + 4 * recordBytes),
+                                 "400 changes of a \(recordBytes)-byte record")
+        core.registry.close()
+        let again = try CoreServices(scratch)
+        XCTAssertEqual(try again.registry.get(store.id).record.fixtures.count, StoreRecord.maxFixtures)
+    }
+
     /// Stores made and deleted on several threads while the journal is
     /// rewritten again and again: every live store's record survives.
     func testRewritesRacingWithNewStoresLoseNoRecord() throws {

@@ -75,6 +75,7 @@ public final class Provisioner: Sendable {
             guard snapshot != nil else { throw LarderError.badRequest("'version': null keeps a snapshot as it is, so it needs a 'snapshot'") }
             version = nil
         }
+        try StoreRecord.check(fixtures: (request.fixtures ?? template.defaultFixtures).count)
         let fixtures = try (request.fixtures ?? template.defaultFixtures).map { try template.fixture($0) }
         let hash = SHA256()
         hash.update("larder-template-cache-1\n\(template.migrations.format.rawValue)\n")
@@ -165,6 +166,7 @@ public final class Provisioner: Sendable {
         let source = try registry.get(sourceID)
         let origin = source.record
         var fixtures: [DataFixture] = []
+        try StoreRecord.check(fixtures: origin.fixtures.count + (names?.count ?? 0))
         if let names, !names.isEmpty {
             guard let name = origin.template else {
                 throw LarderError.badRequest("store '\(sourceID)' was not made from a template, so a fork of it has no named fixtures", reason: .noTemplate)

@@ -12,7 +12,8 @@ import Synchronization
 /// root is the server's). A store is live while its directory is in
 /// `stores/`: a deletion writes nothing here (its directory leaves), and
 /// lines of stores gone are dropped when the journal is rewritten, at start
-/// and whenever it has grown to several times what is live.
+/// and whenever it has grown to several times what is live, in lines or in
+/// bytes (one store's changes each write its whole record).
 final class RecordJournal: Sendable {
     let path: String
     private struct State {
@@ -20,14 +21,18 @@ final class RecordJournal: Sendable {
         var lines = 0
         /// Lines at the last rewrite: the next one comes at three times as many.
         var kept = 0
+        var bytes = 0
+        /// Bytes at the last rewrite: the next one comes at three times as many too.
+        var keptBytes = 0
         var rewriting = false
         /// An append failed part way (a full disk): the next one ends that line first.
         var torn = false
     }
     private let state = Mutex(State())
 
-    /// Rewritten no sooner than at this many lines.
+    /// Rewritten no sooner than at this many lines, or bytes.
     static let minimumLines = 4096
+    static let minimumBytes = 1 << 20
 
     /// The journal at `path`, not yet open: `rewrite` starts it.
     init(path: String) { self.path = path }
@@ -87,9 +92,10 @@ final class RecordJournal: Sendable {
     func resume(lines: Int) throws {
         let fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
         guard fd >= 0 else { throw FileSystem.Failure("cannot open", path) }
+        let bytes = Int(FileSystem.size(path))
         state.withLock { s in
             if s.fd >= 0 { close(s.fd) }
-            (s.fd, s.lines, s.kept) = (fd, lines, lines)
+            (s.fd, s.lines, s.kept, s.bytes, s.keptBytes) = (fd, lines, lines, bytes, bytes)
         }
     }
 
@@ -111,8 +117,11 @@ final class RecordJournal: Sendable {
             }
             s.torn = false
             s.lines += 1
+            s.bytes += line.count
             try entered()
-            guard !s.rewriting, s.lines >= RecordJournal.minimumLines, s.lines >= 3 * s.kept else { return false }
+            let grown = (s.lines >= RecordJournal.minimumLines && s.lines >= 3 * s.kept)
+                || (s.bytes >= RecordJournal.minimumBytes && s.bytes >= 3 * s.keptBytes)
+            guard !s.rewriting, grown else { return false }
             s.rewriting = true
             return true
         }
@@ -124,17 +133,18 @@ final class RecordJournal: Sendable {
         try state.withLock { s in
             defer { s.rewriting = false }
             let all = records()
-            let fd = try RecordJournal.write(all, to: path)
+            let (fd, bytes) = try RecordJournal.write(all, to: path)
             if s.fd >= 0 { close(s.fd) }
             s.fd = fd
             s.lines = all.count
             s.kept = all.count
+            (s.bytes, s.keptBytes) = (bytes, bytes)
         }
     }
 
     /// Writes `records` to a new file beside `path`, renames it over `path`
-    /// and answers a descriptor appending to it.
-    private static func write(_ records: [StoreRecord], to path: String) throws -> Int32 {
+    /// and answers a descriptor appending to it, and its size.
+    private static func write(_ records: [StoreRecord], to path: String) throws -> (Int32, Int) {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(records.count * 512)
         for record in records {
@@ -145,6 +155,6 @@ final class RecordJournal: Sendable {
         try FileSystem.writeAtomically(bytes, to: path, mode: 0o600)
         let appending = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
         guard appending >= 0 else { throw FileSystem.Failure("cannot open", path) }
-        return appending
+        return (appending, bytes.count)
     }
 }

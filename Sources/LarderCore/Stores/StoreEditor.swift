@@ -111,6 +111,7 @@ public struct StoreEditor: Sendable {
         let names: [String]
         switch request {
         case .names(let list):
+            try StoreRecord.check(fixtures: store.record.fixtures.count + list.count)  // (again below, in turn)
             let template = try template(of: store)
             items = try list.map { .file(try template.fixture($0)) }
             names = list
@@ -122,6 +123,7 @@ public struct StoreEditor: Sendable {
             names = ["(inline rows)"]
         }
         return try registry.operate(store, exclusive: "fixtures", timeoutMs: registry.limits.operationTimeoutMs) { db in
+            if case .names(let list) = request { try StoreRecord.check(fixtures: store.record.fixtures.count + list.count) }
             try FixtureLoader.load(db, items)
             let counts = try Inspector.counts(db)
             store.remember(counts: counts)

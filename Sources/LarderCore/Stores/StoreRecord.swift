@@ -4,6 +4,18 @@
 public struct StoreRecord: Sendable {
     /// The longest label, in UTF-8 bytes: every listing, page and record repeats it.
     public static let maxLabelBytes = 256
+    /// Fixture names a store's record keeps at most (each load adds its
+    /// names): every line of the journal is the whole record, so a record
+    /// must stay small however a test churns it.
+    public static let maxFixtures = 256
+
+    /// Refuses to record more than `maxFixtures` names: `count` the names a record would hold.
+    public static func check(fixtures count: Int) throws {
+        guard count > maxFixtures else { return }
+        throw LarderError.badRequest("a store records at most \(maxFixtures) fixture loads; this would make \(count): "
+                                     + "load them in fewer names (or with `sql`/`rows`), or start a new store", reason: .tooManyFixtures,
+                                     details: [("fixtures", .int(Int64(count))), ("max_fixtures", .int(Int64(maxFixtures)))])
+    }
 
     /// A store's lifetime in seconds, as clients and `--ttl-seconds` give it: one second to a year.
     public static let ttlSeconds: ClosedRange<Int> = 1...31_536_000

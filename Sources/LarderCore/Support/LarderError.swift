@@ -94,6 +94,8 @@ public struct LarderError: Error, CustomStringConvertible, Sendable {
         case notOneStatement = "not_one_statement"
         /// `params` that do not fit the statement's parameters.
         case paramsMismatch = "params_mismatch"
+        /// More fixture names than a store's record keeps (`StoreRecord.maxFixtures`).
+        case tooManyFixtures = "too_many_fixtures"
     }
 
     /// A bad request with its `reason`.
