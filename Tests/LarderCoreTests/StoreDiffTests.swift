@@ -1,6 +1,6 @@
 import FileSystem
 import Foundation
-import LarderCore
+@testable import LarderCore
 import SQLite
 import TestSupport
 import XCTest
@@ -22,6 +22,31 @@ final class StoreDiffTests: XCTestCase {
 
     func row(_ changes: StoreDiff.TableChanges?, _ op: String) -> JSONValue? {
         changes?.rows.first { $0["op"]?.stringValue == op }
+    }
+
+    /// The tables the diff and the data check read, and how each is keyed,
+    /// are what SQLite's `pragma_table_list` says, though read without it
+    /// (it expands every view first): tables of every key, a virtual table
+    /// and its shadows (FTS5's are WITHOUT ROWID), views left out.
+    func testTheTableKindsAreThoseSQLiteLists() throws {
+        let scratch = Scratch()
+        let db = try Connection(path: scratch.path + "/kinds.sqlite")
+        try db.execute("""
+            CREATE TABLE plain (a, b);
+            CREATE TABLE "Integer Key" (id INTEGER PRIMARY KEY, b);
+            CREATE TABLE texts (k TEXT PRIMARY KEY, b);
+            CREATE TABLE pairs (a, b, PRIMARY KEY (a, b)) WITHOUT ROWID;
+            CREATE TABLE tags (tag TEXT PRIMARY KEY, uses INTEGER) WITHOUT ROWID;
+            CREATE TABLE docs_notes (x);
+            CREATE VIRTUAL TABLE docs USING fts5(body);
+            CREATE VIEW v AS SELECT * FROM plain;
+            CREATE VIEW w AS SELECT * FROM v;
+            """)
+        let listed = try db.rows("SELECT name, type, wr FROM pragma_table_list WHERE schema = 'main' AND type != 'view' "
+                                 + "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name").map { "\($0[0].string!) \($0[1].string!) \($0[2].isTrue)" }
+        let read = try Inspector.tableKinds(db, "main").map { "\($0.name) \($0.type) \($0.withoutRowid)" }
+        XCTAssertEqual(read, listed)
+        XCTAssertTrue(read.contains("docs_idx shadow true"), "\(read)")
     }
 
     func testInsertsUpdatesAndDeletesWithTheirKeysAndValues() throws {

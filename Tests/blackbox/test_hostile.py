@@ -424,6 +424,41 @@ class SpecialFileTests(ServerCase):
                 self.assertIn(self.answers_within("DELETE", "/builds/%s" % build["key"])[0], (204, 404))
 
 
+class NestedViewTests(ServerCase):
+    """A store whose test made a chain of views, each over the last: every
+    read of its schema (the diff, the page, the artifact's diff) answers
+    within its limit, never expanding each view to list the tables."""
+
+    extra = ("--query-timeout-ms", "3000")
+
+    def test_a_chain_of_views_leaves_every_read_within_its_limit(self):
+        scratch = tempfile.mkdtemp(prefix="larder-views-")
+        self.addCleanup(shutil.rmtree, scratch, True)
+        path = os.path.join(scratch, "views.sqlite")
+        db = sqlite3.connect(path)
+        db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, a)")
+        db.execute("INSERT INTO t (a) VALUES (1)")
+        previous = "t"
+        for i in range(700):
+            db.execute("CREATE VIEW v%d AS SELECT * FROM %s" % (i, previous))
+            previous = "v%d" % i
+        db.commit()
+        db.close()
+        with open(path, "rb") as f:
+            status, store, _ = self.larder.call("POST", "/stores", f.read(), "application/vnd.sqlite3")
+        self.assertEqual(status, 201, store)
+        db = sqlite3.connect(store["path"])
+        db.execute("INSERT INTO t (a) VALUES (2)")
+        db.commit()
+        db.close()
+        status, diff, _ = self.larder.call("GET", "/stores/%s/diff" % store["id"])
+        self.assertEqual(status, 200, diff)
+        self.assertEqual(diff["tables"]["t"]["inserted"], 1)
+        for route in ("/page", "/artifact", "/schema", "/counts"):
+            status, body, _ = self.larder.call("GET", "/stores/%s%s" % (store["id"], route), raw=True)
+            self.assertEqual(status, 200, (route, body[:300]))
+
+
 class TokenTests(unittest.TestCase):
     def test_routes_cannot_be_probed_without_the_token(self):
         root = tempfile.mkdtemp(prefix="larder-hostile-")

@@ -63,9 +63,8 @@ public struct DataKept: Sendable {
     static func tables(_ db: Connection, _ database: String) throws -> [String: String] {
         var out: [String: String] = [:]
         let bookkeeping = Inspector.bookkeepingTables
-        for row in try db.rows("SELECT name FROM pragma_table_list WHERE schema = ? AND type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'",
-                               [.text(database)]) {
-            guard let name = row[0].string, !bookkeeping.contains(name) else { continue }
+        for (name, type, _) in try Inspector.tableKinds(db, database) where type == "table" {
+            guard !bookkeeping.contains(name) else { continue }
             out[name.lowercased()] = name
         }
         return out

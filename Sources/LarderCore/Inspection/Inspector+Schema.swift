@@ -2,6 +2,50 @@
 import SQLite
 
 extension Inspector {
+    /// The tables of `database` (no `sqlite_*`), each with its kind as
+    /// `pragma_table_list` would say (`table`, `shadow`, `virtual`) and
+    /// whether it is `WITHOUT ROWID`. Read from `sqlite_schema` and the
+    /// table's own indexes, never from `pragma_table_list`, which first
+    /// works out every view's columns: over a test's chain of views, each
+    /// over the last, that took minutes for 1,000 and no time limit stops it.
+    static func tableKinds(_ db: Connection, _ database: String) throws -> [(name: String, type: String, withoutRowid: Bool)] {
+        let rows = try db.rows("SELECT name, sql FROM \(quoteIdentifier(database)).sqlite_schema WHERE type = 'table' "
+                               + "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")
+        // SQLite writes a virtual table's SQL from its own "CREATE VIRTUAL TABLE".
+        var virtual: [String: String] = [:] // lower-cased name → module
+        for row in rows {
+            guard let name = row[0].string, let sql = row[1].string, sql.hasPrefix("CREATE VIRTUAL TABLE") else { continue }
+            let words = sql.split(whereSeparator: { $0.isWhitespace || $0 == "(" })
+            guard let using = words.firstIndex(where: { $0.lowercased() == "using" }), using + 1 < words.count else { continue }
+            virtual[name.lowercased()] = words[using + 1].lowercased()
+        }
+        return try rows.compactMap { row in
+            guard let name = row[0].string else { return nil }
+            let lower = name.lowercased()
+            if virtual[lower] != nil { return (name, "virtual", false) }
+            // A shadow table: its virtual table's name, `_`, and a suffix that module keeps.
+            let shadow = virtual.contains { table, module in
+                lower.hasPrefix(table + "_") && Inspector.shadowSuffixes[module]?.contains(String(lower.dropFirst(table.count + 1))) == true
+            }
+            let type = shadow ? "shadow" : "table"
+            // WITHOUT ROWID: its primary key index holds no rowid (cid -1) after the key.
+            let withoutRowid = try db.rows("""
+                SELECT EXISTS (SELECT 1 FROM pragma_index_list(?1, ?2) AS l WHERE l.origin = 'pk'
+                    AND NOT EXISTS (SELECT 1 FROM pragma_index_xinfo(l.name, ?2) WHERE cid = -1))
+                """, [.text(name), .text(database)]).first?[0].isTrue ?? false
+            return (name, type, withoutRowid)
+        }
+    }
+
+    /// The shadow tables SQLite's own virtual table modules keep (their `xShadowName`).
+    static let shadowSuffixes: [String: Set<String>] = [
+        "fts5": ["config", "content", "data", "docsize", "idx"],
+        "fts4": ["content", "segments", "segdir", "docsize", "stat"],
+        "fts3": ["content", "segments", "segdir", "docsize", "stat"],
+        "rtree": ["node", "parent", "rowid"],
+        "geopoly": ["node", "parent", "rowid"],
+    ]
+
     /// The structure of a database: tables with columns, indexes and foreign
     /// keys, then views and triggers. Compared structurally by the migration
     /// checks, so it leaves out SQL text for tables and indexes. `database`:

@@ -139,15 +139,13 @@ public enum StoreDiff {
     /// virtual tables, whose shadow tables hold their rows).
     static func shapes(_ db: Connection, _ database: String) throws -> [String: Shape] {
         var out: [String: Shape] = [:]
-        let list = try db.rows("SELECT name, type, wr FROM pragma_table_list WHERE schema = ? AND type IN ('table', 'shadow') "
-                               + "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'", [.text(database)])
         let bookkeeping = Inspector.bookkeepingTables
-        for row in list {
-            guard let name = row[0].string, !bookkeeping.contains(name) else { continue }
+        let kinds: [(name: String, type: String, withoutRowid: Bool)] = try Inspector.tableKinds(db, database)
+        for (name, type, withoutRowid) in kinds where type == "table" || type == "shadow" {
+            guard !bookkeeping.contains(name) else { continue }
             let info = try db.rows("SELECT name, type, pk FROM pragma_table_info(?, ?) ORDER BY cid", [.text(name), .text(database)])
             let columns = info.compactMap { $0[0].string }
             let keyColumns = info.filter { ($0[2].int64 ?? 0) > 0 }.sorted { ($0[2].int64 ?? 0) < ($1[2].int64 ?? 0) }.compactMap { $0[0].string }
-            let withoutRowid = row[2].isTrue
             let rowid = withoutRowid ? nil : ["rowid", "_rowid_", "oid"].first { alias in !columns.contains { $0.lowercased() == alias } }
             let key: Key
             if withoutRowid {
