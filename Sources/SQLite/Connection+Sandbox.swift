@@ -213,16 +213,23 @@ extension Connection {
 
     /// Runs `body` with a time limit: past it, the running statement is
     /// interrupted (SQLITE_INTERRUPT, and `timedOut` is true). Clears any
-    /// earlier refusal first.
+    /// earlier refusal first. Within another limit (one statement of a
+    /// longer operation) the earlier of the two holds, and the outer one
+    /// goes on afterwards as it was.
     public func withTimeLimit<T>(milliseconds: Int, _ body: () throws -> T) rethrows -> T {
         let state = guardState
         state.refusal = nil
         state.timedOut = false
-        state.deadlineNanos = monotonicNanos() + UInt64(max(milliseconds, 1)) * 1_000_000
-        sqlite3_progress_handler(handle, 1000, guardProgress, Unmanaged.passUnretained(state).toOpaque())
+        let outer = state.deadlineNanos
+        state.deadlineNanos = min(outer, monotonicNanos() + UInt64(max(milliseconds, 1)) * 1_000_000)
+        if outer == .max { sqlite3_progress_handler(handle, 1000, guardProgress, Unmanaged.passUnretained(state).toOpaque()) }
         defer {
-            sqlite3_progress_handler(handle, 0, nil, nil)
-            state.deadlineNanos = .max
+            if outer == .max {
+                sqlite3_progress_handler(handle, 0, nil, nil)
+            } else if monotonicNanos() <= outer {
+                state.timedOut = false // (only the inner limit ran out)
+            }
+            state.deadlineNanos = outer
         }
         return try body()
     }

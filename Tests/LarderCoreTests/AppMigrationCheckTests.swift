@@ -45,6 +45,31 @@ final class AppMigrationCheckTests: XCTestCase {
         AppMigrationCheck(provisioner: core.provisioner, builds: core.builds)
     }
 
+    /// An app's check is sandboxed like /query: each `before` and `assert`
+    /// has the query limit, not the whole check's; and its failures are
+    /// bounded in number and size, however many the request makes.
+    func testAnEndlessAssertStopsAtTheQueryLimitAndFailuresAreBounded() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch) { $0.queryTimeoutMs = 200; $0.operationTimeoutMs = 60_000 }
+        try build(core, "app-v2")
+        let store = try uploadV1(core, scratch)
+        try migrate(store.databasePath)
+        let endless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) > 0 FROM c"
+        let began = Date()
+        let report = try check(core).judge(store.id, against: .build("app-v2"), snapshot: nil,
+                                           expect: ["before": [.string(endless)], "assert": [.string(endless), "SELECT 1"]])
+        XCTAssertEqual(report.failures.count, 2, "\(report.failures)")
+        XCTAssertTrue(report.failures.allSatisfy { $0.contains("ran past the query limit of 200 ms") }, "\(report.failures)")
+        XCTAssertLessThan(Date().timeIntervalSince(began), 50, "stopped long before the check's own limit")
+
+        let long = "SELECT 0 /* " + String(repeating: "x", count: 10_000) + " */"
+        let many = (0..<1_000).map { _ in JSONValue.string(long) }
+        let flood = try check(core).judge(store.id, against: .build("app-v2"), snapshot: nil, expect: ["assert": .array(many)])
+        XCTAssertLessThanOrEqual(flood.failures.count, MigrationCheck.Report.maxFailures + 1)
+        XCTAssertTrue(flood.failures.last?.contains("and \(1_000 - MigrationCheck.Report.maxFailures) more") == true, flood.failures.last ?? "")
+        XCTAssertLessThan(flood.failures.reduce(0) { $0 + $1.utf8.count }, 1 << 20)
+    }
+
     func testASnapshotTheAppMigratesRightPassesWithItsVersions() throws {
         let scratch = Scratch()
         let core = try CoreServices(scratch)

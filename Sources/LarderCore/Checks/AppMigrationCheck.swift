@@ -52,16 +52,17 @@ public struct AppMigrationCheck: Sendable {
         } catch let error as LarderError where error.code == .storeNotFound || error.code == .timeout || error.code == .conflict {
             throw error
         } catch {
-            report.failures.append("check could not run: \((error as? LarderError)?.message ?? "\(error)")")
+            report.fail("check could not run: \((error as? LarderError)?.message ?? "\(error)")")
         }
         report.milliseconds = (ContinuousClock.now - started).milliseconds
         return report
     }
 
     func judge(_ store: Store, expected: JSONValue, expect: JSONValue?, dataCheck: Bool, into report: inout MigrationCheck.Report) throws {
-        var failures: [String] = []
-        func fail(_ text: String) { failures.append(text) }
-        defer { report.failures += failures }
+        var failures = MigrationCheck.Report(template: nil, kind: .app, snapshot: nil, fromVersion: nil, toVersion: nil, milliseconds: 0, failures: [])
+        func fail(_ text: String) { failures.fail(text) }
+        defer { (report.failures, report.omitted) = (report.failures + failures.failures, report.omitted + failures.omitted) }
+        let queryLimit = registry.limits.readTimeoutMs
         var problems: [String] = []
         let kept = DataKept(expect: expect, problems: &problems)
         problems.forEach(fail)
@@ -76,7 +77,7 @@ public struct AppMigrationCheck: Sendable {
             if let wanted = expect?["version"].flatMap(MigrationCheck.version), let found = state.current, VersionOrder.compare(wanted, found) != 0 {
                 fail("expected version \(wanted), found \(found) (from \(state.source ?? "?"))")
             }
-            try MigrationCheck.checkAsserts(base, expect?["before"], "before", fail: fail)
+            try MigrationCheck.checkAsserts(base, expect?["before"], "before", queryLimitMs: queryLimit, fail: fail)
             return try Migrator.foreignKeyViolations(base)
         }
 
@@ -93,7 +94,7 @@ public struct AppMigrationCheck: Sendable {
                                                                 reference: "the reference") {
                 fail("schema differs from the reference: \(difference)")
             }
-            try MigrationCheck.checkExpectations(db, expect, fail: fail)
+            try MigrationCheck.checkExpectations(db, expect, queryLimitMs: queryLimit, fail: fail)
         }
         if dataCheck {
             try store.withBase(milliseconds: timeout, "checking the store kept its data") { db in

@@ -26,9 +26,28 @@ public struct MigrationCheck: Sendable {
         public var toVersion: String?
         public var milliseconds: Double
         public var failures: [String]
+        /// Failures kept at most, and the bytes of each: past them, one last
+        /// line counts the rest (a request's expectations can fail without end).
+        public static let maxFailures = 100
+        public static let maxFailureBytes = 2_000
+        /// Failures past `maxFailures`, counted in the last line.
+        var omitted = 0
         /// What the check could not do and says so without failing (a migration in code, not run here).
         public var notes: [String] = []
         public var passed: Bool { failures.isEmpty }
+
+        /// Adds a failure within the bounds: cut to `maxFailureBytes`, and
+        /// past `maxFailures` only counted.
+        public mutating func fail(_ text: String) {
+            guard failures.count < Report.maxFailures else {
+                omitted += 1
+                let line = "… and \(omitted) more failure\(omitted == 1 ? "" : "s")"
+                if failures.count == Report.maxFailures { failures.append(line) } else { failures[failures.count - 1] = line }
+                return
+            }
+            failures.append(text.utf8.count <= Report.maxFailureBytes ? text
+                            : String(decoding: text.utf8.prefix(Report.maxFailureBytes), as: UTF8.self) + " …")
+        }
         /// What was checked, in words: the snapshot's name, "round trip", or
         /// "migrated store" (an app's check that named no snapshot).
         public var subject: String { snapshot ?? (kind == .roundTrip ? "round trip" : kind == .app ? "migrated store" : "snapshot") }
@@ -132,7 +151,7 @@ public struct MigrationCheck: Sendable {
         var result = Report(template: t.name, kind: .snapshot, snapshot: snapshot.name, fromVersion: nil, toVersion: nil, milliseconds: 0, failures: [])
         let path = temporaryPath("\(t.name)-\(snapshot.name)")
         defer { removeDatabase(path) }
-        func fail(_ text: String) { result.failures.append(text) }
+        func fail(_ text: String) { result.fail(text) }
         do {
             try FileSystem.copyFile(from: snapshot.path, to: path)
             let db = try Connection(path: path, mode: .readWrite, uri: true)
@@ -195,7 +214,7 @@ public struct MigrationCheck: Sendable {
         return result
     }
 
-    static func checkExpectations(_ db: Connection, _ expect: JSONValue?, fail: (String) -> Void) throws {
+    static func checkExpectations(_ db: Connection, _ expect: JSONValue?, queryLimitMs: Int? = nil, fail: (String) -> Void) throws {
         guard let expect else { return }
         let counts = Dictionary(try Inspector.counts(db), uniquingKeysWith: { a, _ in a })
         for (table, value) in expect["counts"]?.objectMembers ?? [] {
@@ -209,7 +228,7 @@ public struct MigrationCheck: Sendable {
             if counts[table] == nil { fail("expected at least \(wanted) rows in \(table); there is no such table") }
             else if found < wanted { fail("expected at least \(wanted) rows in \(table), found \(found)") }
         }
-        try MigrationCheck.checkAsserts(db, expect["assert"], "assert", fail: fail)
+        try MigrationCheck.checkAsserts(db, expect["assert"], "assert", queryLimitMs: queryLimitMs, fail: fail)
     }
 
     /// What an `.expect.json` may say (an app's check refuses other keys).
@@ -220,19 +239,26 @@ public struct MigrationCheck: Sendable {
 
     /// Each SQL of `list` (`assert` after migrating, `before` on the snapshot
     /// as saved) must answer true. It only reads, and runs sandboxed: the
-    /// expectations of an app's check come from its request.
-    static func checkAsserts(_ db: Connection, _ list: JSONValue?, _ key: String, fail: (String) -> Void) throws {
+    /// expectations of an app's check come from its request, and each of
+    /// them then has `queryLimitMs`, as a query has.
+    static func checkAsserts(_ db: Connection, _ list: JSONValue?, _ key: String, queryLimitMs: Int? = nil, fail: (String) -> Void) throws {
         for item in list?.arrayValue ?? [] {
             guard let sql = item.stringValue else { fail("an item of \(key) in expect.json is not a string"); continue }
-            do {
-                let statement = try db.untrusted { try db.prepareSingle(sql) }
-                guard statement.isReadOnly else { fail("\(key) must only read: \(sql)"); continue }
-                guard try statement.step() else { fail("\(key) returned no row: \(sql)"); continue }
-                let value = statement.column(0)
-                if !value.isTrue { fail("\(key) is false (got \(QueryRunner.json(value).jsonText)): \(sql)") }
-            } catch let error as SQLiteError {
-                fail("\(key) failed to run (\(db.sandboxRefusal.map { "refused: \($0)" } ?? error.message)): \(sql)")
+            func run() -> String? {
+                do {
+                    let statement = try db.untrusted { try db.prepareSingle(sql) }
+                    guard statement.isReadOnly else { return "\(key) must only read: \(sql)" }
+                    guard try statement.step() else { return "\(key) returned no row: \(sql)" }
+                    let value = statement.column(0)
+                    return value.isTrue ? nil : "\(key) is false (got \(QueryRunner.json(value).jsonText)): \(sql)"
+                } catch let error as SQLiteError {
+                    if db.timedOut, let queryLimitMs { return "\(key) ran past the query limit of \(queryLimitMs) ms and was stopped: \(sql)" }
+                    return "\(key) failed to run (\(db.sandboxRefusal.map { "refused: \($0)" } ?? error.message)): \(sql)"
+                } catch {
+                    return "\(key) failed to run (\(error)): \(sql)"
+                }
             }
+            if let failure = queryLimitMs.map({ limit in db.withTimeLimit(milliseconds: limit, run) }) ?? run() { fail(failure) }
         }
     }
 
