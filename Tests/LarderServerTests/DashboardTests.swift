@@ -245,12 +245,21 @@ final class DashboardTests: XCTestCase {
     }
 
     func testTheMigrationChecksAreAPage() throws {
+        // A GET shows the last run and starts none (any web page can make a browser GET a URL).
+        let before = call("GET", "/checks/page", headers: bearer)
+        XCTAssertEqual(before.status, 200, before.text)
+        XCTAssertTrue(before.text.contains("no check has run") && before.text.contains(#"<form method="post" action="/checks/page">"#), before.text)
+        // Its button posts to the same path: the checks run, and the browser is sent back.
+        let run = call("POST", "/checks/page", headers: bearer)
+        XCTAssertEqual(run.status, 303, run.text)
+        XCTAssertEqual(run.header("location"), "/checks/page")
         let page = call("GET", "/checks/page", headers: bearer)
         XCTAssertEqual(page.status, 200, page.text)
         XCTAssertEqual(page.header("content-type"), "text/html; charset=utf-8")
         XCTAssertNotNil(page.header("content-security-policy"))
         XCTAssertTrue(page.text.contains("<h2>gallery</h2>") && page.text.contains("<td class=\"pass\">passed</td>"), page.text)
         XCTAssertTrue(page.text.contains(" passed, 0 failed"), page.text)
+        XCTAssertEqual(call("POST", "/checks/page", query: [("template", "nope")], headers: bearer).code, "unknown_template")
         // The dashboard links to it, and shows the run it made.
         let dashboard = call("GET", "/", headers: bearer).text
         XCTAssertTrue(dashboard.contains(#"<a href="/checks/page">run migration checks</a>"#))

@@ -125,6 +125,24 @@ class HostileTests(ServerCase):
             self.assertEqual(self.request("GET", "/health", headers={"Host": host})[0], 200, host)
         status, _ = self.request("POST", "/stores", b"{}", {"Origin": "http://127.0.0.1:%d" % self.port, "Content-Type": "application/json"})
         self.assertEqual(status, 201)
+        # A page served on another port of this machine (another server's, another user's) is another origin.
+        for origin in ["http://127.0.0.1:%d" % (self.port + 1), "http://localhost:8080", "http://127.0.0.1", "http://[::1]:%d" % (self.port + 1)]:
+            status, body = self.request("POST", "/stores", b"{}", {"Origin": origin, "Content-Type": "application/json"})
+            self.assertEqual((status, body["error"]["code"]), (403, "forbidden"), origin)
+
+    def test_a_get_starts_no_check(self):
+        # Any page can make a browser GET a URL (an <img>): the checks page
+        # shows the last run and runs them only on its button's POST.
+        status, page = self.request("GET", "/checks/page", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Dest": "image"})
+        self.assertEqual(status, 200)
+        self.assertIn(b"no check has run", page)
+        self.assertIn(b"no check has run", self.request("GET", "/checks/page")[1], "the GET ran nothing")
+        status, _ = self.request("POST", "/checks/page", b"", {"Origin": "http://127.0.0.1:%d" % (self.port + 1)})
+        self.assertEqual(status, 403)
+        status, answer = self.request("POST", "/checks/page", b"", {"Origin": "http://127.0.0.1:%d" % self.port})
+        self.assertEqual(status, 303, answer)
+        status, page = self.request("GET", "/checks/page")
+        self.assertIn(b"passed, 0 failed", page)
 
     # Lying and odd headers.
 

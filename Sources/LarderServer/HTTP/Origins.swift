@@ -43,7 +43,35 @@ struct Origins: Sendable {
             guard remembering("o" + origin, { Origins.host(ofURL: origin).map(allows) ?? false }) else {
                 throw LarderError(.forbidden, "requests from the web page '\(origin)' are refused", details: [("origin", .string(origin))])
             }
+            // A page of another port of this machine is another server's (another
+            // user's, another run's): on loopback the port is part of who asks.
+            if let originHost = Origins.host(ofURL: origin), originHost == "localhost" || Loopback.contains(originHost),
+               let host = request.header("host"), Origins.port(ofURL: origin) != Origins.port(ofHost: host) {
+                throw LarderError(.forbidden, "requests from the web page '\(origin)' (another port) are refused", details: [("origin", .string(origin))])
+            }
         }
+    }
+
+    /// The port of `scheme://host[:port]...` (the scheme's own when none is given).
+    static func port(ofURL url: String) -> Int? {
+        guard let scheme = url.firstRange(of: "://") else { return nil }
+        let authority = url[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        return port(ofHost: String(authority.split(separator: "@").last ?? ""), default: url.lowercased().hasPrefix("https") ? 443 : 80)
+    }
+
+    /// The port of a `Host` value (`[::1]:7464`, `127.0.0.1:7464`, `localhost`).
+    static func port(ofHost host: String, default fallback: Int = 80) -> Int? {
+        let h = Substring(host.trimmingSpaces())
+        let after: Substring
+        if h.hasPrefix("[") {
+            guard let end = h.firstIndex(of: "]") else { return nil }
+            after = h[h.index(after: end)...]
+        } else {
+            guard h.filter({ $0 == ":" }).count <= 1 else { return nil }
+            after = h.firstIndex(of: ":").map { h[$0...] } ?? ""
+        }
+        guard after.hasPrefix(":") else { return after.isEmpty ? fallback : nil }
+        return Int(after.dropFirst())
     }
 
     /// `verdict()`, or what it answered last time for `key`.
