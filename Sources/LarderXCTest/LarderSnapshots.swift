@@ -32,7 +32,12 @@ public struct LarderSnapshots: Sendable {
     @discardableResult
     public func check(in directory: URL, against reference: LarderClient.Reference, file: StaticString = #filePath, line: UInt = #line,
                       migrate: (String) async throws -> Void) async throws -> [LarderClient.CheckResult] {
-        if client === LarderTestServer.client { _ = try LarderTestServer.url() }
+        // Made while no server could be found: found now, or the reason why not.
+        var client = self.client
+        if client === LarderTestServer.unstarted {
+            _ = try LarderTestServer.url()
+            client = LarderTestServer.client
+        }
         let results = try await client.checkSnapshots(in: directory, against: reference, migrate: migrate)
         if results.isEmpty { XCTFail("no snapshots (*.sqlite) in \(directory.path)", file: file, line: line) }
         for result in results where !result.passed {

@@ -62,7 +62,7 @@ open class LarderTestCase: XCTestCase {
         let type = Swift.type(of: self)
         let fixtures = type.fixtures
         // The default client: fails here, saying why, when there is no server to use.
-        if type.client === LarderTestServer.client { _ = try LarderTestServer.url() }
+        if type.client === LarderTestServer.unstarted { _ = try LarderTestServer.url() }
         store = try await type.client.createStore(template: type.template, fixtures: fixtures.isEmpty ? nil : fixtures,
                                                   version: type.version, snapshot: type.snapshot,
                                                   label: LarderLabel.label(of: self, name: name, run: type.run), build: type.build)

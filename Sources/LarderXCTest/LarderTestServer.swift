@@ -25,20 +25,61 @@ public enum LarderTestServer {
     public static let nothingToUse = "Larder: no server to use: set LARDER_URL to a running server's URL, "
         + "or install the larder binary (set LARDER_BINARY to it, or put it on PATH)"
 
-    /// The server's URL: `LARDER_URL`, else the one `larder up` started for this process (once).
-    public static func url() throws -> URL { try started.get() }
-
-    /// The client the test helpers use when a test does not name its own.
-    public static let client: LarderClient = LarderClient(url: try? started.get())
-
-    private static let started: Result<URL, Unavailable> = Result {
-        let environment = ProcessInfo.processInfo.environment
-        if let given = environment["LARDER_URL"], !given.isEmpty {
-            guard let url = URL(string: given) else { throw Unavailable(description: "LARDER_URL is not a URL: \(given)") }
-            return url
+    /// The server's URL: `LARDER_URL`, else the one `larder up` started for
+    /// this process. Kept once found; a failure is not (but for a second, so
+    /// one test's setUp asks once): the next test runs `larder up` again.
+    public static func url() throws -> URL {
+        try slot.url {
+            let environment = ProcessInfo.processInfo.environment
+            if let given = environment["LARDER_URL"], !given.isEmpty {
+                guard let url = URL(string: given) else { throw Unavailable(description: "LARDER_URL is not a URL: \(given)") }
+                return url
+            }
+            return try start(serving: servedProcesses(), environment: environment)
         }
-        return try start(serving: servedProcesses(), environment: environment)
-    }.mapError { $0 as? Unavailable ?? Unavailable(description: "\($0)") }
+    }
+
+    /// The client the test helpers use when a test does not name its own:
+    /// the found server's, else ``unstarted`` (which `setUp` meets by asking
+    /// ``url()`` for the reason).
+    public static var client: LarderClient { slot.client(url: try? url()) ?? unstarted }
+
+    /// The client a test gets while no server could be found.
+    public static let unstarted = LarderClient(url: nil)
+
+    static let slot = Slot()
+
+    /// A URL found once and kept, with its client; a failure kept a second at most.
+    final class Slot: @unchecked Sendable {
+        private let lock = NSLock()
+        private var found: URL?
+        private var made: LarderClient?
+        private var failed: (Unavailable, Date)?
+
+        func url(_ resolve: () throws -> URL) throws -> URL {
+            lock.lock()
+            defer { lock.unlock() }
+            if let found { return found }
+            if let (failure, at) = failed, Date().timeIntervalSince(at) < 1 { throw failure }
+            do {
+                let url = try resolve()
+                found = url
+                return url
+            } catch {
+                let failure = error as? Unavailable ?? Unavailable(description: "\(error)")
+                failed = (failure, Date())
+                throw failure
+            }
+        }
+
+        func client(url: URL?) -> LarderClient? {
+            guard let url else { return nil }
+            lock.lock()
+            defer { lock.unlock() }
+            if made == nil { made = LarderClient(url: url) }
+            return made
+        }
+    }
 
     /// This process and, when `swift test` runs it, `swift test` itself,
     /// which lives for the whole run (its parallel workers share a server).
@@ -71,11 +112,35 @@ public enum LarderTestServer {
         return folders
     }
 
-    /// Runs `larder up --for PID...` in the working directory and answers the URL it prints.
+    /// The pauses before running a `larder up` that exited non-zero again:
+    /// one that joins a server as it stops can fail, and a moment later it
+    /// starts a new one.
+    static let retryDelays: [TimeInterval] = [0.2, 0.5]
+
+    /// Runs `larder up --for PID...` in the working directory and answers the
+    /// URL it prints; one that exits non-zero is run again after each of
+    /// `retryDelays`, and the error is its last run's.
     public static func start(serving pids: [Int32], environment: [String: String] = ProcessInfo.processInfo.environment,
                              builtIn: [URL] = productFolders()) throws -> URL {
         #if os(macOS) || os(Linux)
         guard let binary = binary(environment: environment, builtIn: builtIn) else { throw Unavailable(description: nothingToUse) }
+        for delay in retryDelays {
+            if let url = try runUp(binary, serving: pids, environment: environment, lastTry: false) { return url }
+            Thread.sleep(forTimeInterval: delay)
+        }
+        guard let url = try runUp(binary, serving: pids, environment: environment, lastTry: true) else {
+            throw Unavailable(description: "Larder: \(binary) up failed")
+        }
+        return url
+        #else
+        throw Unavailable(description: "Larder: tests on this platform cannot start a server: set LARDER_URL")
+        #endif
+    }
+
+    #if os(macOS) || os(Linux)
+    /// One run of `binary up`: its URL, or nil when it exited non-zero and
+    /// this is not the `lastTry` (which throws what it said instead).
+    private static func runUp(_ binary: String, serving pids: [Int32], environment: [String: String], lastTry: Bool) throws -> URL? {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = ["up"] + pids.flatMap { ["--for", String($0)] }
@@ -95,12 +160,11 @@ public enum LarderTestServer {
         process.waitUntilExit()
         let line = printed.trimmingCharacters(in: .whitespacesAndNewlines)
         guard process.terminationStatus == 0, let url = URL(string: line), url.scheme == "http" else {
+            if process.terminationStatus != 0 && !lastTry { return nil }
             throw Unavailable(description: "Larder: \(binary) up failed (exit \(process.terminationStatus)): "
                               + said.trimmingCharacters(in: .whitespacesAndNewlines))
         }
         return url
-        #else
-        throw Unavailable(description: "Larder: tests on this platform cannot start a server: set LARDER_URL")
-        #endif
     }
+    #endif
 }

@@ -1,6 +1,6 @@
 import Foundation
 import LarderClient
-import LarderXCTest
+@testable import LarderXCTest
 import XCTest
 
 /// A test case that names no server: with LARDER_URL unset, its store comes
@@ -74,6 +74,35 @@ final class LarderTestServerTests: XCTestCase {
             XCTAssertEqual("\(error)", LarderTestServer.nothingToUse)
         }
         XCTAssertTrue(LarderTestServer.nothingToUse.contains("LARDER_URL") && LarderTestServer.nothingToUse.contains("LARDER_BINARY"))
+    }
+
+    /// A `larder up` that fails as a run's server stops is run again; and a
+    /// failure is kept a second at most, so the next test tries anew.
+    func testAFailingUpIsRunAgainAndItsFailureNotKept() throws {
+        let script = scratch.appendingPathComponent("larder")
+        let runs = scratch.appendingPathComponent("runs")
+        // Fails twice (as a joining `up` once did), then prints a URL.
+        try """
+            #!/bin/sh
+            echo run >> "\(runs.path)"
+            [ "$(wc -l < "\(runs.path)")" -le 2 ] && { echo "larder up: cannot open .../lock: No such file or directory" >&2; exit 2; }
+            echo http://127.0.0.1:9
+            """.write(to: script, atomically: true, encoding: .utf8)
+        XCTAssertEqual(chmod(script.path, 0o755), 0)
+        let url = try LarderTestServer.start(serving: [getpid()], environment: ["LARDER_BINARY": script.path], builtIn: [])
+        XCTAssertEqual(url.absoluteString, "http://127.0.0.1:9")
+        XCTAssertEqual(try String(contentsOf: runs, encoding: .utf8).split(separator: "\n").count, 3)
+
+        let slot = LarderTestServer.Slot()
+        var asked = 0
+        let failing = { () throws -> URL in asked += 1; throw LarderTestServer.Unavailable(description: "no") }
+        XCTAssertThrowsError(try slot.url(failing))
+        XCTAssertThrowsError(try slot.url(failing))
+        XCTAssertEqual(asked, 1, "within a second, the same failure")
+        Thread.sleep(forTimeInterval: 1.1)
+        XCTAssertEqual(try slot.url { URL(string: "http://127.0.0.1:10")! }.absoluteString, "http://127.0.0.1:10", "tried anew")
+        XCTAssertEqual(try slot.url(failing).absoluteString, "http://127.0.0.1:10", "and kept once found")
+        XCTAssertTrue(slot.client(url: URL(string: "http://127.0.0.1:10")) === slot.client(url: URL(string: "http://127.0.0.1:10")))
     }
 
     func testAFailingUpSaysWhy() throws {
