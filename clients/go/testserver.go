@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Where the test helpers (StoreForTest, CheckSnapshots, TestClient) get their
@@ -54,12 +55,20 @@ const noServer = "Larder: no server to use: set LARDER_URL to a running server's
 // larder binary to start a server with.
 var ErrNoServer = errors.New(noServer)
 
-// The server `larder up` started for this process: started once.
+// The server `larder up` started for this process: its URL is kept once it
+// answers; a failure is not, so the next test runs `larder up` again.
 var (
-	upOnce sync.Once
-	upURL  string
-	upErr  error
+	upMu  sync.Mutex
+	upURL string
 )
+
+// upRetryDelays are the pauses before running a `larder up` that exited
+// non-zero again, within one call: one that joins a server as it stops can
+// fail, and a moment later it starts a new one (issue 43).
+var upRetryDelays = []time.Duration{200 * time.Millisecond, 500 * time.Millisecond}
+
+// upPause takes those pauses; the tests count them instead.
+var upPause = time.Sleep
 
 // TestClient returns a client of the server the test helpers use, with the
 // token LARDER_TOKEN:
@@ -75,7 +84,9 @@ var (
 //     last of them ends.
 //
 // With neither a URL nor a binary the error is ErrNoServer; a `larder up`
-// that fails gives an error with what it wrote to standard error.
+// that fails gives an error with what it wrote to standard error. One that
+// exits non-zero is run again, up to three runs 0.2 s and 0.5 s apart, and
+// a failure is not kept: the next call runs `larder up` anew.
 //
 // Use it where there is no *testing.T, e.g. to Build a template in TestMain;
 // StoreForTest and CheckSnapshots use it.
@@ -83,9 +94,14 @@ func TestClient() (*Client, error) {
 	if url := testURL(); url != "" {
 		return New(url, ""), nil
 	}
-	upOnce.Do(func() { upURL, upErr = larderUp() })
-	if upErr != nil {
-		return nil, upErr
+	upMu.Lock()
+	defer upMu.Unlock()
+	if upURL == "" {
+		url, err := larderUp()
+		if err != nil {
+			return nil, err
+		}
+		upURL = url
 	}
 	return New(upURL, ""), nil
 }
@@ -114,7 +130,8 @@ func testBinary() string {
 }
 
 // larderUp runs `BINARY up` for this process (and the go command running
-// it) and answers the URL it prints.
+// it) and answers the URL it prints; one that exits non-zero is run again
+// after each of upRetryDelays, and the error is its last run's.
 func larderUp() (string, error) {
 	binary := testBinary()
 	if binary == "" {
@@ -127,6 +144,21 @@ func larderUp() (string, error) {
 	if TestServer.Fixtures != "" {
 		args = append(args, "--fixtures", TestServer.Fixtures)
 	}
+	for attempt := 0; ; attempt++ {
+		url, err := runUp(binary, args)
+		var exit *exec.ExitError
+		// Only an exit status says it could not start a server this time: not
+		// a binary that cannot run, nor one killed when its time ran out.
+		if err == nil || !errors.As(err, &exit) || exit.ExitCode() <= 0 || attempt >= len(upRetryDelays) {
+			return url, err
+		}
+		upPause(upRetryDelays[attempt])
+	}
+}
+
+// runUp runs `binary up` with args once and answers the URL it prints; the
+// error wraps the *exec.ExitError of a run that exited non-zero.
+func runUp(binary string, args []string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
@@ -138,7 +170,7 @@ func larderUp() (string, error) {
 		if reason == "" {
 			reason = "(nothing on standard error)"
 		}
-		return "", fmt.Errorf("larder: starting a server with `%s` failed (%v):\n%s", command, err, reason)
+		return "", fmt.Errorf("larder: starting a server with `%s` failed (%w):\n%s", command, err, reason)
 	}
 	url := strings.TrimSpace(stdout.String())
 	if i := strings.LastIndexByte(url, '\n'); i >= 0 {

@@ -117,7 +117,9 @@ export declare function configure(settings?: HelperSettings): void;
  * `BINARY up --for <pid> [--for <runner pid>] [--fixtures DIR]` prints
  * (started when none runs for this test run). Rejects with a LarderError:
  * code "no_server" when there is neither a URL nor a binary, code
- * "server_start_failed" (details.stderr: what `larder up` said) when
- * `larder up` fails.
+ * "server_start_failed" (details.stderr: what `larder up` said, its last
+ * run; details.attempts: how many runs) when `larder up` fails. A `larder
+ * up` that exits non-zero is run again, up to three runs 0.2 s and 0.5 s
+ * apart; a failure is not kept: the next call runs it anew.
  */
 export declare function defaultLarder(): Promise<Larder>;

@@ -364,6 +364,10 @@ const NO_SERVER =
 // How long `larder up` may take: it waits up to 60 s for a server it starts,
 // after waiting its turn on the run's lock.
 const UP_TIMEOUT_MS = 120_000;
+// The pauses before running a `larder up` that exited non-zero again, within
+// one call: one that joins a server as it stops can fail, and a moment later
+// it starts a new one (issue 43).
+const UP_RETRY_DELAYS_MS = [200, 500];
 
 const SETTINGS = ['url', 'token', 'timeoutMs', 'binary', 'fixtures', 'serverArgs', 'run'];
 let settings = {};
@@ -399,13 +403,18 @@ export function configure(options = {}) {
  * The client withStore and testSnapshots use when they are given none: of
  * the URL configured or in LARDER_URL, else of the server `larder up` starts
  * (or finds) for this run. Made once per process; a failure to start the
- * server rejects every call with the same LarderError.
+ * server rejects the calls waiting for that try, and the next call tries
+ * anew.
  * @returns {Promise<Larder>}
  */
 export function defaultLarder() {
   if (!sharedClient) {
-    sharedClient = makeDefaultClient();
-    sharedClient.catch(() => {}); // rejects where it is awaited, not as unhandled
+    const made = makeDefaultClient();
+    sharedClient = made;
+    made.catch(() => {
+      // Not kept: the next test runs `larder up` again (unless configure() replaced it meanwhile).
+      if (sharedClient === made) sharedClient = null;
+    });
   }
   return sharedClient;
 }
@@ -473,9 +482,11 @@ function runnerPid() {
   return null;
 }
 
-function startServer() {
+// `larder up`, run again after each of UP_RETRY_DELAYS_MS while it exits
+// non-zero; rejects with its last run's error (details.attempts: how many runs).
+async function startServer() {
   const found = findBinary();
-  if (!found) return Promise.reject(new LarderError(NO_SERVER, { code: 'no_server' }));
+  if (!found) throw new LarderError(NO_SERVER, { code: 'no_server' });
   const [binary, source] = found;
   const args = ['up', '--for', String(process.pid)];
   const runner = runnerPid();
@@ -483,6 +494,21 @@ function startServer() {
   const fixtures = settings.fixtures || process.env.LARDER_FIXTURES;
   if (fixtures) args.push('--fixtures', resolve(fixtures));
   if (settings.serverArgs) args.push(...settings.serverArgs);
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await runUp(binary, source, args);
+    } catch (err) {
+      if (err?.details) err.details.attempts = attempt;
+      // Only an exit status says it could not start a server this time: not a binary that cannot run, nor a timeout.
+      const exitCode = err?.details?.exitCode;
+      if (typeof exitCode !== 'number' || exitCode === 0 || attempt > UP_RETRY_DELAYS_MS.length) throw err;
+      await new Promise((resolveDelay) => setTimeout(resolveDelay, UP_RETRY_DELAYS_MS[attempt - 1]));
+    }
+  }
+}
+
+// One run of `binary up ARGS`: the URL it prints.
+function runUp(binary, source, args) {
   const command = `${binary} ${args.join(' ')}`;
   return new Promise((resolvePromise, reject) => {
     execFile(

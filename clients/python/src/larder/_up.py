@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from ._client import DEFAULT_TIMEOUT, LarderError
@@ -31,9 +32,16 @@ NO_SERVER = ("Larder: no server to use: set LARDER_URL to a running server's URL
 # The server binary of the platform wheels, with its shared libraries in lib/ beside it.
 SHIPPED_BINARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_server", "larder")
 
-# The URL `larder up` printed, per process and request: asked once per process.
+# The URL `larder up` printed, per process and request: asked once per process
+# when it answers; a failure is not kept, so the next call runs it again.
 _started: Dict[Tuple[object, ...], str] = {}
 _lock = threading.Lock()
+
+# The pauses before running a `larder up` that exited non-zero again, within
+# one call: one that joins a server as it stops can fail, and a moment later
+# it starts a new one (issue 43).
+_RETRY_DELAYS = (0.2, 0.5)
+_sleep = time.sleep  # the tests count the pauses instead of taking them
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -84,7 +92,9 @@ def start_server(*, binary: Optional[PathLike] = None, fixtures: Optional[PathLi
     arguments, and answers the URL it prints. `larder up` starts the server
     when none runs for this binary, fixtures folder and settings, and keeps
     it while this process (and `runner_pid`, the process that runs a whole
-    run's test processes, such as the pytest-xdist controller) lives.
+    run's test processes, such as the pytest-xdist controller) lives. One
+    that exits non-zero is run again, up to three runs in all (0.2 s, then
+    0.5 s later); a failure is not remembered: the next call runs it anew.
 
     `binary` as `find_binary` says; `fixtures` the fixtures folder (else
     $LARDER_FIXTURES, else the first of fixtures/, tests/fixtures/, ... from
@@ -92,7 +102,8 @@ def start_server(*, binary: Optional[PathLike] = None, fixtures: Optional[PathLi
     `larder serve` settings (``["--ttl-seconds", "600"]``). Raises
     `LarderError` (status 0, code ``"no_server"``) with the one-sentence
     `NO_SERVER` when there is no binary, or with what `larder up` said when
-    it fails. LARDER_URL is not looked at: see `Client.for_tests`."""
+    it fails (its last run; ``details["attempts"]`` says how many runs).
+    LARDER_URL is not looked at: see `Client.for_tests`."""
     directory = os.path.abspath(os.fspath(cwd) if cwd is not None else os.getcwd())
     path = find_binary(binary, cwd=directory)
     if path is None:
@@ -113,20 +124,30 @@ def start_server(*, binary: Optional[PathLike] = None, fixtures: Optional[PathLi
 
 def _run_up(command: List[str], cwd: str, timeout: float) -> str:
     shown = " ".join(command)
-    try:
-        # Its output through pipes: the server it starts is detached from them.
-        done = subprocess.run(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise LarderError(0, "no_server", "Larder: `%s` did not answer in %g s" % (shown, timeout)) from None
-    except OSError as error:
-        raise LarderError(0, "no_server", "Larder: could not run `%s`: %s" % (shown, error)) from None
-    said = done.stderr.decode("utf-8", "replace").strip()
-    lines = [line.strip() for line in done.stdout.decode("utf-8", "replace").splitlines() if line.strip()]
-    if done.returncode != 0 or not lines or not lines[-1].startswith(("http://", "https://")):
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            # Its output through pipes: the server it starts is detached from them.
+            done = subprocess.run(command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise LarderError(0, "no_server", "Larder: `%s` did not answer in %g s" % (shown, timeout),
+                              {"attempts": attempts}) from None
+        except OSError as error:
+            raise LarderError(0, "no_server", "Larder: could not run `%s`: %s" % (shown, error),
+                              {"attempts": attempts}) from None
+        said = done.stderr.decode("utf-8", "replace").strip()
+        lines = [line.strip() for line in done.stdout.decode("utf-8", "replace").splitlines() if line.strip()]
+        if done.returncode == 0 and lines and lines[-1].startswith(("http://", "https://")):
+            return lines[-1]
+        # Only an exit status says it could not start a server this time; try again a moment later.
+        if done.returncode != 0 and attempts <= len(_RETRY_DELAYS):
+            _sleep(_RETRY_DELAYS[attempts - 1])
+            continue
         why = said or ("it printed %r" % lines[-1] if lines else "it printed nothing")
-        raise LarderError(0, "no_server", "Larder: `%s` failed (exit %d): %s" % (shown, done.returncode, why))
-    return lines[-1]
+        raise LarderError(0, "no_server", "Larder: `%s` failed (exit %d): %s" % (shown, done.returncode, why),
+                          {"attempts": attempts})
 
 
 def url_for_tests(url: Optional[str] = None, *, binary: Optional[PathLike] = None,

@@ -7,7 +7,9 @@ entry point: installing the package activates it.
   first time a test needs it (`larder.start_server`: the binary from
   --larder-binary / $LARDER_BINARY, the package's own, or PATH; the
   fixtures folder from --larder-fixtures / $LARDER_FIXTURES; serving this
-  process and, under xdist, the controller, so the workers share it);
+  process and, under xdist, the controller, so the workers share it). When
+  that fails, the test errors with why, and the next test that needs the
+  client tries again (pytest would keep a session fixture's failure);
 - fixture `larder_store`: a fresh store for each test, labelled
   RUN/PACKAGE/TEST (`item_label`: the run from --larder-run, $LARDER_RUN
   or the CI system's run id, else none and the label is PACKAGE/TEST; the
@@ -67,6 +69,8 @@ _reports_key = pytest.StashKey[Dict[str, Any]]()
 _kept_key = pytest.StashKey[List[Tuple[str, str]]]()
 # The session's build: (key or None, None), or (None, what to raise for every test).
 _build_key = pytest.StashKey[Tuple[Optional[str], Optional[BaseException]]]()
+# larder_client's last failure to find or start the server.
+_no_server_key = pytest.StashKey[BaseException]()
 # pytest.skip() or pytest.fail() in the hook.
 _OUTCOMES = (pytest.skip.Exception, pytest.fail.Exception)
 
@@ -242,10 +246,22 @@ def larder_client(pytestconfig: pytest.Config) -> Iterator[Client]:
     else:
         failure = None
     if failure is not None:
-        pytest.fail(failure, pytrace=False)
+        no_server = pytest.fail.Exception(failure, pytrace=False)
+        pytestconfig.stash[_no_server_key] = no_server
+        raise no_server
     client = Client(url=url)
     yield client
     client.close()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef: Any, request: pytest.FixtureRequest) -> Generator[None, Any, None]:
+    outcome = yield
+    # pytest keeps a session fixture's failure and raises it for every later
+    # test; forgotten, the next test that needs the server runs `larder up` again.
+    if outcome.excinfo is not None and outcome.excinfo[1] is request.config.stash.get(_no_server_key, None):
+        fixturedef.cached_result = None
+        del request.config.stash[_no_server_key]
 
 
 @pytest.fixture

@@ -24,6 +24,8 @@ import java.util.concurrent.TimeUnit;
  *       {@code BINARY up --for PID [--for MAVEN_PID] [--fixtures DIR]} in the working directory, and
  *       the URL it prints is used. {@code PID} is this JVM; {@code MAVEN_PID} is Maven's JVM when this
  *       one is a Surefire or Failsafe fork, so that forks started one after another keep one server.
+ *       A {@code larder up} that exits non-zero is run again, up to three runs 0.2 s and 0.5 s apart;
+ *       a failure is not kept: the next call runs it anew.
  *       {@code BINARY} is, in this order: {@code -Dlarder.binary}, {@code LARDER_BINARY}, the server the
  *       jar carries for this platform (linux-x86_64), {@code larder} on {@code PATH}. {@code DIR} is
  *       {@code -Dlarder.fixtures}; without it {@code larder up} takes {@code LARDER_FIXTURES}, else the
@@ -66,17 +68,22 @@ public final class SharedServer {
     /** How long {@code larder up} may take (it gives up on a server that does not listen within 60 s). */
     static final long UP_TIMEOUT_SECONDS = 120;
 
+    /**
+     * The pauses before running a {@code larder up} that exited non-zero again, within one call: one that
+     * joins a server as it stops can fail, and a moment later it starts a new one (issue 43).
+     */
+    static final long[] UP_RETRY_DELAYS_MS = {200, 500};
+
     private static final Object LOCK = new Object();
     private static Larder started;
     private static Larder given;
     private static String givenFor;
-    private static LarderException failure;
 
     private SharedServer() {}
 
     /**
      * The client of this run's server: the given URL's, else the one started for this JVM (starting it on
-     * the first call), with {@code LARDER_TOKEN}. Thread-safe.
+     * the first call, and on every later one until it started), with {@code LARDER_TOKEN}. Thread-safe.
      *
      * @throws LarderException when there is neither a URL nor a binary ({@link #NO_SERVER}), or
      *                         {@code larder up} fails (its standard error in the message)
@@ -91,16 +98,11 @@ public final class SharedServer {
                 }
                 return given;
             }
-            if (started != null) return started;
-            // A failure is remembered: every test of the JVM reports it without starting anew.
-            if (failure != null) throw new LarderException(failure.status(), failure.code(), failure.getMessage(), failure.details(), failure);
-            try {
+            // A failure is not kept: the next test runs `larder up` again.
+            if (started == null) {
                 started = new Larder(up(binary(), servedPids(), setting("larder.fixtures", null)), System.getenv("LARDER_TOKEN"));
-                return started;
-            } catch (LarderException e) {
-                failure = e;
-                throw e;
             }
+            return started;
         }
     }
 
@@ -269,14 +271,51 @@ public final class SharedServer {
 
     /**
      * Runs {@code binary up --for PID … [--fixtures DIR]} in the working directory and answers the URL
-     * it prints.
+     * it prints; one that exits non-zero is run again after each of {@link #UP_RETRY_DELAYS_MS}.
      *
-     * @throws LarderException when it cannot run, fails (its standard error in the message) or prints no URL
+     * @throws LarderException when it cannot run, fails (its last run's standard error in the message) or
+     *                         prints no URL; {@code details().get("attempts")} is how many runs it took
      */
     static String up(Binary binary, List<Long> pids, String fixtures) {
         List<String> command = new ArrayList<>(List.of(binary.path(), "up"));
         for (long pid : pids) command.addAll(List.of("--for", Long.toString(pid)));
         if (fixtures != null) command.addAll(List.of("--fixtures", Path.of(fixtures).toAbsolutePath().toString()));
+        String shown = String.join(" ", command);
+        for (int attempt = 1; ; attempt++) {
+            Map<String, Object> details = Map.of("attempts", attempt);
+            Run run = runUp(binary, command, details);
+            if (run.status() == 0) {
+                String[] lines = run.stdout().split("\n");
+                String url = lines[lines.length - 1].strip();
+                if (!url.startsWith("http://") && !url.startsWith("https://")) {
+                    throw new LarderException(0, "up_failed", "Larder: `" + shown + "` printed no URL: "
+                            + (run.stdout().isEmpty() ? "(nothing)" : run.stdout()) + (run.stderr().isEmpty() ? "" : "\n" + run.stderr()), details);
+                }
+                return url;
+            }
+            // Only an exit status says it could not start a server this time: try again a moment later.
+            if (attempt > UP_RETRY_DELAYS_MS.length) {
+                throw new LarderException(0, "up_failed", "Larder: `" + shown + "` (" + binary.from()
+                        + ") failed with exit status " + run.status() + ": " + (run.stderr().isEmpty() ? "(nothing on standard error)" : run.stderr()), details);
+            }
+            try {
+                Thread.sleep(UP_RETRY_DELAYS_MS[attempt - 1]);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new LarderException(0, "up_failed", "Larder: interrupted while waiting for `" + shown + "`", details, e);
+            }
+        }
+    }
+
+    /** One run of {@code larder up}: its exit status and what it printed (stripped). */
+    private record Run(int status, String stdout, String stderr) {}
+
+    /**
+     * Runs {@code command} once.
+     *
+     * @throws LarderException ({@code details}) when it cannot run, does not finish in time or is interrupted
+     */
+    private static Run runUp(Binary binary, List<String> command, Map<String, Object> details) {
         Path out = null;
         Path err = null;
         try {
@@ -292,7 +331,7 @@ public final class SharedServer {
                 p.getOutputStream().close(); // nothing on its standard input
             } catch (IOException e) {
                 throw new LarderException(0, "up_failed", "Larder: could not run " + binary.path() + " (from "
-                        + binary.from() + "): " + e.getMessage(), null, e);
+                        + binary.from() + "): " + e.getMessage(), details, e);
             }
             boolean done;
             try {
@@ -300,28 +339,17 @@ public final class SharedServer {
             } catch (InterruptedException e) {
                 p.destroyForcibly();
                 Thread.currentThread().interrupt();
-                throw new LarderException(0, "up_failed", "Larder: interrupted while waiting for `" + String.join(" ", command) + "`", null, e);
+                throw new LarderException(0, "up_failed", "Larder: interrupted while waiting for `" + String.join(" ", command) + "`", details, e);
             }
             if (!done) {
                 p.destroyForcibly();
                 throw new LarderException(0, "up_failed", "Larder: `" + String.join(" ", command) + "` did not finish within "
-                        + UP_TIMEOUT_SECONDS + " s: " + Files.readString(err, StandardCharsets.UTF_8).strip(), null);
+                        + UP_TIMEOUT_SECONDS + " s: " + Files.readString(err, StandardCharsets.UTF_8).strip(), details);
             }
-            String stdout = Files.readString(out, StandardCharsets.UTF_8).strip();
-            String stderr = Files.readString(err, StandardCharsets.UTF_8).strip();
-            if (p.exitValue() != 0) {
-                throw new LarderException(0, "up_failed", "Larder: `" + String.join(" ", command) + "` (" + binary.from()
-                        + ") failed with exit status " + p.exitValue() + ": " + (stderr.isEmpty() ? "(nothing on standard error)" : stderr), null);
-            }
-            String[] lines = stdout.split("\n");
-            String url = lines[lines.length - 1].strip();
-            if (!url.startsWith("http://") && !url.startsWith("https://")) {
-                throw new LarderException(0, "up_failed", "Larder: `" + String.join(" ", command) + "` printed no URL: "
-                        + (stdout.isEmpty() ? "(nothing)" : stdout) + (stderr.isEmpty() ? "" : "\n" + stderr), null);
-            }
-            return url;
+            return new Run(p.exitValue(), Files.readString(out, StandardCharsets.UTF_8).strip(),
+                    Files.readString(err, StandardCharsets.UTF_8).strip());
         } catch (IOException e) {
-            throw new LarderException(0, "up_failed", "Larder: could not run `" + String.join(" ", command) + "`: " + e, null, e);
+            throw new LarderException(0, "up_failed", "Larder: could not run `" + String.join(" ", command) + "`: " + e, details, e);
         } finally {
             for (Path f : new Path[] {out, err}) {
                 if (f == null) continue;

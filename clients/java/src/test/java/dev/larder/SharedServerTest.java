@@ -6,7 +6,9 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -58,6 +60,71 @@ class SharedServerTest {
                 () -> SharedServer.up(new SharedServer.Binary(missing, "LARDER_BINARY"), List.of(SELF), null));
         assertEquals("up_failed", e.code());
         assertTrue(e.getMessage().startsWith("Larder: could not run " + missing + " (from LARDER_BINARY): "), e.getMessage());
+        assertEquals(1, e.details().get("attempts"), "not run again");
+    }
+
+    /**
+     * A {@code larder} that logs each run's arguments to {@code $0.ran} and fails its first {@code fails} runs
+     * (saying which on stderr), then prints {@code answer} and exits 0.
+     */
+    static SharedServer.Binary scripted(Path dir, int fails, String answer) throws IOException {
+        Path script = dir.resolve("larder");
+        Files.writeString(script, "#!/bin/sh\n"
+                + "echo \"$*\" >> \"$0.ran\"\n"
+                + "runs=$(wc -l < \"$0.ran\")\n"
+                + "if [ \"$runs\" -le " + fails + " ]; then echo \"scripted larder: failure $runs\" >&2; exit 2; fi\n"
+                + "echo '" + answer + "'\n");
+        script.toFile().setExecutable(true);
+        return new SharedServer.Binary(script.toString(), "the test");
+    }
+
+    static List<String> runs(SharedServer.Binary binary) throws IOException {
+        Path ran = Path.of(binary.path() + ".ran");
+        return Files.exists(ran) ? Files.readAllLines(ran) : List.of();
+    }
+
+    @Test
+    void aFailedUpIsRunAgain(@TempDir Path dir) throws Exception {
+        SharedServer.Binary binary = scripted(dir, 1, "http://127.0.0.1:9");
+        assertEquals("http://127.0.0.1:9", SharedServer.up(binary, List.of(SELF), null));
+        assertEquals(List.of("up --for " + SELF, "up --for " + SELF), runs(binary));
+    }
+
+    @Test
+    void aFailedUpIsTriedThreeTimesWithWhatItsLastRunSaid(@TempDir Path dir) throws Exception {
+        SharedServer.Binary binary = scripted(dir, 1000, "http://127.0.0.1:9");
+        LarderException e = assertThrows(LarderException.class, () -> SharedServer.up(binary, List.of(SELF), null));
+        assertEquals("Larder: `" + binary.path() + " up --for " + SELF + "` (the test) failed with exit status 2: scripted larder: failure 3",
+                e.getMessage());
+        assertEquals(3, e.details().get("attempts"));
+        assertEquals(3, runs(binary).size());
+    }
+
+    @Test
+    void anAnswerThatIsNoUrlIsNotRunAgain(@TempDir Path dir) throws Exception {
+        SharedServer.Binary binary = scripted(dir, 0, "ready");
+        LarderException e = assertThrows(LarderException.class, () -> SharedServer.up(binary, List.of(SELF), null));
+        assertTrue(e.getMessage().endsWith("printed no URL: ready"), e.getMessage());
+        assertEquals(1, e.details().get("attempts"));
+        assertEquals(1, runs(binary).size());
+    }
+
+    @Test
+    void aFailureIsNotKeptForTheJvm(@TempDir Path dir) throws Exception {
+        assumeTrue(System.getenv("LARDER_URL") == null && System.getProperty("larder.url") == null, "a URL is given");
+        SharedServer.Binary binary = scripted(dir, 1000, "http://127.0.0.1:9");
+        String before = System.getProperty("larder.binary");
+        System.setProperty("larder.binary", binary.path());
+        try {
+            for (int call = 1; call <= 2; call++) {
+                LarderException e = assertThrows(LarderException.class, SharedServer::client);
+                assertTrue(e.getMessage().endsWith("scripted larder: failure " + 3 * call), e.getMessage());
+                assertEquals(3 * call, runs(binary).size(), "each call runs `larder up` anew");
+            }
+        } finally {
+            if (before == null) System.clearProperty("larder.binary");
+            else System.setProperty("larder.binary", before);
+        }
     }
 
     @Test
