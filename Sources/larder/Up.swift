@@ -17,14 +17,16 @@ struct Up: ParsableCommand {
             The clients' test helpers run it when LARDER_URL is not set. Every process named by --for \
             (default: the one that runs `larder up`) is served; the processes of one run (pytest-xdist \
             workers, `go test ./...` packages, parallel JUnit forks) share one server, keyed by this \
-            binary, the fixtures folder and the settings. It listens on a free loopback port with its root \
-            in a temporary folder, and stops, removing that folder, a second after the last process it \
-            serves has ended.
+            binary, the fixtures folder and the settings. It listens on a free loopback port, answering only \
+            this user's processes, with its root in a temporary folder (TMPDIR, else /tmp where another user \
+            could change the way to TMPDIR), and stops, removing that folder, a second after the last process \
+            it serves has ended; joining it as it stops starts a new one.
 
             The fixtures folder is --fixtures or LARDER_FIXTURES, else the first of fixtures, \
             tests/fixtures, test/fixtures and testdata/fixtures found from the working directory up to the \
             project's top (the folder holding .git, go.mod, package.json, pyproject.toml, setup.py, \
-            pom.xml, build.gradle or Package.swift), else none. Other settings are passed to `larder serve`.
+            pom.xml, build.gradle or Package.swift), never above a folder another user owns or anyone may write, \
+            else none. Other settings are passed to `larder serve`.
 
             Exits 0 printing the URL, 2 when no server could be started (the reason, and the server's \
             last lines, on standard error).
