@@ -214,6 +214,14 @@ public enum FileSystem {
     }
 
     /// Size, modification time and inode: changes whenever the file is written or replaced.
+    /// What changes whenever the file open as `descriptor` is written: its
+    /// size, its times of change, its inode.
+    public static func signature(descriptor: Int32) -> String? {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { return nil }
+        return "\(info.st_size):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec):\(info.st_ctim.tv_sec).\(info.st_ctim.tv_nsec):\(info.st_ino)"
+    }
+
     public static func signature(_ path: String) -> String? {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }

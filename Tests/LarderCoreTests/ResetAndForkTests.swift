@@ -321,6 +321,52 @@ final class ResetAndForkTests: XCTestCase {
     }
 
     /// A store of `megabytes` MB: the gallery with a table `big` of 4 KB rows, checkpointed.
+    /// The base a large fork gets after the answer is the file it was handed
+    /// out as, or none: a test that removes its -shm (another process's
+    /// connection then sees none of the server's locks), writes and
+    /// checkpoints into the file before the base is copied must not see its
+    /// rows hidden by the diff and kept by a reset.
+    func testABaseCopiedAfterTheAnswerIsWhatWasHandedOutOrNone() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let source = try largeStore(core, megabytes: 2)
+        let reached = DispatchSemaphore(value: 0), go = DispatchSemaphore(value: 0)
+        // (Only this fork's copy is held: another test's may still be under way.)
+        StoreRegistry.beforeBaseCopy = { store in if store.record.label == "held" { reached.signal(); go.wait() } }
+        defer { StoreRegistry.beforeBaseCopy = nil }
+        let fork = try core.provisioner.createFork(of: source.id, fixtures: nil, label: "held", ttlSeconds: nil).0
+        reached.wait()
+        let attack = Process()
+        attack.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        attack.arguments = ["python3", "-c", """
+            import os, sqlite3, sys
+            os.unlink(sys.argv[1] + "-shm")
+            db = sqlite3.connect(sys.argv[1])
+            db.execute("CREATE TABLE planted (x)")
+            db.execute("INSERT INTO planted VALUES (1)")
+            db.commit()
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            """, fork.databasePath]
+        try attack.run()
+        attack.waitUntilExit()
+        XCTAssertEqual(attack.terminationStatus, 0)
+        go.signal()
+        do {
+            let diff = try fork.diff()
+            XCTAssertTrue(diff.schema.contains { $0.kind == .added && $0.name == "planted" }, "the diff hid the test's table: \(diff.schema)")
+        } catch {
+            XCTAssertEqual(LarderError.classify(error)?.code, .badRequest, "\(error)")
+            XCTAssertTrue("\(error)".contains("before its base was copied"), "\(error)")
+        }
+        do {
+            let reset = try core.editor.reset(fork.id)
+            XCTAssertNil(try Connection(path: reset.databasePath, mode: .readOnly).scalar("SELECT name FROM sqlite_schema WHERE name = 'planted'"),
+                         "a reset kept the test's table")
+        } catch {
+            XCTAssertEqual(LarderError.classify(error)?.code, .badRequest, "\(error)")
+        }
+    }
+
     /// `work`, again while it answers `conflict`, for up to 60 s: a copy of
     /// a store whose test never stops writing may wait out its busy timeout
     /// (in rollback-journal mode each commit locks readers out), the

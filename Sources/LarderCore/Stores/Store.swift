@@ -46,6 +46,9 @@ public final class Store: Sendable {
 
     /// Whether its base is still being copied (`StoreRegistry.copyBaseLater`).
     private let basePending: Atomic<Bool>
+    /// Whether that copy was given up because the test wrote into the file
+    /// meanwhile, outside SQLite's locks: what was handed out is not known.
+    private let baseLost = Atomic<Bool>(false)
     /// Broadcast whenever a base copied later is there (or has failed).
     private static let basesCopied = Condition()
 
@@ -103,7 +106,8 @@ public final class Store: Sendable {
 
     /// The base copied later is there, or will never be (its copy failed:
     /// the store then keeps no creation state, as when its test removed the base).
-    func baseCopied() {
+    func baseCopied(lost: Bool = false) {
+        if lost { baseLost.store(true, ordering: .releasing) }
         Store.basesCopied.withLock {
             basePending.store(false, ordering: .releasing)
             Store.basesCopied.broadcast()
@@ -327,6 +331,11 @@ public final class Store: Sendable {
     /// request when it keeps none.
     func creationState(within milliseconds: Int) throws -> StoreRecord.Creation {
         try waitForBase(milliseconds: milliseconds)
+        if baseLost.load(ordering: .acquiring) {
+            throw LarderError(.badRequest, "store '\(id)' keeps no creation state: its test wrote into store.sqlite before its base was copied, "
+                                  + "outside SQLite's locks (its -shm removed?), so what it was handed out as is not known; delete it and make another",
+                              details: [("id", .string(id))])
+        }
         // The base sits in the store's directory, which the test's users may
         // write: it must still be a plain file (and is opened without following links).
         guard let creation = record.creation, FileSystem.isPlainFile(basePath) else {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import Dispatch
 import FileSystem
+import Glibc
 import FoundationEssentials
 import SQLite
 import Synchronization
@@ -406,10 +407,19 @@ public final class StoreRegistry: Sendable {
     private func copyBaseLater(of store: Store, keeper: Keeper) {
         let temporary = layout.temporary + "/base-" + store.id
         let copy: @Sendable () -> Void = {
-            defer { store.baseCopied() }
+            var lost = false
+            defer { store.baseCopied(lost: lost) }
+            StoreRegistry.beforeBaseCopy?(store)
             do {
                 if let source = keeper.connection?.databaseDescriptor() {
+                    // The keeper's read lock holds every checkpoint off the file, but for
+                    // a connection of the test's that sees none of its locks (its -shm
+                    // removed): a file written meanwhile is no base.
                     try FileSystem.copyFile(from: source, named: store.databasePath, to: temporary) { store.isDeleted }
+                    guard !keeper.inTransaction || (keeper.signature != nil && FileSystem.signature(descriptor: source) == keeper.signature) else {
+                        lost = true
+                        throw FileSystem.Failure("changed while copied", store.databasePath, EBUSY)
+                    }
                 } else {
                     // (Made now, before the answer: no connection of ours to the file is open.)
                     try FileSystem.copyFile(from: store.databasePath, to: temporary, followingLinks: false)
@@ -425,12 +435,17 @@ public final class StoreRegistry: Sendable {
         if keeper.inTransaction { StoreRegistry.baseCopies.async(execute: copy) } else { copy() }
     }
 
+    /// Runs before each base copied after the answer (tests hold it there).
+    nonisolated(unsafe) static var beforeBaseCopy: (@Sendable (Store) -> Void)?
+
     /// The connection whose read transaction keeps a store's file as it was
     /// handed out until its base is copied; only the copy touches it after.
     private final class Keeper: @unchecked Sendable {
         var connection: Connection?
         /// Whether its read transaction began (else the copy is made at once).
         let inTransaction: Bool
+        /// The file's as the transaction began, before the store was handed out.
+        private(set) var signature: String?
 
         init(_ database: String, busyTimeoutMs: Int32) {
             do {
@@ -439,6 +454,7 @@ public final class StoreRegistry: Sendable {
                 try db.harden()
                 try db.execute("BEGIN")
                 _ = try db.scalar("SELECT count(*) FROM sqlite_schema") // the read transaction starts here
+                signature = db.databaseDescriptor().flatMap { FileSystem.signature(descriptor: $0) }
                 inTransaction = true
             } catch {
                 inTransaction = false
