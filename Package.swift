@@ -31,7 +31,9 @@ let package = Package(
         .systemLibrary(name: "CSystem"),
         // Trimming and fixed-point numbers without Foundation (which would link ICU).
         .target(name: "Text"),
-        .target(name: "SQLite", dependencies: ["CSQLite", "Text"]),
+        // SQLite's system calls as Larder gives them (non-blocking opens, the temporary files' budget): C, one state per process.
+        .target(name: "CSQLiteHooks", dependencies: ["CSQLite"]),
+        .target(name: "SQLite", dependencies: ["CSQLite", "CSQLiteHooks", "Text"]),
         .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD", "FileSystem", "Text"]),
         .target(name: "Digest", dependencies: ["CSystem"]),
         .target(name: "FileSystem", dependencies: ["CSystem"]),

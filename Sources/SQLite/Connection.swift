@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import CSQLite
+import CSQLiteHooks
 import Glibc
 import Text
 

@@ -10,6 +10,9 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
     public var statement: String?
     /// The operating system's errno behind an I/O error (ENOSPC ...), or 0.
     public var systemErrno: Int32 = 0
+    /// SQLITE_FULL because SQLite's temporary files reached their budget
+    /// (`TemporaryFiles`), not because the disk is full.
+    public var overTemporaryBudget = false
 
     public init(code: Int32, message: String, statement: String? = nil) {
         self.code = code
@@ -22,6 +25,8 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
         self.message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
         self.statement = statement
         self.systemErrno = db.map { sqlite3_system_errno($0) } ?? 0
+        // (Asked on the thread whose statement failed, where the refusal was noted.)
+        self.overTemporaryBudget = TemporaryFiles.takeRefusal() && (self.code & 0xff) == SQLITE_FULL
     }
 
     /// The primary result code (`SQLITE_CONSTRAINT` for `SQLITE_CONSTRAINT_FOREIGNKEY`).

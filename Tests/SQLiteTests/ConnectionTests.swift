@@ -58,6 +58,31 @@ final class ConnectionTests: XCTestCase {
         }
     }
 
+    /// SQLite's temporary files grow only into what the budget grants: a
+    /// sort past it fails as SQLITE_FULL marked as the budget's, and what
+    /// they held is given back when they close.
+    func testTemporaryFilesStayWithinTheirBudget() throws {
+        let granted = Mutex<Int64>(0)
+        TemporaryFiles.budget { bytes in granted.withLock { total in
+            guard total + bytes <= 4 << 20 else { return false }
+            total += bytes
+            return true
+        } }
+        defer { TemporaryFiles.budget(nil) }
+        let db = try Connection(path: directory + "/temp.sqlite")
+        try db.execute("PRAGMA cache_size = -512")
+        let before = TemporaryFiles.bytes
+        let sort = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 200000) SELECT x, randomblob(100) AS b FROM c ORDER BY b"
+        XCTAssertThrowsError(try db.rows(sort)) { error in
+            let sqlite = error as? SQLiteError
+            XCTAssertEqual(sqlite?.primaryCode, SQLITE_FULL, "\(error)")
+            XCTAssertEqual(sqlite?.overTemporaryBudget, true, "\(error)")
+        }
+        XCTAssertEqual(TemporaryFiles.bytes, before, "given back when the sort's files closed")
+        XCTAssertFalse(TemporaryFiles.takeRefusal())
+        XCTAssertEqual(try db.rows(sort.replacing("200000", with: "2000")).count, 2000, "small work fits")
+    }
+
     func testPrepareSingleRefusesASecondStatement() throws {
         let db = try Connection(path: directory + "/a.sqlite")
         XCTAssertNoThrow(try db.prepareSingle("SELECT 1; -- trailing comment"))

@@ -95,6 +95,7 @@ extension StoreRegistry {
     private func translate(_ error: Error, db: Connection, store: Store, pageLimit: Int64?) -> Error {
         if store.isDeleted { return store.notFound }
         let sqlite = (error as? SQLiteError) ?? (error as? LarderError)?.underlying
+        if let sqlite, sqlite.overTemporaryBudget { return LarderError.temporaryFilesOverQuota(sqlite) }
         // SQLite says "full" for both; the quota it is unless the file system is nearly out of room.
         if let sqlite, sqlite.isFull, pageLimit != nil, (FileSystem.availableBytes(store.directory) ?? 0) > 1 << 20 {
             return LarderError(.quotaExceeded, "the disk quota (\(limits.maxDiskBytes) bytes) is reached: the store cannot grow past it",

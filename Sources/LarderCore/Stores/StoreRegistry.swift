@@ -108,6 +108,11 @@ public final class StoreRegistry: Sendable {
         storesDirectory = try HeldDirectory(layout.stores)
         try recover()
         for shard in 0..<RootLayout.stagingShards { try FileSystem.makeDirectory(layout.staging(shard: shard)) }
+        if limits.maxDiskBytes > 0 {
+            // SQLite's temporary files (a client query's sort) count too, and grow only into room the quota has.
+            countAgainstQuota { TemporaryFiles.bytes }
+            TemporaryFiles.budget { [weak self] bytes in self?.hasRoom(for: bytes) ?? true }
+        }
     }
 
     /// Lets another registry take the root (the server stopped), once the

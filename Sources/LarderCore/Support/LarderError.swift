@@ -119,6 +119,16 @@ public struct LarderError: Error, CustomStringConvertible, Sendable {
         return made
     }
 
+    /// SQLite's temporary files of the work (a sort, a temporary table)
+    /// would pass `--max-disk-bytes`: `quota_exceeded`.
+    static func temporaryFilesOverQuota(_ error: SQLiteError) -> LarderError {
+        var made = LarderError(.quotaExceeded, "the disk quota is reached: SQLite's temporary files for this work (a sort, a temporary table) "
+                                   + "would pass it; nothing of it was kept. Delete stores, narrow the query, or raise --max-disk-bytes",
+                               details: [("sqlite_code", .int(Int64(error.code)))])
+        made.underlying = error
+        return made
+    }
+
     /// A lock another connection holds (a test's open write transaction)
     /// outlasted the busy wait: `conflict`, to be tried again.
     static func busy(_ error: SQLiteError) -> LarderError {
@@ -144,6 +154,7 @@ public struct LarderError: Error, CustomStringConvertible, Sendable {
     public static func classify(_ error: Error) -> LarderError? {
         if let e = error as? LarderError { return e }
         if let e = error as? SQLiteError {
+            if e.overTemporaryBudget { return temporaryFilesOverQuota(e) }
             if e.isFull || e.isOutOfSpace { return sqlite(e, as: .insufficientStorage, "the file system is full") }
             if e.isBusy { return busy(e) }
             if e.isDamage || e.isUnreadable { return damaged(e) }
