@@ -34,7 +34,9 @@ let package = Package(
         // SQLite's system calls as Larder gives them (non-blocking opens, the temporary files' budget): C, one state per process.
         .target(name: "CSQLiteHooks", dependencies: ["CSQLite"]),
         .target(name: "SQLite", dependencies: ["CSQLite", "CSQLiteHooks", "Text"]),
-        .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD", "FileSystem", "Text"]),
+        // Who owns a loopback connection's other end (sock_diag, /proc/net/tcp): C, apart from libmicrohttpd's header.
+        .target(name: "CPeerUser"),
+        .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD", "CPeerUser", "FileSystem", "Text"]),
         .target(name: "Digest", dependencies: ["CSystem"]),
         .target(name: "FileSystem", dependencies: ["CSystem"]),
         .target(name: "Zip", dependencies: ["CSystem", "Digest"]),

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-import CMicroHTTPD
+import CPeerUser
 
 /// Who owns the other end of a TCP connection from a process of this
 /// machine: what lets a server on loopback serve only its own user, since
