@@ -83,13 +83,14 @@ static int larder_sqlite_close(int fd) {
    blocking, then kept only when it is a plain file or a directory. A test
    may swap its store's files for a FIFO, whose open or read blocks for good
    (holding SQLite's global mutex while opening -shm), or for a device.
-   /dev/null stays: SQLite opens it to fill descriptors 0-2 when closed. */
+   /dev/null and /dev/urandom, named so, stay: SQLite opens them itself (to
+   fill descriptors 0-2 when closed; to seed its randomness). */
 static int larder_sqlite_guarded_open(const char *path, int flags, int mode) {
     int fd = open(path, flags | O_NONBLOCK, mode);
     if (fd < 0) return fd;
     struct stat info;
     if (fstat(fd, &info) != 0
-        || !(S_ISREG(info.st_mode) || S_ISDIR(info.st_mode) || (S_ISCHR(info.st_mode) && strcmp(path, "/dev/null") == 0))) {
+        || !(S_ISREG(info.st_mode) || S_ISDIR(info.st_mode) || (S_ISCHR(info.st_mode) && (strcmp(path, "/dev/null") == 0 || strcmp(path, "/dev/urandom") == 0)))) {
         close(fd);
         errno = EACCES;
         return -1;

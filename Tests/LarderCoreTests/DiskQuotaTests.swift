@@ -37,8 +37,12 @@ final class DiskQuotaTests: XCTestCase {
         XCTAssertEqual(core.registry.layout.halfMade, [])
         XCTAssertEqual(core.registry.usedBytes, 0, "no reservation is left behind")
         // One that fits, twice over (its file and its base), is made.
-        _ = try upload(core, try database(scratch, mebibytes: 2))
+        let fits = try upload(core, try database(scratch, mebibytes: 2))
         XCTAssertEqual(core.registry.count, 1)
+        // The records' journal counts too.
+        let journal = FileSystem.size(core.registry.layout.journal)
+        XCTAssertGreaterThan(journal, 0)
+        XCTAssertGreaterThanOrEqual(core.registry.usedBytes, 2 * fits.sizeBytes + journal)
     }
 
     /// An upload's or a fork's base is a copy of its own, and a deleted

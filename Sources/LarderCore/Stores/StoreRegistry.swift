@@ -111,6 +111,9 @@ public final class StoreRegistry: Sendable {
         if limits.maxDiskBytes > 0 {
             // SQLite's temporary files (a client query's sort) count too, and grow only into room the quota has.
             countAgainstQuota { TemporaryFiles.bytes }
+            // The records' journal too: rewritten at three times the live records, it stays small, but it is disk all the same.
+            let journalPath = layout.journal
+            countAgainstQuota { FileSystem.size(journalPath) }
             TemporaryFiles.budget { [weak self] bytes in self?.hasRoom(for: bytes) ?? true }
         }
     }
