@@ -262,7 +262,7 @@ public final class StoreRegistry: Sendable {
             // The creation state, which a reset restores (the builder's
             // connections are closed: the file is whole), unless the builder
             // made it already. A large one is copied after the answer
-            // (`copyBaseLater`), from the file open now, before any test can reach it.
+            // (`copyBaseLater`), through a connection opened before it, before any test can reach the file.
             let base = staging + "/" + Store.baseName, size = FileSystem.size(database)
             var later = false
             if FileSystem.exists(base) {
@@ -428,9 +428,12 @@ public final class StoreRegistry: Sendable {
                         lost = true
                         throw FileSystem.Failure("changed while copied", store.databasePath, EBUSY)
                     }
-                } else {
+                } else if !keeper.inTransaction {
                     // (Made now, before the answer: no connection of ours to the file is open.)
                     try FileSystem.copyFile(from: store.databasePath, to: temporary, followingLinks: false)
+                } else {
+                    // Never through a descriptor of ours while the keeper holds the file: closing it drops the keeper's locks.
+                    throw FileSystem.Failure("cannot read through SQLite's descriptor", store.databasePath, EBADF)
                 }
                 keeper.connection = nil // closed: its -wal and -shm go with it when the test has none open
                 FileSystem.makeReadOnly(temporary)
