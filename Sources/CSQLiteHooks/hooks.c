@@ -12,14 +12,13 @@
 #include <unistd.h>
 
 /* SQLite's temporary files (sorts, temporary tables, statement journals):
-   the bytes they hold, per descriptor and in all, so that a budget holds
+   the room granted them, per descriptor and in all, so that a budget holds
    them (a sort of a client's query once wrote 3.6 GiB outside the root).
    Named "etilqs_..." and unlinked at once by SQLite; a write that would
    grow them past what `larder_temp_allow` grants fails with ENOSPC, which
    SQLite answers SQLITE_FULL. Growth is granted a chunk at a time. */
 #define LARDER_TEMP_DESCRIPTORS 65536
 #define LARDER_TEMP_CHUNK (1LL << 20)
-static long long larder_temp_size[LARDER_TEMP_DESCRIPTORS];    /* bytes written, 0 when not a temporary file */
 static long long larder_temp_granted[LARDER_TEMP_DESCRIPTORS]; /* bytes granted to it */
 static unsigned char larder_temp_tracked[LARDER_TEMP_DESCRIPTORS];
 static long long larder_temp_total;      /* granted in all (atomic) */
@@ -40,14 +39,13 @@ static int larder_temp_grow(int fd, long long end) {
         larder_temp_granted[fd] += LARDER_TEMP_CHUNK;
         __atomic_add_fetch(&larder_temp_total, LARDER_TEMP_CHUNK, __ATOMIC_RELAXED);
     }
-    if (end > larder_temp_size[fd]) larder_temp_size[fd] = end;
     return 1;
 }
 
 static void larder_temp_forget(int fd) {
     if (fd < 0 || fd >= LARDER_TEMP_DESCRIPTORS || !larder_temp_tracked[fd]) return;
     __atomic_sub_fetch(&larder_temp_total, larder_temp_granted[fd], __ATOMIC_RELAXED);
-    larder_temp_granted[fd] = larder_temp_size[fd] = 0;
+    larder_temp_granted[fd] = 0;
     larder_temp_tracked[fd] = 0;
 }
 

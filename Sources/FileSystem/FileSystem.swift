@@ -213,7 +213,6 @@ public enum FileSystem {
         return lstat(path, &info) == 0 ? Int(info.st_mode & 0o7777) : nil
     }
 
-    /// Size, modification time and inode: changes whenever the file is written or replaced.
     /// What changes whenever the file open as `descriptor` is written: its
     /// size, its times of change, its inode.
     public static func signature(descriptor: Int32) -> String? {
@@ -222,6 +221,7 @@ public enum FileSystem {
         return "\(info.st_size):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec):\(info.st_ctim.tv_sec).\(info.st_ctim.tv_nsec):\(info.st_ino)"
     }
 
+    /// Size, modification time and inode: changes whenever the file is written or replaced.
     public static func signature(_ path: String) -> String? {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }

@@ -49,11 +49,11 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
     public var isCantOpen: Bool { primaryCode == SQLITE_CANTOPEN }
     /// The error SQLite would give for a database file that is not there.
     public static func cantOpen(_ message: String) -> SQLiteError { SQLiteError(code: SQLITE_CANTOPEN, message: message) }
-    /// The file or its shared memory cannot be read or written as it is:
-    /// connections that saw this should be closed rather than reused.
     /// A read or write of the file, its WAL or -shm failed (not for want of
     /// space): files changed under the connection, which a test can do to its own store.
     public var isUnreadable: Bool { primaryCode == SQLITE_IOERR && !isOutOfSpace }
+    /// The file or its shared memory cannot be read or written as it is:
+    /// connections that saw this should be closed rather than reused.
     public var isIOFailure: Bool {
         primaryCode == SQLITE_IOERR || primaryCode == SQLITE_FULL || primaryCode == SQLITE_CANTOPEN
             || primaryCode == SQLITE_CORRUPT || primaryCode == SQLITE_NOTADB || primaryCode == SQLITE_READONLY
