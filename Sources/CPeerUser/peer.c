@@ -112,12 +112,3 @@ long long larder_peer_uid_proc(const larder_tcp_ends *e) {
     fclose(f);
     return uid;
 }
-
-/* Who owns the other end of the TCP connection `fd`, when it is a socket of
-   this machine: its uid, or -1 when that cannot be told. */
-long long larder_peer_uid(int fd) {
-    larder_tcp_ends e;
-    if (larder_tcp_ends_of(fd, &e) != 0) return -1;
-    long long uid = larder_peer_uid_diag(&e);
-    return uid >= 0 ? uid : larder_peer_uid_proc(&e);
-}

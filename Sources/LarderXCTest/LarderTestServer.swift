@@ -28,56 +28,48 @@ public enum LarderTestServer {
     /// The server's URL: `LARDER_URL`, else the one `larder up` started for
     /// this process. Kept once found; a failure is not (but for a second, so
     /// one test's setUp asks once): the next test runs `larder up` again.
-    public static func url() throws -> URL {
-        try slot.url {
-            let environment = ProcessInfo.processInfo.environment
-            if let given = environment["LARDER_URL"], !given.isEmpty {
-                guard let url = URL(string: given) else { throw Unavailable(description: "LARDER_URL is not a URL: \(given)") }
-                return url
-            }
-            return try start(serving: servedProcesses(), environment: environment)
-        }
-    }
+    public static func url() throws -> URL { try slot.started(find).url }
 
     /// The client the test helpers use when a test does not name its own:
     /// the found server's, else ``unstarted`` (which `setUp` meets by asking
     /// ``url()`` for the reason).
-    public static var client: LarderClient { slot.client(url: try? url()) ?? unstarted }
+    public static var client: LarderClient { (try? slot.started(find))?.client ?? unstarted }
 
     /// The client a test gets while no server could be found.
     public static let unstarted = LarderClient(url: nil)
 
     static let slot = Slot()
 
-    /// A URL found once and kept, with its client; a failure kept a second at most.
+    private static func find() throws -> URL {
+        let environment = ProcessInfo.processInfo.environment
+        if let given = environment["LARDER_URL"], !given.isEmpty {
+            guard let url = URL(string: given) else { throw Unavailable(description: "LARDER_URL is not a URL: \(given)") }
+            return url
+        }
+        return try start(serving: servedProcesses(), environment: environment)
+    }
+
+    /// A server found once and kept, with its client; a failure kept a second at most.
     final class Slot: @unchecked Sendable {
         private let lock = NSLock()
-        private var found: URL?
-        private var made: LarderClient?
+        private var found: (url: URL, client: LarderClient)?
         private var failed: (Unavailable, Date)?
 
-        func url(_ resolve: () throws -> URL) throws -> URL {
+        func started(_ find: () throws -> URL) throws -> (url: URL, client: LarderClient) {
             lock.lock()
             defer { lock.unlock() }
             if let found { return found }
             if let (failure, at) = failed, Date().timeIntervalSince(at) < 1 { throw failure }
             do {
-                let url = try resolve()
-                found = url
-                return url
+                let url = try find()
+                let started = (url: url, client: LarderClient(url: url))
+                found = started
+                return started
             } catch {
                 let failure = error as? Unavailable ?? Unavailable(description: "\(error)")
                 failed = (failure, Date())
                 throw failure
             }
-        }
-
-        func client(url: URL?) -> LarderClient? {
-            guard let url else { return nil }
-            lock.lock()
-            defer { lock.unlock() }
-            if made == nil { made = LarderClient(url: url) }
-            return made
         }
     }
 

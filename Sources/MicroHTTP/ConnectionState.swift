@@ -77,8 +77,9 @@ final class ConnectionRecord: @unchecked Sendable {
     let started: UInt64
     /// Under the server's `live` lock.
     var sentHeaders = false
-    /// The uid (-1: unknown) of a peer whose user may not connect; set before the record is shared.
-    var refusedPeer: Int64?
+    /// Why every request of the connection is refused (a peer whose user
+    /// may not connect); set before the record is shared.
+    var refusal: Refusal?
 
     init(descriptor: Int32, started: UInt64) {
         self.descriptor = descriptor

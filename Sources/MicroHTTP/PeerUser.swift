@@ -19,7 +19,9 @@ public enum PeerUser {
         guard larder_tcp_ends_of(descriptor, &ends) == 0 else { return nil }
         let uid: Int64
         switch source {
-        case .kernel: uid = larder_peer_uid(descriptor)
+        case .kernel:
+            let asked = larder_peer_uid_diag(&ends)
+            uid = asked >= 0 ? asked : larder_peer_uid_proc(&ends)
         case .sockDiag: uid = larder_peer_uid_diag(&ends)
         case .procNet: uid = larder_peer_uid_proc(&ends)
         }

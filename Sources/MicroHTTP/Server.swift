@@ -134,7 +134,7 @@ public final class Server: @unchecked Sendable {
             if let allowed = settings.peerUsers {
                 // Once per connection: the kernel's word on who owns the other end.
                 let uid = PeerUser.of(record.descriptor)
-                if uid.map({ !allowed.contains($0) }) ?? true { record.refusedPeer = uid.map(Int64.init) ?? -1 }
+                if uid.map({ !allowed.contains($0) }) ?? true { record.refusal = .otherUser(uid: uid) }
             }
             slot.pointee = Unmanaged.passRetained(record).toOpaque()
             live.withLock { $0.connections[ObjectIdentifier(record)] = record }
@@ -177,14 +177,14 @@ public final class Server: @unchecked Sendable {
             // First call: only headers are known.
             let context = ConnectionState(connection: connection, server: self)
             contextSlot.pointee = Unmanaged.passRetained(context).toOpaque()
-            var refusedPeer: Int64?
+            var refusal: Refusal?
             if let record = larder_mhd_socket_context(connection) {
                 let record = Unmanaged<ConnectionRecord>.fromOpaque(record).takeUnretainedValue()
-                refusedPeer = live.withLock { _ in record.sentHeaders = true; return record.refusedPeer }
+                refusal = live.withLock { _ in record.sentHeaders = true; return record.refusal }
             }
             let headers = collectValues(connection, .HEADER_KIND, lowercased: true)
             context.state.withLock { $0.headers = headers }
-            if let refusal = refusedPeer.map({ Refusal.otherUser(uid: $0 >= 0 ? UInt32($0) : nil) }).map(refuse) ?? refuseFraming(headers) {
+            if let refusal = refusal.map(refuse) ?? refuseFraming(headers) {
                 context.state.withLock { $0.phase = .answered }
                 return queue(refusal, on: connection)
             }

@@ -96,13 +96,14 @@ final class LarderTestServerTests: XCTestCase {
         let slot = LarderTestServer.Slot()
         var asked = 0
         let failing = { () throws -> URL in asked += 1; throw LarderTestServer.Unavailable(description: "no") }
-        XCTAssertThrowsError(try slot.url(failing))
-        XCTAssertThrowsError(try slot.url(failing))
+        XCTAssertThrowsError(try slot.started(failing))
+        XCTAssertThrowsError(try slot.started(failing))
         XCTAssertEqual(asked, 1, "within a second, the same failure")
         Thread.sleep(forTimeInterval: 1.1)
-        XCTAssertEqual(try slot.url { URL(string: "http://127.0.0.1:10")! }.absoluteString, "http://127.0.0.1:10", "tried anew")
-        XCTAssertEqual(try slot.url(failing).absoluteString, "http://127.0.0.1:10", "and kept once found")
-        XCTAssertTrue(slot.client(url: URL(string: "http://127.0.0.1:10")) === slot.client(url: URL(string: "http://127.0.0.1:10")))
+        let found = try slot.started { URL(string: "http://127.0.0.1:10")! }
+        XCTAssertEqual(found.url.absoluteString, "http://127.0.0.1:10", "tried anew")
+        XCTAssertEqual(try slot.started(failing).url.absoluteString, "http://127.0.0.1:10", "and kept once found")
+        XCTAssertTrue(try slot.started(failing).client === found.client)
     }
 
     func testAFailingUpSaysWhy() throws {

@@ -22,8 +22,4 @@ long long larder_peer_uid_diag(const larder_tcp_ends *e);
 /* The same from /proc/net/tcp or tcp6. */
 long long larder_peer_uid_proc(const larder_tcp_ends *e);
 
-/* Who owns the other end of the TCP connection `fd`, when it is a socket of
-   this machine: its uid, or -1 when that cannot be told. */
-long long larder_peer_uid(int fd);
-
 #endif

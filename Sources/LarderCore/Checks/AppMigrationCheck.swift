@@ -59,9 +59,7 @@ public struct AppMigrationCheck: Sendable {
     }
 
     func judge(_ store: Store, expected: JSONValue, expect: JSONValue?, dataCheck: Bool, into report: inout MigrationCheck.Report) throws {
-        var failures = MigrationCheck.Report(template: nil, kind: .app, snapshot: nil, fromVersion: nil, toVersion: nil, milliseconds: 0, failures: [])
-        func fail(_ text: String) { failures.fail(text) }
-        defer { (report.failures, report.omitted) = (report.failures + failures.failures, report.omitted + failures.omitted) }
+        func fail(_ text: String) { report.fail(text) }
         let queryLimit = registry.limits.readTimeoutMs
         var problems: [String] = []
         let kept = DataKept(expect: expect, problems: &problems)

@@ -111,7 +111,6 @@ public struct StoreEditor: Sendable {
         let names: [String]
         switch request {
         case .names(let list):
-            try StoreRecord.check(fixtures: store.record.fixtures.count + list.count)  // (again below, in turn)
             let template = try template(of: store)
             items = try list.map { .file(try template.fixture($0)) }
             names = list

@@ -54,9 +54,7 @@ struct Origins: Sendable {
 
     /// The port of `scheme://host[:port]...` (the scheme's own when none is given).
     static func port(ofURL url: String) -> Int? {
-        guard let scheme = url.firstRange(of: "://") else { return nil }
-        let authority = url[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        return port(ofHost: String(authority.split(separator: "@").last ?? ""), default: url.lowercased().hasPrefix("https") ? 443 : 80)
+        authority(ofURL: url).flatMap { port(ofHost: $0, default: url.lowercased().hasPrefix("https") ? 443 : 80) }
     }
 
     /// The port of a `Host` value (`[::1]:7464`, `127.0.0.1:7464`, `localhost`).
@@ -101,11 +99,15 @@ struct Origins: Sendable {
 
     /// The host of `scheme://host[:port][/...]`, or nil (`null`, no scheme).
     static func host(ofURL url: String) -> String? {
-        guard let scheme = url.firstRange(of: "://") else { return nil }
-        let rest = url[scheme.upperBound...]
-        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        let withoutUser = authority.split(separator: "@").last.map(String.init) ?? ""
-        let host = bare(withoutUser)
+        guard let authority = authority(ofURL: url) else { return nil }
+        let host = bare(authority)
         return host.isEmpty ? nil : host
+    }
+
+    /// `host[:port]` of `scheme://[user@]host[:port][/...]`, or nil without a scheme.
+    private static func authority(ofURL url: String) -> String? {
+        guard let scheme = url.firstRange(of: "://") else { return nil }
+        let authority = url[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        return authority.split(separator: "@").last.map(String.init) ?? ""
     }
 }

@@ -95,13 +95,11 @@ public struct SharedRun: Sendable {
     public func lock() throws -> FileLock {
         var attempts = 0
         while true {
-            for folder in [folder, users] {
-                if mkdir(folder, 0o700) != 0 && errno != EEXIST { throw FileSystem.Failure("cannot create", folder) }
-            }
+            for folder in [folder, users] { try FileSystem.makeDirectory(folder, mode: 0o700) }
             do {
                 let lock = try FileLock.wait(lockFile)
                 // Removed between the mkdir and the lock: made again under the lock.
-                if mkdir(users, 0o700) != 0 && errno != EEXIST { throw FileSystem.Failure("cannot create", users) }
+                try FileSystem.makeDirectory(users, mode: 0o700)
                 return lock
             } catch let failure as FileSystem.Failure where failure.isMissing && attempts < 1_000 {
                 attempts += 1 // the folder went while this waited: once per server that stopped meanwhile
