@@ -97,6 +97,19 @@ class ServerCase(unittest.TestCase):
         self.assertEqual(status, 201, store)
         return store
 
+    def upload(self, script):
+        """A store uploaded from a database that the SQL `script` makes (as an app's old database)."""
+        scratch = tempfile.mkdtemp(prefix="larder-upload-")
+        self.addCleanup(shutil.rmtree, scratch, True)
+        path = os.path.join(scratch, "upload.sqlite")
+        db = sqlite3.connect(path)
+        db.executescript(script)
+        db.close()
+        with open(path, "rb") as f:
+            status, store, _ = self.larder.call("POST", "/stores", f.read(), "application/vnd.sqlite3")
+        self.assertEqual(status, 201, store)
+        return store
+
 
 
 class HostileTests(ServerCase):
@@ -396,17 +409,7 @@ class SpecialFileTests(ServerCase):
     def test_a_fifo_beside_an_uploads_base_blocks_no_check(self):
         # An old database of the app's, uploaded; the test then plants FIFOs
         # beside the store's base before asking for the app check.
-        scratch = tempfile.mkdtemp(prefix="larder-fifo-")
-        self.addCleanup(shutil.rmtree, scratch, True)
-        old = os.path.join(scratch, "v1.sqlite")
-        db = sqlite3.connect(old)
-        db.execute("CREATE TABLE artists (id INTEGER PRIMARY KEY, name TEXT)")
-        db.execute("INSERT INTO artists (name) VALUES ('a')")
-        db.commit()
-        db.close()
-        with open(old, "rb") as f:
-            status, store, _ = self.larder.call("POST", "/stores", f.read(), "application/vnd.sqlite3")
-        self.assertEqual(status, 201, store)
+        store = self.upload("CREATE TABLE artists (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO artists (name) VALUES ('a');")
         directory = os.path.dirname(store["path"])
         for name in ["base.sqlite-shm", "base.sqlite-wal", "base.sqlite-journal"]:
             path = os.path.join(directory, name)
@@ -450,21 +453,8 @@ class NestedViewTests(ServerCase):
     extra = ("--query-timeout-ms", "3000")
 
     def test_a_chain_of_views_leaves_every_read_within_its_limit(self):
-        scratch = tempfile.mkdtemp(prefix="larder-views-")
-        self.addCleanup(shutil.rmtree, scratch, True)
-        path = os.path.join(scratch, "views.sqlite")
-        db = sqlite3.connect(path)
-        db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, a)")
-        db.execute("INSERT INTO t (a) VALUES (1)")
-        previous = "t"
-        for i in range(700):
-            db.execute("CREATE VIEW v%d AS SELECT * FROM %s" % (i, previous))
-            previous = "v%d" % i
-        db.commit()
-        db.close()
-        with open(path, "rb") as f:
-            status, store, _ = self.larder.call("POST", "/stores", f.read(), "application/vnd.sqlite3")
-        self.assertEqual(status, 201, store)
+        views = "".join("CREATE VIEW v%d AS SELECT * FROM %s;" % (i, "v%d" % (i - 1) if i else "t") for i in range(700))
+        store = self.upload("CREATE TABLE t (id INTEGER PRIMARY KEY, a); INSERT INTO t (a) VALUES (1);" + views)
         db = sqlite3.connect(store["path"])
         db.execute("INSERT INTO t (a) VALUES (2)")
         db.commit()
