@@ -13,7 +13,7 @@
 
 /* SQLite's temporary files (sorts, temporary tables, statement journals):
    the room granted them, per descriptor and in all, so that a budget holds
-   them (a sort of a client's query once wrote 3.6 GiB outside the root).
+   them (a client's query can sort into them without end).
    Named "etilqs_..." and unlinked at once by SQLite; a write that would
    grow them past what `larder_temp_allow` grants fails with ENOSPC, which
    SQLite answers SQLITE_FULL. Growth is granted a chunk at a time. */

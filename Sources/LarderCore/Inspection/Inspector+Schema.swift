@@ -7,7 +7,7 @@ extension Inspector {
     /// whether it is `WITHOUT ROWID`. Read from `sqlite_schema` and the
     /// table's own indexes, never from `pragma_table_list`, which first
     /// works out every view's columns: over a test's chain of views, each
-    /// over the last, that took minutes for 1,000 and no time limit stops it.
+    /// over the last, that is slow, and no time limit stops it.
     static func tableKinds(_ db: Connection, _ database: String) throws -> [(name: String, type: String, withoutRowid: Bool)] {
         let rows = try db.rows("SELECT name, sql FROM \(quoteIdentifier(database)).sqlite_schema WHERE type = 'table' "
                                + "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")
