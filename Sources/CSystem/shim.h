@@ -42,6 +42,11 @@ static inline int larder_rename_noreplace(const char *from, const char *to) {
     return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, 1u);
 }
 
+/* syncfs(2) (glibc declares it only under _GNU_SOURCE). */
+static inline int larder_syncfs(int fd) {
+    return (int)syscall(SYS_syncfs, fd);
+}
+
 /* The calling thread's id (gettid(2); glibc declares it only under _GNU_SOURCE). */
 static inline int larder_thread_id(void) {
     return (int)syscall(SYS_gettid);

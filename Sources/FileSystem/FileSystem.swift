@@ -107,20 +107,24 @@ public enum FileSystem {
 
     /// Writes `bytes` to a new file at `path` (which must not exist), with
     /// the bits `mode` (less the umask's).
-    public static func writeFile(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644) throws {
+    /// `synced`: on disk before it returns.
+    public static func writeFile(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644, synced: Bool = false) throws {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
         guard fd >= 0 else { throw Failure("cannot create", path) }
         defer { close(fd) }
         try bytes.withUnsafeBytes { try writeAll(fd, $0, path: path) }
+        if synced { try sync(fd, path: path, dataOnly: true) }
     }
 
-    /// Writes `bytes` to a temporary file beside `path`, then renames it over `path`.
-    public static func writeAtomically(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644) throws {
+    /// Writes `bytes` to a temporary file beside `path`, then renames it
+    /// over `path`; `synced`: the file and the rename on disk before it returns.
+    public static func writeAtomically(_ bytes: [UInt8], to path: String, mode: mode_t = 0o644, synced: Bool = false) throws {
         let temporary = path + ".tmp"
         unlink(temporary) // a leftover of an earlier crash
         do {
-            try writeFile(bytes, to: temporary, mode: mode)
+            try writeFile(bytes, to: temporary, mode: mode, synced: synced)
             guard Glibc.rename(temporary, path) == 0 else { throw Failure("cannot rename", temporary) }
+            if synced { try sync(parent(path)) }
         } catch {
             unlink(temporary)
             throw error

@@ -34,9 +34,10 @@ public struct OpenDirectory: Sendable {
     }
 
     /// Copies the file `source` into the new entry `name`, with the bits
-    /// `mode` and the group `group`; answers the bytes copied.
+    /// `mode` and the group `group`; answers the bytes copied. `synced`:
+    /// the copy is on disk before it returns.
     @discardableResult
-    public func copy(from source: String, as name: String, mode: Int, group: UInt32?) throws -> Int64 {
+    public func copy(from source: String, as name: String, mode: Int, group: UInt32?, synced: Bool = false) throws -> Int64 {
         let input = try FileSystem.openForReading(source)
         defer { close(input) }
         let output = openat(fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
@@ -48,6 +49,7 @@ public struct OpenDirectory: Sendable {
         }
         try FileSystem.setAccess(fd: output, mode: mode, group: group, path: path + "/" + name)
         let size = try FileSystem.copyContents(input, to: output, source: source)
+        if synced { try FileSystem.sync(output, path: path + "/" + name, dataOnly: true) }
         ok = true
         return size
     }

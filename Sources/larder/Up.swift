@@ -91,7 +91,8 @@ struct Up: ParsableCommand {
         run.clear(everything: false)
         if fixtures == nil { try FileSystem.makeDirectories(run.emptyFixtures) }
         configuration.fixtures = fixtures ?? run.emptyFixtures
-        var arguments = ["serve", "--shared", run.folder] + settings
+        // (The run's root goes when the run ends: nothing in it need survive a power cut.)
+        var arguments = ["serve", "--shared", run.folder, "--sync", "off"] + settings
         arguments += ["--host", "127.0.0.1", "--port", "0", "--root", run.root, "--fixtures", configuration.fixtures]
         FileSystem.remove(run.log)
         do {

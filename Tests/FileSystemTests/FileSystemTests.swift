@@ -1,3 +1,4 @@
+import Dispatch
 import FileSystem
 import Foundation
 import Glibc
@@ -314,5 +315,38 @@ final class FileSystemTests: XCTestCase {
         latch.set()
         latch.set()
         XCTAssertTrue(latch.isSet)
+    }
+
+    /// Group commit: every waiter returns only after a sync that began
+    /// after its change, and waiters arriving together share syncs.
+    func testGroupSyncCoversEveryChangeWithASyncBegunAfterIt() {
+        let syncs = GroupSync(enabled: true)
+        let changes = Atomic<Int>(0)
+        let state = Mutex((syncs: 0, begunAt: [Int]()))
+        let waiters = 64
+        let late = Atomic<Int>(0)
+        let done = DispatchGroup()
+        // Threads of their own, more than the cores: the waiters must queue while one syncs.
+        for _ in 0..<waiters {
+            done.enter()
+            Thread.detachNewThread {
+                defer { done.leave() }
+                let made = changes.wrappingAdd(1, ordering: .sequentiallyConsistent).newValue
+                let ticket = syncs.changed()
+                try! syncs.wait(for: ticket) {
+                    let seen = changes.load(ordering: .sequentiallyConsistent)
+                    state.withLock { $0.syncs += 1; $0.begunAt.append(seen) }
+                    Thread.sleep(forTimeInterval: 0.002) // a disk's sync
+                }
+                // Some sync that began once this change was made has ended.
+                if !state.withLock({ $0.begunAt.contains { $0 >= made } }) { late.add(1, ordering: .relaxed) }
+            }
+        }
+        done.wait()
+        XCTAssertEqual(late.load(ordering: .relaxed), 0, "a waiter returned before a sync covering its change")
+        XCTAssertLessThan(state.withLock { $0.syncs }, waiters, "no sync was shared")
+        let off = GroupSync(enabled: false)
+        XCTAssertEqual(off.changed(), 0)
+        XCTAssertNoThrow(try off.wait(for: off.changed()) { XCTFail("synced while off") })
     }
 }

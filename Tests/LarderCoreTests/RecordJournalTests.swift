@@ -54,6 +54,37 @@ final class RecordJournalTests: XCTestCase {
         XCTAssertEqual(try lines(root).count, 4)
     }
 
+    /// A restart reads the journal a piece at a time (a journal of
+    /// hundreds of MiB once took as much memory): read in pieces of a few
+    /// bytes it finds what it finds read whole, across every cut, with a
+    /// torn line in the middle and a last line without its end.
+    func testTheJournalIsReadInPiecesAsItIsReadWhole() throws {
+        let scratch = Scratch()
+        let path = scratch.path + "/stores.journal"
+        var text = ""
+        for n in 0..<40 {
+            let record = StoreRecord(id: "st_\(n % 7)", sequence: Int64(n), label: String(repeating: "x", count: n), createdAt: .now, expiresAt: .now)
+            text += String(decoding: record.serialized(), as: UTF8.self) + "\n"
+            if n == 20 { text += #"{"id":"st_torn","seq"# + "\n" }
+        }
+        text += #"{"id":"st_last","sequence":99"#
+        try FileSystem.writeFile(Array(text.utf8), to: path)
+        let whole = RecordJournal.read(path, pieceBytes: 1 << 20)
+        XCTAssertEqual(whole.records.count, 7)
+        XCTAssertEqual(whole.lines, 42)
+        XCTAssertFalse(whole.whole)
+        for piece in [1, 7, 64, 333] {
+            let pieces = RecordJournal.read(path, pieceBytes: piece)
+            XCTAssertEqual(pieces.lines, whole.lines, "pieces of \(piece)")
+            XCTAssertEqual(pieces.whole, whole.whole)
+            XCTAssertEqual(pieces.records.mapValues(\.label), whole.records.mapValues(\.label), "pieces of \(piece): the last record of each id wins")
+        }
+        try FileSystem.writeAtomically(Array(text.utf8.prefix(text.utf8.count - #"{"id":"st_last","sequence":99"#.utf8.count)), to: path)
+        let clean = RecordJournal.read(path, pieceBytes: 5)
+        XCTAssertEqual(clean.lines, 41)
+        XCTAssertFalse(clean.whole, "the torn line in the middle")
+    }
+
     /// A crash mid-append leaves half a line: it is skipped, and the
     /// journal is rewritten whole before anything is appended after it.
     func testATornLastLineIsSkippedAndNeverJoinsTheNextRecord() throws {

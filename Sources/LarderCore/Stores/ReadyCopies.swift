@@ -9,6 +9,8 @@ struct ReadyCopy: Sendable {
     let id: String
     let directory: String
     let bytes: Int64
+    /// Its rename into `stores/`, for `StoreRegistry.makeDurable`.
+    let ticket: UInt64
 }
 
 /// Ready copies of recently used template cache entries, so that `POST
@@ -140,17 +142,24 @@ public final class ReadyCopies: Sendable {
 
     /// Makes copies for `key` until its shelf is full or the byte budget is
     /// reached; stops at the first failure (the next request tries again).
+    /// They go on the shelf a few at a time, each few synced to disk with
+    /// one call (a copy's own syncs took a millisecond, and a busy
+    /// server's hand-outs outran the copies made).
     private func refill(_ key: String) {
         // The file system's free room, asked once a batch and counted down
         // by what each copy takes.
         var free = FileSystem.availableBytes(registry.layout.stores)
+        // Made, not yet synced nor on the shelf.
+        var made: [ReadyCopy] = []
+        defer { shelve(&made, key) }
         while true {
             // The quota is asked outside this lock (it asks the builds' own).
             let size = state.withLock { $0.shelves[key]?.entry.size } ?? 0
             let room = hasRoom(for: size, free: free)
+            let pending = (count: made.count, bytes: made.reduce(0) { $0 + $1.bytes })
             let source = state.withLock { s -> TemplateCache.Entry? in
                 guard var shelf = s.shelves[key] else { return nil }
-                guard shelf.copies.count < perKey, s.bytes + shelf.entry.size <= maxBytes, room else {
+                guard shelf.copies.count + pending.count < perKey, s.bytes + pending.bytes + shelf.entry.size <= maxBytes, room else {
                     shelf.filling = false
                     s.shelves[key] = shelf
                     return nil
@@ -158,23 +167,32 @@ public final class ReadyCopies: Sendable {
                 return shelf.entry
             }
             guard let source else { return }
-            guard let copy = try? registry.makeReady(from: source.path) else {
+            guard let copy = try? registry.makeReady(from: source.path, syncing: false) else {
                 state.withLock { $0.shelves[key]?.filling = false }
                 return
             }
             free = free.map { $0 - copy.bytes }
-            // A shelf dropped meanwhile (its key went cold) takes no more copies.
-            let kept = state.withLock { s -> Bool in
-                guard s.shelves[key] != nil else { return false }
-                s.shelves[key]?.copies.append(copy)
-                s.bytes += copy.bytes
-                return true
-            }
-            guard kept else {
-                registry.discard(copy)
-                return
-            }
+            made.append(copy)
+            if made.count >= ReadyCopies.batch { shelve(&made, key) }
         }
+    }
+
+    /// Copies synced to disk together before they are handed out.
+    static let batch = 4
+
+    /// Syncs `made` to disk and puts it on `key`'s shelf; a shelf dropped
+    /// meanwhile (its key went cold), or a failed sync, takes none of them.
+    private func shelve(_ made: inout [ReadyCopy], _ key: String) {
+        defer { made = [] }
+        guard !made.isEmpty else { return }
+        let copies = made
+        let kept = (try? registry.makeDurable(copies)) != nil && state.withLock { s -> Bool in
+            guard s.shelves[key] != nil else { return false }
+            s.shelves[key]?.copies += copies
+            s.bytes += copies.reduce(0) { $0 + $1.bytes }
+            return true
+        }
+        if !kept { copies.forEach(registry.discard) }
     }
 
     /// Waits until the refills asked for so far are done.

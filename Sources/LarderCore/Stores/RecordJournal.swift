@@ -14,8 +14,14 @@ import Synchronization
 /// lines of stores gone are dropped when the journal is rewritten, at start
 /// and whenever it has grown to several times what is live, in lines or in
 /// bytes (one store's changes each write its whole record).
+///
+/// An acknowledged change must survive a power cut: a change's line is
+/// synced (`makeDurable`) before its answer, the syncs of changes made at
+/// once grouped into one, and a rewrite is on disk before it replaces the file.
 final class RecordJournal: Sendable {
     let path: String
+    /// Syncs of the appends; off on a root that a power cut empties anyway.
+    private let syncs: GroupSync
     private struct State {
         var fd: Int32 = -1
         var lines = 0
@@ -35,7 +41,10 @@ final class RecordJournal: Sendable {
     static let minimumBytes = 1 << 20
 
     /// The journal at `path`, not yet open: `rewrite` starts it.
-    init(path: String) { self.path = path }
+    init(path: String, synced: Bool) {
+        self.path = path
+        syncs = GroupSync(enabled: synced)
+    }
 
     deinit { state.withLock { s in if s.fd >= 0 { close(s.fd) } } }
 
@@ -49,24 +58,59 @@ final class RecordJournal: Sendable {
     }
 
     /// The journal at `path`; a line that is not a record (torn by a crash
-    /// mid-write) is skipped. Lines are parsed on every core.
-    static func read(_ path: String) -> Contents {
-        guard let bytes = try? FileSystem.readFile(path), !bytes.isEmpty else { return Contents() }
-        // Lines cut into one piece per core, each ending after a newline.
-        let pieces = max(1, min(ProcessInfo.processInfo.activeProcessorCount, bytes.count / (1 << 20)))
-        var cuts = [0]
-        for piece in 1..<pieces {
-            var at = max(bytes.count * piece / pieces, cuts.last!)
-            while at < bytes.count && bytes[at - 1] != UInt8(ascii: "\n") { at += 1 }
+    /// mid-write) is skipped. Read a piece at a time (memory stays at a
+    /// piece and the records, however long the file), each piece's lines
+    /// parsed on every core.
+    static func read(_ path: String, pieceBytes: Int = 8 << 20) -> Contents {
+        guard let fd = try? FileSystem.openForReading(path) else { return Contents() }
+        defer { close(fd) }
+        var contents = Contents(), parsed = 0
+        var buffer = [UInt8](repeating: 0, count: pieceBytes)
+        // The end of the last piece that is not yet a whole line.
+        var rest: [UInt8] = [], last: UInt8?
+        func take(_ lines: ArraySlice<UInt8>) {
+            let (records, count) = parse(lines)
+            for record in records { contents.records[record.id] = record }
+            contents.lines += count
+            parsed += records.count
+        }
+        while true {
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { break }
+            var bytes = rest
+            bytes += buffer[..<count]
+            last = bytes.last
+            guard let end = bytes.lastIndex(of: UInt8(ascii: "\n")) else {
+                rest = bytes
+                continue
+            }
+            rest = Array(bytes[(end + 1)...])
+            take(bytes[...end])
+        }
+        if !rest.isEmpty { take(rest[...]) }
+        contents.whole = (last == nil || last == UInt8(ascii: "\n")) && parsed == contents.lines
+        return contents
+    }
+
+    /// The records of whole lines (each ending with a newline, or at the
+    /// end), in their order, and how many lines there were.
+    private static func parse(_ bytes: ArraySlice<UInt8>) -> (records: [StoreRecord], lines: Int) {
+        // Cut into one part per core, each ending after a newline.
+        let parts = max(1, min(ProcessInfo.processInfo.activeProcessorCount, bytes.count / (1 << 20)))
+        var cuts = [bytes.startIndex]
+        for part in 1..<parts {
+            var at = max(bytes.startIndex + bytes.count * part / parts, cuts.last!)
+            while at < bytes.endIndex && bytes[at - 1] != UInt8(ascii: "\n") { at += 1 }
             cuts.append(at)
         }
-        cuts.append(bytes.count)
+        cuts.append(bytes.endIndex)
         let bounds = cuts
-        let found = Mutex([(records: [StoreRecord], lines: Int)](repeating: ([], 0), count: pieces))
-        DispatchQueue.concurrentPerform(iterations: pieces) { piece in
+        let found = Mutex([(records: [StoreRecord], lines: Int)](repeating: ([], 0), count: parts))
+        DispatchQueue.concurrentPerform(iterations: parts) { part in
             var records: [StoreRecord] = [], lines = 0
-            var start = bounds[piece]
-            let end = bounds[piece + 1]
+            var start = bounds[part]
+            let end = bounds[part + 1]
             while start < end {
                 let stop = bytes[start..<end].firstIndex(of: UInt8(ascii: "\n")) ?? end
                 lines += 1
@@ -75,16 +119,11 @@ final class RecordJournal: Sendable {
                 }
                 start = stop + 1
             }
-            found.withLock { $0[piece] = (records, lines) }
+            found.withLock { $0[part] = (records, lines) }
         }
-        // Piece after piece, line after line: the last record of an id wins.
-        var contents = Contents()
-        let parts = found.withLock { $0 }
-        contents.records.reserveCapacity(parts.reduce(0) { $0 + $1.records.count })
-        for record in parts.map(\.records).joined() { contents.records[record.id] = record }
-        contents.lines = parts.reduce(0) { $0 + $1.lines }
-        contents.whole = bytes.last == UInt8(ascii: "\n") && parts.reduce(0) { $0 + $1.records.count } == contents.lines
-        return contents
+        // Part after part, line after line: the caller lets the last record of an id win.
+        let all = found.withLock { $0 }
+        return (Array(all.map(\.records).joined()), all.reduce(0) { $0 + $1.lines })
     }
 
     /// Goes on appending to the journal as it is (already as a rewrite
@@ -102,11 +141,12 @@ final class RecordJournal: Sendable {
     /// Appends `record` as one line, then runs `entered` (which makes the
     /// store live) before a rewrite can start: a rewrite sees the store and
     /// its line both, or neither. Answers whether a rewrite is due (the
-    /// journal has grown to three times its last one); the caller runs it.
-    func append(_ record: StoreRecord, then entered: () throws -> Void = {}) throws -> Bool {
+    /// journal has grown to three times its last one; the caller runs it),
+    /// and the line's ticket for `makeDurable`.
+    func append(_ record: StoreRecord, then entered: () throws -> Void = {}) throws -> (due: Bool, ticket: UInt64) {
         var line = record.serialized()
         line.append(UInt8(ascii: "\n"))
-        return try state.withLock { s -> Bool in
+        let due = try state.withLock { s -> Bool in
             // One write on an O_APPEND descriptor: lines never interleave.
             if s.torn { line.insert(UInt8(ascii: "\n"), at: 0) }
             do {
@@ -125,6 +165,19 @@ final class RecordJournal: Sendable {
             s.rewriting = true
             return true
         }
+        return (due, syncs.changed())
+    }
+
+    /// Returns once the lines appended up to `ticket` are on disk (the
+    /// descriptor's data: its size included). A rewrite meanwhile swaps the
+    /// descriptor, but the file it leaves is on disk whole.
+    func makeDurable(_ ticket: UInt64) throws {
+        try syncs.wait(for: ticket) {
+            let fd = state.withLock { dup($0.fd) }
+            guard fd >= 0 else { throw FileSystem.Failure("cannot sync", path) }
+            defer { close(fd) }
+            try FileSystem.sync(fd, path: path, dataOnly: true)
+        }
     }
 
     /// Writes the journal anew with `records()`, the live stores' records,
@@ -133,7 +186,7 @@ final class RecordJournal: Sendable {
         try state.withLock { s in
             defer { s.rewriting = false }
             let all = records()
-            let (fd, bytes) = try RecordJournal.write(all, to: path)
+            let (fd, bytes) = try RecordJournal.write(all, to: path, synced: syncs.enabled)
             if s.fd >= 0 { close(s.fd) }
             s.fd = fd
             s.lines = all.count
@@ -144,7 +197,7 @@ final class RecordJournal: Sendable {
 
     /// Writes `records` to a new file beside `path`, renames it over `path`
     /// and answers a descriptor appending to it, and its size.
-    private static func write(_ records: [StoreRecord], to path: String) throws -> (Int32, Int) {
+    private static func write(_ records: [StoreRecord], to path: String, synced: Bool) throws -> (Int32, Int) {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(records.count * 512)
         for record in records {
@@ -152,7 +205,7 @@ final class RecordJournal: Sendable {
             bytes.append(UInt8(ascii: "\n"))
         }
         // The server's alone (0600): ids are what lets a test reach a store.
-        try FileSystem.writeAtomically(bytes, to: path, mode: 0o600)
+        try FileSystem.writeAtomically(bytes, to: path, mode: 0o600, synced: synced)
         let appending = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
         guard appending >= 0 else { throw FileSystem.Failure("cannot open", path) }
         return (appending, bytes.count)

@@ -76,7 +76,9 @@ extension StoreRegistry {
         try FileSystem.setAccess(copy, mode: access.fileMode, group: access.group)
         store.dropReaders()
         for suffix in ["-wal", "-shm", "-journal"] { FileSystem.remove(store.databasePath + suffix) }
+        if synced { try FileSystem.sync(copy) }
         try FileSystem.rename(copy, to: store.databasePath)
+        if synced { try FileSystem.sync(store.directory) }
         noteGrowth(store.sizeBytes - sizeBefore)
     }
 

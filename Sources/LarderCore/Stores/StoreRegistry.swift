@@ -53,6 +53,15 @@ public final class StoreRegistry: Sendable {
     let journal: RecordJournal
     /// `stores/`, held open for the stores' sizes.
     let storesDirectory: HeldDirectory
+    /// What is acknowledged survives a power cut: a store's files are on
+    /// disk before it enters `stores/`, and the journal line and the rename
+    /// into (or out of) `stores/` before the answer, the syncs of requests
+    /// made at once grouped. Off with `--sync off` and on tmpfs.
+    public let synced: Bool
+    /// Syncs of `stores/` after renames into and out of it.
+    private let storesSyncs: GroupSync
+    /// The copies' sources synced so far (`syncOnce`).
+    private let syncedSources = Mutex<Set<String>>([])
 
     struct Live {
         var stores = StoreIndex()
@@ -99,7 +108,9 @@ public final class StoreRegistry: Sendable {
         }
         FileSystem.spreadSubdirectories(layout.building)
         trash = try Trash(directory: layout.trash, root: root)
-        journal = RecordJournal(path: layout.journal)
+        synced = configuration.sync != "off" && !FileSystem.isVolatile(root)
+        storesSyncs = GroupSync(enabled: synced)
+        journal = RecordJournal(path: layout.journal, synced: synced)
         // Where an earlier version kept its ready copies (a cache: they go).
         for name in FileSystem.entries(layout.olderReady) { try trash.discard(layout.olderReady + "/" + name, name: name) }
         FileSystem.removeEmptyDirectory(layout.olderReady)
@@ -275,6 +286,12 @@ public final class StoreRegistry: Sendable {
             }
             try admit(size + (later ? size : FileSystem.size(base)), in: reservation)
             try access.grant(store: staging)
+            if synced {
+                for file in [database, database + "-wal", later ? nil : base].compactMap({ $0 }) where FileSystem.exists(file) {
+                    try FileSystem.sync(file)
+                }
+                try FileSystem.sync(staging)
+            }
             let store = try enter(staging, id: id, provenance: provenance, label: label, ttlSeconds: ttlSeconds,
                                   bytes: later ? 2 * size : nil, basePending: later)
             // Opened before the store is handed out, so what it copies is the file as it was.
@@ -307,7 +324,7 @@ public final class StoreRegistry: Sendable {
         do { copy = try ready ?? makeReady(from: source) } catch { throw relieving(error) }
         do {
             let store = try enter(copy.directory, id: copy.id, provenance: provenance, label: label, ttlSeconds: ttlSeconds,
-                                  bytes: copy.bytes)
+                                  bytes: copy.bytes, renamed: copy.ticket)
             live.withLock { $0.readyBytes -= copy.bytes } // counted as the store's now
             var made = provenance
             made.sizeBytes = copy.bytes
@@ -325,7 +342,10 @@ public final class StoreRegistry: Sendable {
     /// renamed into `stores/` whole: a mkdir holds its parent's lock while
     /// the inode is allocated, and made in `stores/` a DELETE's rename out
     /// of `stores/` waited for that.
-    func makeReady(from source: String) throws -> ReadyCopy {
+    /// `syncing`: its files synced before it enters `stores/`; without,
+    /// `makeDurable(_:)` syncs a batch of them in one call.
+    func makeReady(from source: String, syncing: Bool = true) throws -> ReadyCopy {
+        let synced = synced && syncing
         let id = newID()
         let staging = try makeStaging(id) { try FileSystem.makeDirectory($0, mode: 0o700) }
         let directory = layout.stores + "/" + id
@@ -334,8 +354,12 @@ public final class StoreRegistry: Sendable {
             // By descriptor: the directory's path is looked up once, not once per file.
             bytes = try OpenDirectory.opening(staging) { made in
                 try access.grant(new: made)
-                let bytes = try made.copy(from: source, as: Store.databaseName, mode: access.fileMode, group: access.group)
+                let bytes = try made.copy(from: source, as: Store.databaseName, mode: access.fileMode, group: access.group, synced: synced)
                 try made.link(source, as: Store.baseName)
+                if synced {
+                    try syncOnce(source) // the base
+                    try FileSystem.sync(made.fd, path: staging)
+                }
                 return bytes
             }
             try FileSystem.renameNew(staging, to: directory)
@@ -343,9 +367,22 @@ public final class StoreRegistry: Sendable {
             try? FileSystem.removeTree(staging, within: root)
             throw error
         }
-        let copy = ReadyCopy(id: id, directory: directory, bytes: bytes)
+        let copy = ReadyCopy(id: id, directory: directory, bytes: bytes, ticket: storesSyncs.changed())
         live.withLock { $0.readyBytes += copy.bytes }
         return copy
+    }
+
+    /// Syncs the immutable file `source` (a template cache entry, a build)
+    /// unless it was synced already as it is: a sync of a file with
+    /// nothing to write still waits for the disk's cache to flush.
+    private func syncOnce(_ source: String) throws {
+        let key = source + "|" + (FileSystem.signature(source) ?? "")
+        if syncedSources.withLock({ $0.contains(key) }) { return }
+        try FileSystem.sync(source)
+        syncedSources.withLock { known in
+            if known.count >= 1024 { known.removeAll() }
+            known.insert(key)
+        }
     }
 
     /// A ready copy given back for its room: removed now.
@@ -363,8 +400,9 @@ public final class StoreRegistry: Sendable {
     /// Appends the record of a finished store directory to the journal and
     /// renames the directory into `stores/` unless it is there already (a
     /// ready copy): from then on it is listed and counted. `bytes`: its size when known.
+    /// `renamed`: the ticket of a ready copy's rename into `stores/`.
     private func enter(_ staging: String, id: String, provenance: Provenance, label: String?, ttlSeconds: Int?,
-                       bytes: Int64? = nil, basePending: Bool = false) throws -> Store {
+                       bytes: Int64? = nil, basePending: Bool = false, renamed: UInt64 = 0) throws -> Store {
         let now = Timestamp.now
         let sequence = live.withLock { l -> Int64 in
             defer { l.nextSequence += 1 }
@@ -381,7 +419,7 @@ public final class StoreRegistry: Sendable {
         let size = bytes ?? Store.diskCost(of: staging)
         // Until its record is in the journal the directory is no store (a
         // restart removes it). The store is live once its record is.
-        let due = try journal.append(record) {
+        let (due, line) = try journal.append(record) {
             if staging != directory { try FileSystem.renameNew(staging, to: directory) }
             live.withLock { l in
                 l.stores.insert(store)
@@ -389,7 +427,26 @@ public final class StoreRegistry: Sendable {
             }
         }
         if due { rewriteJournalLater() }
+        do {
+            try journal.makeDurable(line)
+            try makeDurable(renamed: staging != directory ? storesSyncs.changed() : renamed)
+        } catch {
+            try? delete(id, durably: false)
+            throw error
+        }
         return store
+    }
+
+    /// Returns once the renames into and out of `stores/` up to `ticket` are on disk.
+    func makeDurable(renamed ticket: UInt64) throws {
+        try storesSyncs.wait(for: ticket) { try FileSystem.sync(storesDirectory.directory.fd, path: layout.stores) }
+    }
+
+    /// Puts ready copies made without syncing on disk, files and renames,
+    /// with one sync of the file system.
+    func makeDurable(_ copies: [ReadyCopy]) throws {
+        guard !copies.isEmpty else { return }
+        try storesSyncs.run { try FileSystem.syncFileSystem(storesDirectory.directory.fd, path: layout.stores) }
     }
 
     /// From this size on, a built store's base is copied after the store is
@@ -413,7 +470,7 @@ public final class StoreRegistry: Sendable {
     /// is renamed into the store's directory, which fails once that has
     /// gone to the trash.
     private func copyBaseLater(of store: Store, keeper: Keeper) {
-        let temporary = layout.temporary + "/base-" + store.id
+        let temporary = layout.temporary + "/base-" + store.id, synced = synced
         let copy: @Sendable () -> Void = {
             var lost = false
             defer { store.baseCopied(lost: lost) }
@@ -437,7 +494,9 @@ public final class StoreRegistry: Sendable {
                 }
                 keeper.connection = nil // closed: its -wal and -shm go with it when the test has none open
                 FileSystem.makeReadOnly(temporary)
+                if synced { try FileSystem.sync(temporary) }
                 try FileSystem.rename(temporary, to: store.basePath)
+                if synced { try FileSystem.sync(store.directory) }
             } catch {
                 keeper.connection = nil
                 FileSystem.remove(temporary)
@@ -582,7 +641,13 @@ public final class StoreRegistry: Sendable {
     /// Removes the store: gone from every answer at once, its files removed
     /// in the background. Operations under way on it are interrupted first
     /// (they answer `store_not_found`), and so does any later one.
-    public func delete(_ id: String) throws {
+    /// `durably`: the deletion on disk before it returns (one asked for).
+    public func delete(_ id: String, durably: Bool = true) throws {
+        try remove(id)
+        if durably { try makeDurable(renamed: storesSyncs.changed()) }
+    }
+
+    private func remove(_ id: String) throws {
         let store = try live.withLock { l -> Store in
             guard let store = l.stores.remove(id) else {
                 throw LarderError(.storeNotFound, "no store with id '\(id)'", details: [("id", .string(id))])
@@ -618,7 +683,9 @@ public final class StoreRegistry: Sendable {
                 return own == label || prefix.map { own.hasPrefix($0) } == true
             }
         }
-        return doomed.filter { (try? delete($0.id)) != nil }.count
+        let deleted = doomed.filter { (try? delete($0.id, durably: false)) != nil }.count
+        try? makeDurable(renamed: storesSyncs.changed())
+        return deleted
     }
 
     /// Deletes every store past its expiry (a kept one's is later) that is
@@ -628,7 +695,7 @@ public final class StoreRegistry: Sendable {
         let expired = live.withLock { l in l.stores.all.filter { !$0.record.keptForever && $0.record.expiresAt < now } }
         var removed: [String] = []
         for store in expired {
-            if (try? delete(store.id)) != nil { removed.append(store.id) }
+            if (try? delete(store.id, durably: false)) != nil { removed.append(store.id) }
         }
         return removed
     }
@@ -668,9 +735,11 @@ extension StoreRegistry {
     /// Appends the store's record to the journal (`store_not_found` when the store was deleted meanwhile).
     public func save(_ store: Store) throws {
         guard !store.isDeleted else { throw store.notFound }
-        if try journal.append(store.savedRecord) { rewriteJournalLater() }
+        let (due, line) = try journal.append(store.savedRecord)
+        if due { rewriteJournalLater() }
         // (A line of a store deleted meanwhile names no directory: it is dropped.)
         if store.isDeleted { throw store.notFound }
+        try journal.makeDurable(line)
     }
 
     func setVersion(_ store: Store, _ version: String?) throws {

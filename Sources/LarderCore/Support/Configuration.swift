@@ -54,6 +54,8 @@ public struct Configuration: Sendable {
     /// self-started server (`larder up`) is, on a host other users share.
     /// Not a setting: `serve --shared` sets it.
     public var ownUserOnly = false
+    /// `auto`: what is acknowledged is synced to disk (never on tmpfs); `off`: never.
+    public var sync = "auto"
 
     public init() {}
 
@@ -129,7 +131,7 @@ public struct Configuration: Sendable {
     public static let groups: [(title: String, names: [String])] = [
         ("Network", ["host", "port", "token", "public-url", "allowed-hosts", "connection-limit", "connections-per-address",
                      "connection-timeout-seconds", "header-timeout-seconds", "max-body-bytes", "threads"]),
-        ("Storage", ["root", "fixtures", "missing-fixtures", "client-root", "store-mode", "store-group", "cache-max-bytes", "pool-size"]),
+        ("Storage", ["root", "fixtures", "missing-fixtures", "client-root", "store-mode", "store-group", "cache-max-bytes", "pool-size", "sync"]),
         ("Stores", ["ttl-seconds", "kept-ttl-seconds", "max-stores", "max-disk-bytes", "reap-interval-seconds", "build-lease-seconds"]),
         ("Time and size limits", ["operation-timeout-ms", "busy-timeout-ms", "query-timeout-ms", "query-row-limit", "query-max-bytes",
                                   "wait-timeout-max-ms"]),
@@ -179,6 +181,8 @@ public struct Configuration: Sendable {
                   }),
         .choice("log-level", \.logLevel, ["trace", "debug", "info", "notice", "warning", "error", "critical"],
                 "trace, debug, info, notice, warning, error or critical; each request is an info line."),
+        .choice("sync", \.sync, ["auto", "off"],
+                "auto: a store made, kept or deleted, and a changed record, is on disk before the answer, and survives a power cut (not on tmpfs, which a power cut empties anyway); off: never synced (a root thrown away after its run, as `larder up`'s)."),
         .bytes("cache-max-bytes", \.cacheMaxBytes, "Disk budget of the template cache; least recently used entries go first."),
         .int("pool-size", \.poolSize, 0...1024,
              "Ready copies kept per recently used template entry (the 8 latest), made in the background so POST /stores only writes a record (0: none)."),

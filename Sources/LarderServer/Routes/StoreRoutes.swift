@@ -28,13 +28,16 @@ enum StoreRoutes {
             // A copy of a live database, of any size: off the pool.
             return .later { try made(s.provisioner.createFork(of: source, fixtures: fixtures, label: label, ttlSeconds: ttl)) }
         case .empty:
-            return .now(try made(s.provisioner.createEmpty(label: label, ttlSeconds: ttl)))
+            let make: @Sendable () throws -> Response = { try made(s.provisioner.createEmpty(label: label, ttlSeconds: ttl)) }
+            return s.registry.synced ? .later(make) : .now(try make())
         case .template(let wanted):
             let plan = try s.provisioner.plan(wanted)
             let make: @Sendable () throws -> Response = { try made(s.provisioner.create(plan, label: label, ttlSeconds: ttl)) }
             // A cached template is a file copy: answer on the pool thread. A
-            // first build runs migrations: do it off the pool.
-            return s.provisioner.isCached(plan) ? .now(try make()) : .later(make)
+            // first build runs migrations: do it off the pool. So does a hand-out
+            // that waits for the disk (with two pool threads two waits at most
+            // would share a sync; on the work pool's, all that arrive together).
+            return s.provisioner.isCached(plan) && !s.registry.synced ? .now(try make()) : .later(make)
         }
     }
 
@@ -124,7 +127,10 @@ enum StoreRoutes {
     }
 
     static func delete(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        try c.server.registry.delete(c["id"])
+        let registry = c.server.registry, id = c["id"]
+        // Waiting for the disk, off the pool threads (see `create`).
+        guard !registry.synced else { return .later { try registry.delete(id); return Response(status: 204) } }
+        try registry.delete(id)
         return .now(Response(status: 204))
     }
 }

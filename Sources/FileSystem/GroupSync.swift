@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+import CSystem
+import Glibc
+import Synchronization
+
+/// Syncs to disk shared by the changes that wait at once (a group commit):
+/// a change takes a ticket once it is made, and `wait(for:sync:)` returns
+/// once a sync begun after it has ended. One waiter syncs while the others
+/// queue on the lock, and each then finds its ticket covered: N requests
+/// arriving together cost about two syncs, not N.
+public final class GroupSync: Sendable {
+    /// Off: tickets are 0 and nothing is synced (a root on tmpfs, or one
+    /// thrown away after its run).
+    public let enabled: Bool
+    private let made = Atomic<UInt64>(0)
+    /// The last ticket a finished sync covers; held across the sync.
+    private let covered = Mutex<UInt64>(0)
+
+    public init(enabled: Bool) { self.enabled = enabled }
+
+    /// A ticket for a change just made.
+    public func changed() -> UInt64 {
+        enabled ? made.wrappingAdd(1, ordering: .sequentiallyConsistent).newValue : 0
+    }
+
+    /// Returns once a `sync` begun after the change of `ticket` has ended.
+    public func wait(for ticket: UInt64, sync: () throws -> Void) throws {
+        guard ticket > 0 else { return }
+        try run(unless: ticket, sync)
+    }
+
+    /// Runs `sync`, which covers every change made before it begins (and
+    /// more: a whole file system's), whatever is covered already.
+    public func run(_ sync: () throws -> Void) throws {
+        guard enabled else { return }
+        try run(unless: nil, sync)
+    }
+
+    private func run(unless ticket: UInt64?, _ sync: () throws -> Void) throws {
+        try covered.withLock { covered in
+            if let ticket, covered >= ticket { return }
+            let upTo = made.load(ordering: .sequentiallyConsistent)
+            try sync()
+            covered = max(covered, upTo)
+        }
+    }
+}
+
+extension FileSystem {
+    /// Whether `path` is on a file system that a power cut empties anyway
+    /// (tmpfs, ramfs): nothing there is worth a sync.
+    public static func isVolatile(_ path: String) -> Bool {
+        var fs = statfs()
+        guard statfs(path, &fs) == 0 else { return false }
+        return fs.f_type == 0x0102_1994 || fs.f_type == 0x8584_58F6
+    }
+
+    /// Writes what the descriptor's file (or directory: its entries) holds
+    /// to disk. A file system that cannot sync (EINVAL) has nothing to offer.
+    public static func sync(_ fd: Int32, path: String, dataOnly: Bool = false) throws {
+        guard (dataOnly ? fdatasync(fd) : fsync(fd)) == 0 || errno == EINVAL else { throw Failure("cannot sync", path) }
+    }
+
+    /// Writes everything the file system of `fd` holds to disk (one call
+    /// for many files made in the background).
+    public static func syncFileSystem(_ fd: Int32, path: String) throws {
+        guard larder_syncfs(fd) == 0 else { throw Failure("cannot sync the file system of", path) }
+    }
+
+    /// `sync` of the file or directory at `path`, never a link there (nor
+    /// blocking on a FIFO).
+    public static func sync(_ path: String) throws {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { throw Failure("cannot open", path) }
+        defer { close(fd) }
+        try sync(fd, path: path)
+    }
+}
