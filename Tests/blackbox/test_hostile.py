@@ -635,6 +635,41 @@ class FullDiskTests(unittest.TestCase):
         finally:
             larder.stop()
 
+    def test_a_full_disk_is_given_back_by_idle_connections_and_deletions(self):
+        """An 8 MiB root filled with stores that tests read: each read left a
+        pooled connection holding the store's -shm (32 KiB), so room freed by
+        deleting stores was taken back by reads, reads failed and new stores
+        answered 507 for as long as it was watched."""
+        root = os.path.join(self.mount, "root")
+        larder = Larder(root, "--max-stores", "100000", "--pool-size", "0")
+        try:
+            made = []
+            while True:
+                status, body, _ = larder.call("POST", "/stores", {"template": "gallery", "fixtures": ["artists", "artworks"]})
+                if status != 201:
+                    self.assertEqual((status, body["error"]["code"]), (507, "insufficient_storage"), body)
+                    break
+                made.append(body)
+                self.assertLess(len(made), 1000, "the disk never filled")
+                status, counts, _ = larder.call("GET", "/stores/%s/counts" % body["id"])
+                if status != 200:
+                    self.assertEqual(status, 507, counts)
+            shm = [name for name in os.listdir(os.path.join(root, "stores")) if os.path.exists(os.path.join(root, "stores", name, "store.sqlite-shm"))]
+            # (The read that met the full disk may leave its -shm half made: SQLite keeps it for the next one to open the store.)
+            self.assertLessEqual(len(shm), 1, "a full disk, and idle connections still hold their stores' -shm: %s" % shm)
+            for store in made[: len(made) // 2]:
+                self.assertEqual(larder.call("DELETE", "/stores/" + store["id"])[0], 204)
+            # At once: the room the deletions freed is there for reads and new stores.
+            for _ in range(3):
+                for store in made[len(made) // 2:]:
+                    status, counts, _ = larder.call("GET", "/stores/%s/counts" % store["id"])
+                    self.assertEqual(status, 200, (store["id"], counts))
+            for _ in range(5):
+                status, body, _ = larder.call("POST", "/stores", {"template": "gallery", "fixtures": ["artists", "artworks"]})
+                self.assertEqual(status, 201, body)
+        finally:
+            larder.stop()
+
 
 if __name__ == "__main__":
     result = unittest.main(argv=[sys.argv[0], "-v"], exit=False).result

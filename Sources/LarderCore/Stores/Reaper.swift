@@ -35,6 +35,7 @@ public final class Reaper: Sendable {
                 let removed = registry.reapExpired()
                 if !removed.isEmpty { reaped(removed) }
                 measure()
+                registry.pressure.review()
             }
         }
     }

@@ -43,6 +43,8 @@ public final class Store: Sendable {
     /// The directory `directory` is in, held open (`stores/`), when the
     /// store is the registry's: its files' sizes are taken relative to it.
     private let parent: HeldDirectory?
+    /// The registry's: whether idle connections may be kept, and who gives room back.
+    private let pressure: DiskPressure?
 
     /// Whether its base is still being copied (`StoreRegistry.copyBaseLater`).
     private let basePending: Atomic<Bool>
@@ -53,8 +55,9 @@ public final class Store: Sendable {
     private static let basesCopied = Condition()
 
     init(record: StoreRecord, directory: String, in parent: HeldDirectory? = nil, readTimeoutMs: Int = 5_000, busyTimeoutMs: Int = 1_000,
-         basePending: Bool = false) {
+         basePending: Bool = false, pressure: DiskPressure? = nil) {
         self.basePending = Atomic(basePending)
+        self.pressure = pressure
         self.id = record.id
         self.sequence = record.sequence
         self.directory = directory
@@ -279,8 +282,18 @@ public final class Store: Sendable {
 
     /// Runs `body` with a read connection from this store's pool, within
     /// `readTimeoutMs` (a store may hold views a client made to be slow).
+    /// A read that finds the file system full (its `-shm` cannot be made)
+    /// tries once more after the room that others hold is given back.
     public func withReader<T>(_ body: (Connection) throws -> T) throws -> T {
-        try withPooled { db in try db.limited(milliseconds: readTimeoutMs, "reading the store") { try body(db) } }
+        try withoutActuallyEscaping(body) { body in
+            let read = { try self.withPooled { db in try db.limited(milliseconds: self.readTimeoutMs, "reading the store") { try body(db) } } }
+            do {
+                return try read()
+            } catch where pressure != nil && DiskPressure.isOutOfRoom(error) {
+                pressure?.relieve()
+                return try read()
+            }
+        }
     }
 
     /// Runs `body` with a hardened connection to the live file from this
@@ -306,7 +319,7 @@ public final class Store: Sendable {
         var healthy = true
         defer {
             let kept = healthy && readers.withLock { r -> Bool in
-                guard r.count < 4, Store.openReaders.load(ordering: .relaxed) < Store.maxOpenReaders,
+                guard r.count < 4, Store.openReaders.load(ordering: .relaxed) < Store.maxOpenReaders, pressure?.poolsConnections ?? true,
                       !isDeleted, db.isAutocommit else { return false }
                 r.append(db)
                 return true

@@ -31,13 +31,9 @@ extension StoreRegistry {
 
     /// Calls `handler` when a store needs room that the quota or the file
     /// system does not have (ready copies give theirs back).
-    func onDiskPressure(_ handler: @escaping @Sendable () -> Void) {
-        pressureHandlers.withLock { $0.append(handler) }
-    }
+    func onDiskPressure(_ handler: @escaping @Sendable () -> Void) { pressure.onPressure(handler) }
 
-    func relieveDiskPressure() {
-        for handler in pressureHandlers.withLock({ $0 }) { handler() }
-    }
+    func relieveDiskPressure() { pressure.relieve() }
 
     /// Whether `bytes` more fit in the quota (always, without one).
     func hasRoom(for bytes: Int64) -> Bool {
@@ -93,7 +89,7 @@ extension StoreRegistry {
     /// `error`, after asking ready copies for their room when it says the
     /// file system is full (so that room freed is not taken back by them).
     func relieving(_ error: Error) -> Error {
-        if LarderError.classify(error)?.code == .insufficientStorage { relieveDiskPressure() }
+        if DiskPressure.isOutOfRoom(error) { relieveDiskPressure() }
         return error
     }
 }

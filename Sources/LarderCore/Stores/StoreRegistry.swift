@@ -79,9 +79,9 @@ public final class StoreRegistry: Sendable {
     let live = Mutex(Live())
     /// What else counts against `--max-disk-bytes` (builds under way).
     let otherUsage = Mutex<[@Sendable () -> Int64]>([])
-    /// Called, outside any lock, when a store needs room the quota or the
-    /// file system does not have: ready copies give theirs back.
-    let pressureHandlers = Mutex<[@Sendable () -> Void]>([])
+    /// What a store that needs room the quota or the file system does not
+    /// have asks of the rest (outside any lock).
+    let pressure: DiskPressure
 
     /// Held for the registry's life: two servers (or a server and `larder
     /// warm`) on one root would remove each other's half-built files.
@@ -97,6 +97,7 @@ public final class StoreRegistry: Sendable {
                                 + "; stop it first, or give this one another --root", details: [("root", .string(root))])
         }
         self.layout = layout
+        pressure = DiskPressure(directory: layout.stores)
         limits = StoreLimits(configuration)
         access = try StoreAccess(mode: configuration.storeMode, group: configuration.storeGroup)
         clientRoot = configuration.clientRoot ?? root
@@ -127,6 +128,14 @@ public final class StoreRegistry: Sendable {
             countAgainstQuota { FileSystem.size(journalPath) }
             TemporaryFiles.budget { [weak self] bytes in self?.hasRoom(for: bytes) ?? true }
         }
+        pressure.onPressure { [weak self] in self?.closeIdleConnections() }
+        pressure.afterRelief { [weak self] in self?.trash.drain() }
+    }
+
+    /// Closes every store's idle connections (their `-wal` and `-shm` go
+    /// with the last one, unless a test holds the store open).
+    func closeIdleConnections() {
+        for store in live.withLock({ $0.stores.all }) { store.dropReaders() }
     }
 
     /// Lets another registry take the root (the server stopped), once the
@@ -187,7 +196,8 @@ public final class StoreRegistry: Sendable {
                     broken.append(directory)
                     continue
                 }
-                let store = Store(record: record, directory: directory, in: storesDirectory, readTimeoutMs: limits.readTimeoutMs, busyTimeoutMs: limits.busyTimeoutMs)
+                let store = Store(record: record, directory: directory, in: storesDirectory, readTimeoutMs: limits.readTimeoutMs, busyTimeoutMs: limits.busyTimeoutMs,
+                                  pressure: pressure)
                 if measure { bytes += store.diskCost }
                 stores.append(store)
             }
@@ -321,7 +331,13 @@ public final class StoreRegistry: Sendable {
         }
         defer { releaseSlot(reservation) }
         let copy: ReadyCopy
-        do { copy = try ready ?? makeReady(from: source) } catch { throw relieving(error) }
+        do {
+            copy = try ready ?? makeReady(from: source)
+        } catch where DiskPressure.isOutOfRoom(error) {
+            // Room that deletions freed may still be in the trash, or held by idle connections.
+            relieveDiskPressure()
+            do { copy = try makeReady(from: source) } catch { throw relieving(error) }
+        }
         do {
             let store = try enter(copy.directory, id: copy.id, provenance: provenance, label: label, ttlSeconds: ttlSeconds,
                                   bytes: copy.bytes, renamed: copy.ticket)
@@ -415,7 +431,7 @@ public final class StoreRegistry: Sendable {
                                  counts: provenance.counts)
         let directory = layout.stores + "/" + id
         let store = Store(record: record, directory: directory, in: storesDirectory, readTimeoutMs: limits.readTimeoutMs, busyTimeoutMs: limits.busyTimeoutMs,
-                          basePending: basePending)
+                          basePending: basePending, pressure: pressure)
         let size = bytes ?? Store.diskCost(of: staging)
         // Until its record is in the journal the directory is no store (a
         // restart removes it). The store is live once its record is.

@@ -155,7 +155,7 @@ public struct LarderError: Error, CustomStringConvertible, Sendable {
         if let e = error as? LarderError { return e }
         if let e = error as? SQLiteError {
             if e.overTemporaryBudget { return temporaryFilesOverQuota(e) }
-            if e.isFull || e.isOutOfSpace { return sqlite(e, as: .insufficientStorage, "the file system is full") }
+            if e.isFull || e.isOutOfSpace { return sqlite(e, as: .insufficientStorage, "no room for this work") }
             if e.isBusy { return busy(e) }
             if e.isDamage || e.isUnreadable { return damaged(e) }
         }

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: Apache-2.0
+import FileSystem
+import Synchronization
+
+/// What a full file system (or quota) asks of the stores' parts: ready
+/// copies give their room back, idle connections close (SQLite removes a
+/// store's `-wal` and `-shm`, 32 KiB or more, with its last one), then the
+/// trash is emptied, and the request that met the full disk tries again.
+/// Until the file system has room for every file that pooled connections
+/// can hold, stores keep no idle connection: a read then costs no disk it
+/// does not give back.
+final class DiskPressure: Sendable {
+    /// Where the room is measured.
+    let directory: String
+    private let givers = Mutex<[@Sendable () -> Void]>([])
+    private let afterwards = Mutex<[@Sendable () -> Void]>([])
+    private let pooling = Atomic<Bool>(true)
+
+    /// What the most pooled connections can hold: a `-shm` each (a WAL is checkpointed away at close).
+    static let roomForPooled = Int64(Store.maxOpenReaders) * 32 * 1024
+
+    init(directory: String) { self.directory = directory }
+
+    /// `handler` gives room back when the disk is short of it.
+    func onPressure(_ handler: @escaping @Sendable () -> Void) { givers.withLock { $0.append(handler) } }
+    /// `handler` runs after every giver (the trash, where what they gave goes).
+    func afterRelief(_ handler: @escaping @Sendable () -> Void) { afterwards.withLock { $0.append(handler) } }
+
+    /// Whether stores may keep idle connections now.
+    var poolsConnections: Bool { pooling.load(ordering: .relaxed) }
+
+    func relieve() {
+        pooling.store(false, ordering: .relaxed)
+        for handler in givers.withLock({ $0 }) + afterwards.withLock({ $0 }) { handler() }
+        review()
+    }
+
+    /// Pools connections again once there is room for what they hold.
+    func review() {
+        guard !poolsConnections, let free = FileSystem.availableBytes(directory), free >= DiskPressure.roomForPooled else { return }
+        pooling.store(true, ordering: .relaxed)
+    }
+
+    /// Whether `error` says the file system is full.
+    static func isOutOfRoom(_ error: Error) -> Bool {
+        LarderError.classify(error)?.code == .insufficientStorage
+    }
+}
