@@ -467,6 +467,35 @@ class NestedViewTests(ServerCase):
             self.assertEqual(status, 200, (route, body[:300]))
 
 
+class LargeSchemaTests(ServerCase):
+    """A store whose test made a schema of tens of MiB (long view SQL,
+    wide tables with long names): its schema answer and its page stay
+    within their byte budgets, and say where they stopped."""
+
+    extra = ("--query-max-bytes", str(1 << 20))
+
+    def test_the_schema_answer_and_the_page_stay_within_their_budgets(self):
+        name = lambda i, j: "c%d_%d_" % (i, j) + "n" * 3000
+        tables = "".join("CREATE TABLE t%d (%s); INSERT INTO t%d DEFAULT VALUES;" % (i, ", ".join('"%s"' % name(i, j) for j in range(100)), i)
+                         for i in range(60))
+        views = "".join("CREATE VIEW v%d AS SELECT '%s' AS x;" % (i, "v" * 200_000) for i in range(20))
+        store = self.upload(tables + views)
+        status, schema, _ = self.larder.call("GET", "/stores/%s/schema" % store["id"], raw=True)
+        self.assertEqual(status, 200, schema[:300])
+        self.assertLess(len(schema), (1 << 20) + (64 << 10), "the schema answer passed --query-max-bytes")
+        answer = json.loads(schema)
+        self.assertTrue(answer["truncated"])
+        self.assertLess(len(answer["tables"]), 60)
+        status, page, _ = self.larder.call("GET", "/stores/%s/page" % store["id"], raw=True)
+        self.assertEqual(status, 200, page[:300])
+        self.assertLess(len(page), 9 << 20, "the store page is unbounded")
+        # A schema within the budget is whole, and says so.
+        small = self.store()
+        status, answer, _ = self.larder.call("GET", "/stores/%s/schema" % small["id"])
+        self.assertEqual((status, answer["truncated"]), (200, False))
+        self.assertIn("artworks", [t["name"] for t in answer["tables"]])
+
+
 class TokenTests(unittest.TestCase):
     def test_routes_cannot_be_probed_without_the_token(self):
         root = tempfile.mkdtemp(prefix="larder-hostile-")

@@ -50,7 +50,19 @@ extension Inspector {
     /// keys, then views and triggers. Compared structurally by the migration
     /// checks, so it leaves out SQL text for tables and indexes. `database`:
     /// which of the connection's databases (`main`, or an attached one).
-    public static func schema(_ db: Connection, database: String = "main", includeBookkeeping: Bool = false) throws -> JSONValue {
+    /// `maxBytes`: the answer's budget (a store may hold thousands of
+    /// tables with long names, defaults and view SQL): tables, then views
+    /// and triggers, stop once it is spent, and `truncated` says whether they did.
+    public static func schema(_ db: Connection, database: String = "main", includeBookkeeping: Bool = false,
+                              maxBytes: Int? = nil) throws -> JSONValue {
+        var spent = 0, truncated = false
+        /// Counts `texts` and `more` bytes (and a member's punctuation) against the budget; false once it is spent.
+        func fits(_ texts: [String?], more: Int64 = 0) -> Bool {
+            guard let maxBytes, !truncated else { return !truncated }
+            spent += texts.reduce(16 + Int(clamping: more)) { $0 + ($1?.utf8.count ?? 4) + 16 }
+            truncated = spent > maxBytes
+            return !truncated
+        }
         let catalog = quoteIdentifier(database) + ".sqlite_schema"
         let on: SQLiteValue = .text(database)
         var names = try db.rows("SELECT name FROM \(catalog) WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")
@@ -61,19 +73,24 @@ extension Inspector {
         }
         var tables: [JSONValue] = []
         for name in names {
-            let columns: [JSONValue] = try db.rows("SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?, ?) ORDER BY cid", [.text(name), on]).map { r in
-                ["name": .string(r[0].string ?? ""), "type": .string(r[1].string ?? ""), "notnull": .bool(r[2].isTrue),
-                 "default": JSONValue(r[3].string), "pk": .int(r[4].int64 ?? 0)]
+            guard fits([name]) else { break }
+            var columns: [JSONValue] = []
+            for r in try db.rows("SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?, ?) ORDER BY cid", [.text(name), on]) {
+                guard fits([r[0].string, r[1].string, r[3].string]) else { break }
+                columns.append(["name": .string(r[0].string ?? ""), "type": .string(r[1].string ?? ""), "notnull": .bool(r[2].isTrue),
+                                "default": JSONValue(r[3].string), "pk": .int(r[4].int64 ?? 0)])
             }
             var indexes: [JSONValue] = []
             for r in try db.rows("SELECT name, \"unique\", origin, partial FROM pragma_index_list(?, ?) ORDER BY name", [.text(name), on]) {
                 let indexName = r[0].string ?? ""
                 let cols = try db.rows("SELECT name FROM pragma_index_info(?, ?) ORDER BY seqno", [.text(indexName), on]).map { JSONValue($0[0].string) }
+                guard fits([indexName] + cols.map { $0.stringValue }) else { break }
                 indexes.append(["name": .string(indexName), "unique": .bool(r[1].isTrue), "origin": .string(r[2].string ?? ""),
                                 "partial": .bool(r[3].isTrue), "columns": .array(cols)])
             }
             var keys: [Int64: (table: String, from: [JSONValue], to: [JSONValue], onUpdate: String, onDelete: String)] = [:]
             for r in try db.rows("SELECT id, \"table\", \"from\", \"to\", on_update, on_delete FROM pragma_foreign_key_list(?, ?) ORDER BY id, seq", [.text(name), on]) {
+                guard fits([r[1].string, r[2].string, r[3].string]) else { break }
                 let id = r[0].int64 ?? 0
                 var k = keys[id] ?? (r[1].string ?? "", [], [], r[4].string ?? "", r[5].string ?? "")
                 k.from.append(JSONValue(r[2].string))
@@ -86,10 +103,17 @@ extension Inspector {
             tables.append(["name": .string(name), "columns": .array(columns), "indexes": .array(indexes), "foreign_keys": .array(foreignKeys)])
         }
         func named(_ type: String) throws -> [JSONValue] {
-            try db.rows("SELECT name, tbl_name, sql FROM \(catalog) WHERE type = ? ORDER BY name", [.text(type)]).map { r in
-                ["name": .string(r[0].string ?? ""), "table": .string(r[1].string ?? ""), "sql": JSONValue(r[2].string)]
+            var found: [JSONValue] = []
+            // Each one's SQL read only while there is room for it.
+            for r in try db.rows("SELECT name, tbl_name, length(CAST(sql AS BLOB)) FROM \(catalog) WHERE type = ? ORDER BY name", [.text(type)]) {
+                guard fits([r[0].string, r[1].string], more: r[2].int64 ?? 0) else { break }
+                let sql = try db.scalar("SELECT sql FROM \(catalog) WHERE type = ? AND name = ?", [.text(type), r[0]])
+                found.append(["name": .string(r[0].string ?? ""), "table": .string(r[1].string ?? ""), "sql": JSONValue(sql?.string)])
             }
+            return found
         }
-        return ["tables": .array(tables), "views": .array(try named("view")), "triggers": .array(try named("trigger"))]
+        var members: [(String, JSONValue)] = [("tables", .array(tables)), ("views", .array(try named("view"))), ("triggers", .array(try named("trigger")))]
+        if maxBytes != nil { members.append(("truncated", .bool(truncated))) }
+        return .object(members)
     }
 }

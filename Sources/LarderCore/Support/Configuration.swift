@@ -169,7 +169,7 @@ public struct Configuration: Sendable {
              "Most connections from one client address when listening off loopback (0: no limit)."),
         .int("query-timeout-ms", \.queryTimeoutMs, 1...3_600_000, "Time limit of one POST /stores/{id}/query, and of reads of a store."),
         .int("query-row-limit", \.queryRowLimit, 1...10_000_000, "Most rows one query answers (the answer says when rows were cut)."),
-        .int("query-max-bytes", \.queryMaxBytes, 1024...Int(Int32.max), "Most bytes of rows one query answers (the answer says when rows were cut)."),
+        .int("query-max-bytes", \.queryMaxBytes, 1024...Int(Int32.max), "Most bytes of rows one query answers, and of a store's schema (the answer says when it was cut)."),
         .int("operation-timeout-ms", \.operationTimeoutMs, 1...86_400_000,
              "Time limit of fixture loads, migrations, uploads and template builds on a store (timeout past it)."),
         .int("wait-timeout-max-ms", \.waitTimeoutMaxMs, 1...3_600_000, "Longest timeout_ms a count wait may ask for."),

@@ -21,5 +21,7 @@ enum SchemaAnswer {
                 ("columns", names), ("table", OpenAPI.string), ("to", names), ("on_update", OpenAPI.string), ("on_delete", OpenAPI.string)])]),
         ])]),
         ("views", ["type": "array", "items": schemaObject]), ("triggers", ["type": "array", "items": schemaObject]),
+        // Whether tables, views or triggers were left out past --query-max-bytes.
+        ("truncated", OpenAPI.boolean),
     ]))
 }

@@ -11,8 +11,11 @@ extension Dashboard {
     static let rowsPerTable = 20
     /// Tables shown at most (a store may hold thousands).
     static let tablesShown = 100
-    /// Longest text shown in a cell; the rest is cut.
+    /// Longest text shown in a cell, or of a name; the rest is cut.
     static let cellCharacters = 200
+    /// The page stops growing past this many bytes (a store may hold
+    /// thousands of wide tables and views with long names).
+    static let pageMaxBytes = 8 << 20
 
     static func storePage(_ request: Request, _ c: RouteContext) throws -> Outcome {
         let s = c.server, id = c["id"]
@@ -58,11 +61,15 @@ extension Dashboard {
         if counts.isEmpty { html += "<p>no tables</p>" }
         if counts.count > tablesShown { html += "<p>the first \(tablesShown) of \(counts.count) tables</p>" }
         for (name, columns, rows) in shown {
+            if html.utf8.count > pageMaxBytes {
+                html += "<p>the page stops here, past \(byteCount(Int64(pageMaxBytes))): the rest is in the store's JSON and its download</p>"
+                break
+            }
             let total = counts.first { $0.0 == name }?.1 ?? 0
             let skip = name == chosen ? offset : 0
-            html += "<h3 id=\"t-\(escape(name))\">\(escape(name)) <span class=\"count\">\(total) row(s)</span></h3>"
+            html += "<h3 id=\"t-\(escape(name))\">\(shortName(name)) <span class=\"count\">\(total) row(s)</span></h3>"
             if rows.isEmpty && total == 0 { continue }
-            html += "<table class=\"rows\"><tr>" + columns.map { "<th>\(escape($0))</th>" }.joined() + "</tr>"
+            html += "<table class=\"rows\"><tr>" + columns.map { "<th>\(shortName($0))</th>" }.joined() + "</tr>"
             for row in rows { html += "<tr>" + row.map { "<td>\($0)</td>" }.joined() + "</tr>" }
             html += "</table><p class=\"paging\">rows \(rows.isEmpty ? skip : skip + 1)–\(skip + rows.count) of \(total)"
             let link = "/stores/\(id)/page?table=\(escape(percentEncoded(name)))&amp;offset="
@@ -81,13 +88,17 @@ extension Dashboard {
         if !diff.schema.isEmpty {
             html += "<ul class=\"schema\">"
             for change in diff.schema {
-                let what = (change.table.map { "\(escape($0))." } ?? "") + escape(change.name)
+                if html.utf8.count > pageMaxBytes / 2 {
+                    html += "<li>and more: the whole list is in the diff as JSON</li>"
+                    break
+                }
+                let what = (change.table.map { "\(shortName($0))." } ?? "") + shortName(change.name)
                 html += "<li class=\"\(change.kind.rawValue)\">\(change.type.replacing("_", with: " ")) <code>\(what)</code> \(change.kind.rawValue)</li>"
             }
             html += "</ul>"
         }
         for (name, t) in diff.tables {
-            html += "<h3>\(escape(name)) <span class=\"count\">\(t.inserted) inserted · \(t.updated) updated · \(t.deleted) deleted</span></h3>"
+            html += "<h3>\(shortName(name)) <span class=\"count\">\(t.inserted) inserted · \(t.updated) updated · \(t.deleted) deleted</span></h3>"
             guard !t.rows.isEmpty else { continue }
             var columns: [String] = []
             for row in t.rows {
@@ -95,7 +106,7 @@ extension Dashboard {
                     for (column, _) in row[side]?.objectMembers ?? [] where !columns.contains(column) { columns.append(column) }
                 }
             }
-            html += "<table class=\"diff\"><tr><th>op</th><th>key</th>" + columns.map { "<th>\(escape($0))</th>" }.joined() + "</tr>"
+            html += "<table class=\"diff\"><tr><th>op</th><th>key</th>" + columns.map { "<th>\(shortName($0))</th>" }.joined() + "</tr>"
             for row in t.rows {
                 let op = row["op"]?.stringValue ?? ""
                 let key = (row["key"]?.objectMembers ?? []).map { "\(escape($0.0))=\(cell($0.1))" }.joined(separator: ", ")
@@ -125,6 +136,11 @@ extension Dashboard {
         case .text(let text, let bytes): return bytes <= cellCharacters * 4 ? cell(.string(text)) : cut(text, bytes: bytes)
         case .number(let number): return cell(number)
         }
+    }
+
+    /// A name (a table's, a column's), cut as a cell's text is.
+    static func shortName(_ name: String) -> String {
+        name.count > cellCharacters ? escape(String(name.prefix(cellCharacters))) + "…" : escape(name)
     }
 
     /// The first `cellCharacters` characters of `text`, and the whole size.

@@ -41,7 +41,8 @@ enum InspectRoutes {
 
     static func schema(_ request: Request, _ c: RouteContext) throws -> Outcome {
         let store = try c.server.registry.get(c["id"])
-        return .later { json(200, try store.withReader { try Inspector.schema($0) }) }
+        let maxBytes = c.server.configuration.queryMaxBytes
+        return .later { json(200, try store.withReader { try Inspector.schema($0, maxBytes: maxBytes) }) }
     }
 
     /// What the test changed since the store was created.
