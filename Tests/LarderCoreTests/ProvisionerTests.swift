@@ -53,6 +53,27 @@ final class ProvisionerTests: XCTestCase {
         XCTAssertEqual(Dictionary(provenance.counts!, uniquingKeysWith: { a, _ in a })["artists"], 1, "an edit is seen without a restart")
     }
 
+    /// Two templates whose migrations have the same text under other file
+    /// names: each store's bookkeeping names its own files (they shared a
+    /// build, and the second got the first one's rows).
+    func testTemplatesWithTheSameTextUnderOtherNamesBuildApart() throws {
+        let scratch = Scratch()
+        let sql = "CREATE TABLE things (id INTEGER PRIMARY KEY);\n"
+        scratch.write(["V1__create_a.sql": sql], under: "fixtures/one/migrations")
+        scratch.write(["V1__make_things.sql": sql], under: "fixtures/two/migrations")
+        scratch.write(["1_first.sql": sql], under: "fixtures/three/migrations")
+        scratch.write(["1_second.sql": sql], under: "fixtures/four/migrations")
+        let core = try CoreServices(scratch, fixtures: scratch.path + "/fixtures")
+        func rows(_ template: String, _ sql: String) throws -> [String] {
+            try core.store(template).connect().rows(sql).map { $0[0].string ?? "" }
+        }
+        XCTAssertEqual(try rows("one", "SELECT script FROM flyway_schema_history WHERE version = '1'"), ["V1__create_a.sql"])
+        XCTAssertEqual(try rows("two", "SELECT script FROM flyway_schema_history WHERE version = '1'"), ["V1__make_things.sql"])
+        XCTAssertEqual(try rows("two", "SELECT description FROM flyway_schema_history WHERE version = '1'"), ["make things"])
+        XCTAssertEqual(try rows("three", "SELECT name FROM larder_migrations"), ["first"])
+        XCTAssertEqual(try rows("four", "SELECT name FROM larder_migrations"), ["second"])
+    }
+
     func testWarmBuildsWhatTheFirstStoresCopyAndAServerOnTheSameRootFindsIt() throws {
         let scratch = Scratch()
         let warmed: [Provisioner.Warmed]

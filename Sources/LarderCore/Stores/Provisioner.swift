@@ -78,14 +78,20 @@ public final class Provisioner: Sendable {
         try StoreRecord.check(fixtures: (request.fixtures ?? template.defaultFixtures).count)
         let fixtures = try (request.fixtures ?? template.defaultFixtures).map { try template.fixture($0) }
         let hash = SHA256()
-        hash.update("larder-template-cache-1\n\(template.migrations.format.rawValue)\n")
+        hash.update("larder-template-cache-2\n\(template.migrations.format.rawValue)\n")
+        // Everything the build writes is in the key: what runs, and what the
+        // tool records of it (file names, descriptions, its own checksum).
+        // Keyed by text alone, two templates whose files had the same text
+        // under other names shared a build and its bookkeeping rows.
+        func add(_ tag: String, _ m: Migration) {
+            hash.update("\(tag) \(m.version) \(m.fileVersion) \(m.checksum) \(m.toolChecksum.map(String.init) ?? "-") \(m.noTransaction) \(m.isCode)\n")
+            for text in [m.file, m.name, m.downFile ?? ""] { hash.update("\(text.utf8.count):\(text)\n") }
+        }
         if let version {
-            for m in template.migrations.migrations where VersionOrder.compare(m.version, version) <= 0 {
-                hash.update("m \(m.version) \(m.checksum)\n")
-            }
-            for r in template.migrations.repeatables { hash.update("r \(r.file) \(r.checksum)\n") }
+            for m in template.migrations.migrations where VersionOrder.compare(m.version, version) <= 0 { add("m", m) }
+            for r in template.migrations.repeatables { add("r", r) }
             for (event, scripts) in template.migrations.callbacks.sorted(by: { $0.key < $1.key }) {
-                for c in scripts { hash.update("c \(event) \(c.file) \(c.checksum)\n") }
+                for c in scripts { add("c \(event)", c) }
             }
             // What the team configured its tool with changes what is built too.
             hash.update("b \(template.migrations.table) \(template.migrations.settings.noTransactionWrap)\n")
