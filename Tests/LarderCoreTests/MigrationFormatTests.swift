@@ -122,6 +122,12 @@ final class MigrationFormatTests: XCTestCase {
     func testFlywayChecksumMatchesFlywaysLineBasedCRC() {
         // CRC-32 of "a" then "b" (lines without endings) equals CRC-32 of "ab".
         XCTAssertEqual(Flyway.checksum("a\r\nb\n"), Int32(bitPattern: 0x9E83486D))
+        // Java's readLine, which Flyway reads lines with, also ends one at a
+        // lone CR. Expected values from Flyway's algorithm run on JDK 17
+        // (BufferedReader.readLine, CRC32 of each line's UTF-8, the BOM dropped).
+        XCTAssertEqual(Flyway.checksum("CREATE TABLE a (x);\rINSERT INTO a VALUES (1);\r\nSELECT 1;\n"), 1542698848)
+        XCTAssertEqual(Flyway.checksum("CREATE TABLE a (x);\nINSERT INTO a VALUES (1);\nSELECT 1;\n"), 1542698848)
+        XCTAssertEqual(Flyway.checksum("\u{FEFF}CREATE TABLE t (id INT);\r\r\n-- done\r"), -836462496)
     }
 
     func testMalformedDirectoriesSayWhy() throws {

@@ -147,16 +147,15 @@ enum Flyway: MigrationTool {
     }
 
     /// Flyway's checksum: CRC-32 over the UTF-8 bytes of each line, line
-    /// endings left out, a leading byte-order mark dropped.
+    /// endings left out, a leading byte-order mark dropped. A line ends as
+    /// Java's `BufferedReader.readLine` ends it, at `\n`, `\r\n` or a lone
+    /// `\r` (an empty line adds nothing to the CRC).
     public static func checksum(_ text: String) -> Int32 {
         // Bytes, not Characters: Swift reads "\r\n" as one Character.
         var bytes = Array(text.utf8)
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }
-        var lines = bytes.split(separator: 0x0A, omittingEmptySubsequences: false)
-        if bytes.last == 0x0A { lines.removeLast() }
         var crc: UInt32 = 0
-        for var line in lines {
-            if line.last == 0x0D { line = line.dropLast() }
+        for line in bytes.split(whereSeparator: { $0 == 0x0A || $0 == 0x0D }) {
             crc = crc32(Array(line), initial: crc)
         }
         return Int32(bitPattern: crc)
