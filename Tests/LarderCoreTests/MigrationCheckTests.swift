@@ -181,6 +181,25 @@ final class MigrationCheckTests: XCTestCase {
         XCTAssertEqual(r["t"]?.failures, ["down from 2 to 1: migration 2_b.down.sql failed: no such table: bb"])
     }
 
+    /// A table's foreign keys are a set: declared in another order (Alembic's
+    /// migrations against SQLAlchemy's create_all) they are the same schema.
+    func testForeignKeysInAnotherOrderAreTheSameSchema() throws {
+        let scratch = Scratch()
+        func schema(_ keys: String) throws -> JSONValue {
+            let db = try scratch.database("\(UUID().uuidString).sqlite")
+            try db.execute("CREATE TABLE p (id INTEGER PRIMARY KEY); CREATE TABLE q (id INTEGER PRIMARY KEY, a INTEGER, b INTEGER);"
+                           + "CREATE TABLE c (id INTEGER PRIMARY KEY, p_id INTEGER, q_a INTEGER, q_b INTEGER, \(keys));")
+            return try Inspector.schema(db)
+        }
+        let one = try schema("FOREIGN KEY (p_id) REFERENCES p (id) ON DELETE CASCADE, FOREIGN KEY (q_a, q_b) REFERENCES q (a, b)")
+        let other = try schema("FOREIGN KEY (q_a, q_b) REFERENCES q (a, b), FOREIGN KEY (p_id) REFERENCES p (id) ON DELETE CASCADE")
+        XCTAssertEqual(SchemaComparison.differences(expected: one, found: other), [])
+        let swapped = try schema("FOREIGN KEY (p_id) REFERENCES p (id) ON DELETE CASCADE, FOREIGN KEY (q_b, q_a) REFERENCES q (b, a)")
+        XCTAssertFalse(SchemaComparison.differences(expected: one, found: swapped).isEmpty, "the columns within one key are in order")
+        let changed = try schema("FOREIGN KEY (p_id) REFERENCES p (id), FOREIGN KEY (q_a, q_b) REFERENCES q (a, b)")
+        XCTAssertFalse(SchemaComparison.differences(expected: one, found: changed).isEmpty, "ON DELETE differs")
+    }
+
     func testADownThatDropsATableItsUpDidNotCreateIsCaught() throws {
         let r = try roundTrips(["t": MigrationCheckTests.tableA.merging([
             "2_b.up.sql": "CREATE TABLE b (x);", "2_b.down.sql": "DROP TABLE b; DROP TABLE a;",

@@ -97,9 +97,12 @@ extension Inspector {
                 k.to.append(JSONValue(r[3].string))
                 keys[id] = k
             }
-            let foreignKeys: [JSONValue] = keys.sorted { $0.key < $1.key }.map { _, k in
+            // A table's keys are a set, as SQLite defines them (the columns
+            // within one key in order): listed sorted, not in the order the
+            // CREATE TABLE gave them (Alembic's and create_all's differ).
+            let foreignKeys: [JSONValue] = keys.values.map { k -> JSONValue in
                 ["columns": .array(k.from), "table": .string(k.table), "to": .array(k.to), "on_update": .string(k.onUpdate), "on_delete": .string(k.onDelete)]
-            }
+            }.sorted { $0.jsonText < $1.jsonText }
             tables.append(["name": .string(name), "columns": .array(columns), "indexes": .array(indexes), "foreign_keys": .array(foreignKeys)])
         }
         func named(_ type: String) throws -> [JSONValue] {
