@@ -181,6 +181,18 @@ final class MigrationCheckTests: XCTestCase {
         XCTAssertEqual(r["t"]?.failures, ["down from 2 to 1: migration 2_b.down.sql failed: no such table: bb"])
     }
 
+    /// goose parses a Down only when it runs it: a Down missing its last
+    /// `;` is a failed step of the round trip, not a template refused.
+    func testAGooseDownWithoutItsLastSemicolonFailsItsStep() throws {
+        let r = try roundTrips(["g": [
+            "00001_a.sql": "-- +goose Up\nCREATE TABLE a (x);\n-- +goose Down\nDROP TABLE a;\n",
+            "00002_b.sql": "-- +goose Up\nCREATE TABLE b (x);\n-- +goose Down\nDROP TABLE b\n",
+        ]])
+        XCTAssertEqual(r["g"]?.failures.count, 1)
+        XCTAssertTrue(r["g"]?.failures.first?.contains("down from 2 to 1: migration 00002_b.sql failed: goose: failed to parse migration: direction: down") == true,
+                      "\(r["g"]?.failures ?? [])")
+    }
+
     /// A table's foreign keys are a set: declared in another order (Alembic's
     /// migrations against SQLAlchemy's create_all) they are the same schema.
     func testForeignKeysInAnotherOrderAreTheSameSchema() throws {

@@ -82,6 +82,23 @@ final class ToolFidelityTests: XCTestCase {
         XCTAssertEqual(plain.migrations.count, 1)
     }
 
+    /// goose parses only the direction it runs (v3.27, `internal/sqlparser/parser.go`,
+    /// `ParseSQLMigration(r, direction, debug)`): a Down whose last statement
+    /// lacks its `;` leaves every Up applied and fails when it runs.
+    func testGooseParsesADownOnlyWhenItRuns() throws {
+        let scratch = Scratch()
+        let set = try read(["00001_a.sql": "-- +goose Up\nCREATE TABLE a (x);\n-- +goose Down\nDROP TABLE a\n",
+                            "00002_b.sql": "-- +goose Up\nCREATE TABLE b (x);\n-- +goose Down\nDROP TABLE b;\n"], scratch)
+        XCTAssertEqual(set.versions, ["1", "2"])
+        let db = try scratch.database()
+        XCTAssertEqual(try Migrator(set: set).migrate(db, to: nil).to, "2")
+        XCTAssertEqual(try Migrator(set: set).migrate(db, to: "1").to, "1", "b's down is whole")
+        XCTAssertLarderError(.migrationFailed, try Migrator(set: set).migrateToNothing(db)) {
+            XCTAssertTrue($0.message.contains("00001_a.sql") && $0.message.contains("direction: down") && $0.message.contains("missing semicolon"), $0.message)
+        }
+        XCTAssertEqual(try db.scalar("SELECT count(*) FROM sqlite_schema WHERE name = 'a'")?.int64, 1, "nothing of the failed down ran")
+    }
+
     // MARK: dbmate
 
     func testDbmateRequiresItsDownBlockAndReadsMarkersAsDbmateDoes() throws {

@@ -87,6 +87,9 @@ public struct Migration: Sendable {
     public var up: String
     public var down: String?
     public var downFile: String?
+    /// Why its down cannot run, found when it was read (a tool that parses
+    /// a direction only when it runs it fails then, not at load).
+    public var downProblem: String?
     /// The format says it must run outside a transaction.
     public var noTransaction: Bool
     /// The same of its down (dbmate sets each section's apart).

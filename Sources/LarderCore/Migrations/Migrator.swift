@@ -98,6 +98,10 @@ public struct Migrator {
                                              details: [("from", JSONValue(current)), ("to", JSONValue(target)), ("migration", .string(missing.file))])
             }
             for m in rollback {
+                if let problem = m.downProblem {
+                    throw LarderError(.migrationFailed, "migration \(m.downFile ?? m.file) failed: \(problem)",
+                                      details: [("migration", .string(m.downFile ?? m.file)), ("version", .string(m.version)), ("store_version", JSONValue(current))])
+                }
                 let previous = set.migrations.last { applied.contains($0.version) && VersionOrder.less($0.version, m.version) }?.version
                 let ms = try run(db, m, sql: m.down!, file: m.downFile ?? m.file, storeVersion: current, noTransaction: m.noTransactionDown, violations: &violations) {
                     try set.format.tool.recordDown(db, m, previous: previous, table: set.table, milliseconds: $0)

@@ -51,13 +51,18 @@ enum Goose: MigrationTool {
 
     struct Problem: Error { var message: String; init(_ message: String) { self.message = message } }
 
-    /// One file: its up and down statements, and whether it runs outside a transaction.
-    static func parse(_ text: String) throws -> (up: [String], down: [String]?, noTransaction: Bool) {
+    /// One file: its up and down statements, whether it runs outside a
+    /// transaction, and what is wrong with its down alone: goose parses
+    /// only the direction it runs (v3.27 `sqlparser.ParseSQLMigration`),
+    /// so a Down whose last statement lacks its `;` fails when it runs,
+    /// never the Up.
+    static func parse(_ text: String) throws -> (up: [String], down: [String]?, downProblem: String?, noTransaction: Bool) {
         enum Section { case none, up, down }
         var section = Section.none
         var up: [String] = [], down: [String]? = nil
         var buffer: [Substring] = []
         var inBlock = false, noTransaction = false, envsub = false
+        var downProblem: String?
         func flush() {
             let statement = buffer.joined(separator: "\n").trimmed()
             buffer = []
@@ -66,10 +71,11 @@ enum Goose: MigrationTool {
         func finishSection() throws {
             if inBlock { throw Problem("failed to parse migration: missing '-- +goose StatementEnd' annotation") }
             let rest = buffer.joined(separator: "\n").trimmed()
-            if !rest.isEmpty {
-                throw Problem("failed to parse migration: direction: \(section == .up ? "up" : "down"): unexpected unfinished SQL query: \"\(rest.prefix(200))\": missing semicolon?")
-            }
             buffer = []
+            guard !rest.isEmpty else { return }
+            let problem = "failed to parse migration: direction: \(section == .up ? "up" : "down"): unexpected unfinished SQL query: \"\(rest.prefix(200))\": missing semicolon?"
+            if section == .up { throw Problem(problem) }
+            downProblem = problem
         }
         for line in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }) {
             if isAnnotation(line) {
@@ -110,7 +116,7 @@ enum Goose: MigrationTool {
         }
         guard section != .none else { throw Problem("failed to parse migration: must start with '-- +goose Up' annotation") }
         try finishSection()
-        return (up, down, noTransaction)
+        return (up, down, downProblem, noTransaction)
     }
 
     static func claims(file: String, text: String) -> Bool {
@@ -123,14 +129,16 @@ enum Goose: MigrationTool {
                 throw MigrationSet.malformed(directory, "'\(file)' is not named like 20240613061102_name.sql (a version above 0)", files: [file])
             }
             let text = contents[file]!
-            let parsed: (up: [String], down: [String]?, noTransaction: Bool)
+            let parsed: (up: [String], down: [String]?, downProblem: String?, noTransaction: Bool)
             do { parsed = try parse(text) } catch let problem as Problem {
                 throw MigrationSet.malformed(directory, "'\(file)': goose: \(problem.message)", files: [file])
             }
             // Each statement as goose sends it; an empty statement between them keeps a block without `;` apart.
-            set.migrations.append(MigrationSet.make(version: VersionOrder.normalized(written), fileVersion: written, name: name, file: file,
-                                                    up: parsed.up.joined(separator: "\n;\n"), down: parsed.down?.joined(separator: "\n;\n"),
-                                                    downFile: parsed.down == nil ? nil : file, noTransaction: parsed.noTransaction, raw: [text]))
+            var migration = MigrationSet.make(version: VersionOrder.normalized(written), fileVersion: written, name: name, file: file,
+                                              up: parsed.up.joined(separator: "\n;\n"), down: parsed.down?.joined(separator: "\n;\n"),
+                                              downFile: parsed.down == nil ? nil : file, noTransaction: parsed.noTransaction, raw: [text])
+            migration.downProblem = parsed.downProblem.map { "goose: " + $0 }
+            set.migrations.append(migration)
         }
     }
 
