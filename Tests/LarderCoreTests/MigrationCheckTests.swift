@@ -193,6 +193,22 @@ final class MigrationCheckTests: XCTestCase {
                       "\(r["g"]?.failures ?? [])")
     }
 
+    /// One template whose files cannot be read fails alone: the others are
+    /// checked (it stopped every check, with nothing on standard output).
+    func testAMalformedTemplateFailsAloneAndTheOthersAreChecked() throws {
+        let scratch = Scratch()
+        scratch.write(MigrationCheckTests.tableA, under: "fixtures/good/migrations")
+        scratch.write(["1_a.up.sql": "CREATE TABLE a (x);", "1_b.up.sql": "CREATE TABLE b (x);"], under: "fixtures/broken/migrations")
+        let results = try MigrationCheck(catalog: Catalog(directory: scratch.path + "/fixtures"), temporaryDirectory: scratch.path).run()
+        let broken = try XCTUnwrap(results.first { $0.template == "broken" })
+        XCTAssertEqual(broken.kind, .template)
+        XCTAssertFalse(broken.passed)
+        XCTAssertTrue(broken.failures.first?.contains("the template cannot be read") == true, "\(broken.failures)")
+        XCTAssertEqual(broken.json["kind"], "template")
+        XCTAssertTrue(results.contains { $0.template == "good" && $0.kind == .roundTrip && $0.passed }, "\(results.map(\.json))")
+        XCTAssertTrue(MigrationCheck.junit(results).contains("reading its files"))
+    }
+
     /// A table's foreign keys are a set: declared in another order (Alembic's
     /// migrations against SQLAlchemy's create_all) they are the same schema.
     func testForeignKeysInAnotherOrderAreTheSameSchema() throws {

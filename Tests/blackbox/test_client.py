@@ -412,6 +412,32 @@ class ClientTests(unittest.TestCase):
         self.assertIn("larder check: cannot write the JUnit report %s/m.xml: " % blocker, done.stderr)
         self.assertNotIn("NSCocoaErrorDomain", done.stderr)
 
+    def test_one_malformed_template_fails_alone_in_check_and_in_the_checks_route(self):
+        """It stopped every check: `larder check` exited 2 with nothing on
+        standard output, and GET /checks/migrations answered 422 without results."""
+        scratch = tempfile.mkdtemp(prefix="larder-broken-")
+        self.addCleanup(shutil.rmtree, scratch, True)
+        fixtures = os.path.join(scratch, "fixtures")
+        shutil.copytree(os.path.join(FIXTURES, "boardgames"), os.path.join(fixtures, "boardgames"))
+        os.makedirs(os.path.join(fixtures, "broken", "migrations"))
+        for name in ("1_a.up.sql", "1_b.up.sql"):  # two migrations of one version
+            with open(os.path.join(fixtures, "broken", "migrations", name), "w") as f:
+                f.write("CREATE TABLE t (x);\n")
+        done = subprocess.run([BINARY, "check", "--fixtures", fixtures], capture_output=True, text=True, timeout=300)
+        self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+        self.assertIn("broken", done.stdout)
+        self.assertIn("cannot be read", done.stdout)
+        self.assertIn("PASS", done.stdout, "boardgames is checked all the same")
+        server = Larder(os.path.join(scratch, "root"), fixtures=fixtures)
+        try:
+            status, body, _ = server.call("GET", "/checks/migrations")
+            self.assertEqual(status, 422, body)
+            kinds = {(r["template"], r["kind"], r["passed"]) for r in body["results"]}
+            self.assertIn(("broken", "template", False), kinds)
+            self.assertIn(("boardgames", "round_trip", True), kinds)
+        finally:
+            server.stop()
+
     def test_a_start_that_fails_says_what_to_do_in_one_line(self):
         port = self.larder.port  # in use by this test's server
         scratch = tempfile.mkdtemp(prefix="larder-start-")

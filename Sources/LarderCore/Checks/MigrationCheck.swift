@@ -13,7 +13,9 @@ public struct MigrationCheck: Sendable {
     public struct Report: Sendable {
         /// A snapshot's check, a round trip of a template's down migrations,
         /// or a store the application's own migrator migrated (`AppMigrationCheck`).
-        public enum Kind: String, Sendable { case snapshot, roundTrip = "round_trip", app }
+        /// `template`: a template that could not be read (its migrations
+        /// malformed): failed with the error, while the others are checked.
+        public enum Kind: String, Sendable { case snapshot, roundTrip = "round_trip", app, template }
         /// The template checked; nil for an app's store.
         public var template: String?
         /// What the report is filed under (the JUnit class, `larder check`'s
@@ -50,14 +52,16 @@ public struct MigrationCheck: Sendable {
         }
         /// What was checked, in words: the snapshot's name, "round trip", or
         /// "migrated store" (an app's check that named no snapshot).
-        public var subject: String { snapshot ?? (kind == .roundTrip ? "round trip" : kind == .app ? "migrated store" : "snapshot") }
+        public var subject: String {
+            snapshot ?? (kind == .roundTrip ? "round trip" : kind == .app ? "migrated store" : kind == .template ? "its files" : "snapshot")
+        }
         /// The subject and its versions, as the JUnit report and `larder check`
         /// name it: `v2 (2 → 6)`, `round trip (2 → nothing → 2)`. A round
         /// trip's does not depend on how far it got: CI report viewers
         /// follow a test case by its name.
         public var title: String {
             kind == .roundTrip ? "round trip (\(fromVersion ?? "?") → nothing → \(fromVersion ?? "?"))"
-                : "\(subject) (\(fromVersion ?? "?") → \(toVersion ?? "?"))"
+                : kind == .template ? "reading its files" : "\(subject) (\(fromVersion ?? "?") → \(toVersion ?? "?"))"
         }
 
         public var json: JSONValue {
@@ -86,13 +90,29 @@ public struct MigrationCheck: Sendable {
         guard FileSystem.isDirectory(catalog.directory) else {
             throw LarderError(.notFound, "the fixtures directory '\(catalog.directory)' does not exist", details: [("fixtures", .string(catalog.directory))])
         }
-        let templates = try only.map { [try catalog.template($0)] } ?? catalog.names().map { try catalog.template($0) }
+        // One template that cannot be read is a failed result of its own; the others are checked.
+        var templates: [Template] = [], unreadable: [Report] = []
+        if let only {
+            templates = [try catalog.template(only)]
+        } else {
+            for name in catalog.names() {
+                do {
+                    templates.append(try catalog.template(name))
+                } catch {
+                    var report = Report(template: name, kind: .template, milliseconds: 0, failures: [])
+                    report.fail("the template cannot be read: " + (LarderError.classify(error)?.message ?? "\(error)"))
+                    unreadable.append(report)
+                }
+            }
+        }
         enum Job { case snapshot(Template, Template.Snapshot), roundTrip(Template) }
         var jobs: [Job] = []
         for t in templates {
             for name in t.snapshotNames { jobs.append(.snapshot(t, t.snapshots[name]!)) }
             if roundTrips && MigrationCheck.goesDown(t) { jobs.append(.roundTrip(t)) }
         }
+        unreadable.forEach { progress?($0) }
+        if jobs.isEmpty && !unreadable.isEmpty { return unreadable }
         if jobs.isEmpty {
             let what = roundTrips ? "snapshots or down migrations" : "snapshots"
             let message = only.map { "template '\($0)' has no \(what) to check: put old databases in \($0)/snapshots/" }
@@ -116,7 +136,7 @@ public struct MigrationCheck: Sendable {
             results.withLock { $0[index] = result }
             progress?(result)
         }
-        return results.withLock { r in (0..<jobs.count).compactMap { r[$0] } }
+        return results.withLock { r in (0..<jobs.count).compactMap { r[$0] } } + unreadable
     }
 
     func temporaryPath(_ tag: String) -> String {

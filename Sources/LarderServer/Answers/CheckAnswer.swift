@@ -6,7 +6,7 @@ import LarderCore
 /// `MigrationCheck.Report.json`, which `larder check` prints too).
 enum CheckAnswer {
     static let result = ContractObject("CheckResult", OpenAPI.answer([
-        ("template", OpenAPI.nullableString), ("kind", ["type": "string", "enum": ["snapshot", "round_trip", "app"]]), ("snapshot", OpenAPI.nullableString),
+        ("template", OpenAPI.nullableString), ("kind", ["type": "string", "enum": ["snapshot", "round_trip", "app", "template"]]), ("snapshot", OpenAPI.nullableString),
         ("from_version", OpenAPI.nullableString), ("to_version", OpenAPI.nullableString), ("passed", OpenAPI.boolean),
         ("ms", ["type": "number", "minimum": 0]), ("failures", OpenAPI.strings), ("notes", OpenAPI.strings),
     ]))
