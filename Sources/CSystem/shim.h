@@ -112,6 +112,11 @@ static inline void larder_sha256_final(void *context, unsigned char *out32) {
     EVP_DigestFinal_ex((EVP_MD_CTX *)context, out32, &length);
     EVP_MD_CTX_free((EVP_MD_CTX *)context);
 }
+/* SHA-384 of a whole buffer into out48 (sqlx's migration checksum). */
+static inline void larder_sha384(const void *bytes, size_t count, unsigned char *out48) {
+    unsigned int length = 0;
+    EVP_Digest(bytes, count, out48, &length, EVP_sha384(), NULL);
+}
 
 /* CRC-32 (the zip and gzip one) from ISA-L: folded with carry-less
    multiplies, about 3x zlib's here. */

@@ -43,6 +43,13 @@ public final class SHA256 {
 
 }
 
+/// SHA-384 (libcrypto): the 48 digest bytes of `bytes`.
+public func sha384(_ bytes: [UInt8]) -> [UInt8] {
+    var out = [UInt8](repeating: 0, count: 48)
+    bytes.withUnsafeBytes { input in out.withUnsafeMutableBufferPointer { larder_sha384(input.baseAddress, input.count, $0.baseAddress) } }
+    return out
+}
+
 /// CRC-32, as zip and gzip take it (ISA-L).
 public func crc32(_ bytes: UnsafeRawBufferPointer, initial: UInt32 = 0) -> UInt32 {
     guard let base = bytes.baseAddress else { return initial }

@@ -157,8 +157,10 @@ final class MigrationCheckTests: XCTestCase {
             "flyway": ["V1__a.sql": "CREATE TABLE a (id INTEGER PRIMARY KEY);", "U1__a.sql": "DROP TABLE a;",
                        "V2__b.sql": "CREATE TABLE b (x);", "U2__b.sql": "DROP TABLE b;"],
             "plain": ["0001_a.sql": "CREATE TABLE a (x);"],
+            "sqlx": ["../template.json": #"{"format": "sqlx"}"#, "1_a.up.sql": "CREATE TABLE a (id INTEGER PRIMARY KEY);", "1_a.down.sql": "DROP TABLE a;",
+                     "2_b.up.sql": "-- no-transaction\nCREATE TABLE b (x);", "2_b.down.sql": "-- no-transaction\nDROP TABLE b;"],
         ])
-        XCTAssertEqual(Set(r.keys), ["migrate", "dbmate", "goose", "flyway"], "plain SQL has no downs, so no round trip")
+        XCTAssertEqual(Set(r.keys), ["migrate", "dbmate", "goose", "flyway", "sqlx"], "plain SQL has no downs, so no round trip")
         for (name, result) in r {
             XCTAssertTrue(result.passed, "\(name): \(result.failures)")
             XCTAssertEqual(result.toVersion, result.fromVersion)

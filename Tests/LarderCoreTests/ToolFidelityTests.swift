@@ -1,3 +1,4 @@
+import Digest
 @testable import LarderCore
 import SQLite
 import TestSupport
@@ -182,6 +183,96 @@ final class ToolFidelityTests: XCTestCase {
         XCTAssertEqual(try rows(db, "SELECT count(*) FROM flyway_schema_history"), [["2"]], "callbacks are not history")
     }
 
+    // MARK: sqlx
+
+    /// sqlx's names as `sqlx-core/src/migrate/source.rs` (0.9.0-alpha.1,
+    /// 9d6bf66; the same in 0.8.6) reads them: split at the first `_`, an
+    /// i64 before it, the suffix stripped again and again, `_` a space.
+    func testSqlxReadsFileNamesAsSqlxDoes() throws {
+        let cases: [(String, Int64, Sqlx.Kind, String)] = [
+            ("20220721115250_add_test_table.sql", 20220721115250, .simple, "add test table"),
+            ("20220721124650_add_table.up.sql", 20220721124650, .up, "add table"),
+            ("20220721124650_add_table.down.sql", 20220721124650, .down, "add table"),
+            ("0_vacuum.sql", 0, .simple, "vacuum"),
+            ("01_foo_bar.sql", 1, .simple, "foo bar"),
+            ("+5_plus.sql", 5, .simple, "plus"),
+            ("1_.sql", 1, .simple, ""),
+            ("1_a.sql.sql", 1, .simple, "a"),
+            ("1_x.up.sql.up.sql", 1, .up, "x"),
+            ("1_UP.Up.sql", 1, .simple, "UP.Up"),
+        ]
+        for (file, version, kind, description) in cases {
+            let parsed = try XCTUnwrap(try Sqlx.parse(file, "m"), file)
+            XCTAssertEqual(parsed.version, version, file)
+            XCTAssertEqual(parsed.kind, kind, file)
+            XCTAssertEqual(parsed.description, description, file)
+        }
+        XCTAssertNil(try Sqlx.parse("1.sql", "m"), "no `_`: not a migration")
+        for file in ["foo_bar.sql", "_x.sql", " 1_space.sql", "9223372036854775808_big.sql"] {
+            XCTAssertLarderError(.migrationFailed, try Sqlx.parse(file, "m")) {
+                XCTAssertTrue($0.message.contains("expected integer version prefix"), $0.message)
+            }
+        }
+    }
+
+    /// The checksum sqlx stores: SHA-384 of the file's bytes as they are
+    /// (`migration.rs`); values of sqlx's own test migrations
+    /// (`tests/sqlite/migrations_no_tx/0_vacuum.sql`) and of a CRLF file.
+    func testSqlxChecksumsAreSHA384OfTheFileAsItIs() {
+        XCTAssertEqual(Sqlx.checksum("-- no-transaction\n\nVACUUM;\n").hex,
+                       "391867e85114a48b3df1cd7998eacc7e490a884ecfc63d5279fb13f263cc07995ffd1f119be415dd1a4f6b7176f3b038")
+        XCTAssertEqual(Sqlx.checksum("CREATE TABLE t (id INTEGER);\n").hex,
+                       "31c9c51c2fbe966702e47926c878cf83e5420e292fcbda37e8dc00658e0475998e904e629319554807ff3fa51b55e60b")
+        XCTAssertEqual(Sqlx.checksum("CREATE TABLE t (id INTEGER);\r\n").hex,
+                       "8fbe58c8df1c50f909c461730c27f97de815950fa1889fe1eaae033a3ae87800ecc66294fe119ecf4a8e5602e24b4eb0")
+    }
+
+    /// A directory of sqlx migrations: the rows sqlx's SQLite driver writes
+    /// (`sqlx-sqlite/src/migrate.rs`), its table as it makes it, a down that
+    /// deletes its row, `-- no-transaction` only as the file's first bytes,
+    /// and a store at 1 migrated to latest with the rows of a fresh build.
+    func testSqlxBookkeepingIsWhatSqlxWrites() throws {
+        let scratch = Scratch()
+        let files = [
+            "1_create_users.sql": "CREATE TABLE users (id INTEGER PRIMARY KEY);\n",
+            "2_add_posts.up.sql": "CREATE TABLE posts (id INTEGER PRIMARY KEY, user_id INTEGER REFERENCES users (id));\n",
+            "2_add_posts.down.sql": "DROP TABLE posts;\n",
+            "3_vacuum.sql": "-- no-transaction\n\nVACUUM;\n",
+            "4_late_marker.sql": "\n-- no-transaction\nCREATE TABLE late (x);\n",
+            "README.md": "not a migration",
+        ]
+        let set = try read(files, scratch, settings: try settings(#"{"format": "sqlx"}"#).migrations)
+        XCTAssertEqual(set.versions, ["1", "2", "3", "4"])
+        XCTAssertEqual(set.migrations.map(\.noTransaction), [false, false, true, false], "only as the file's first bytes")
+        let db = try scratch.database()
+        try Migrator(set: set).migrate(db, to: nil)
+        XCTAssertEqual(try rows(db, "SELECT version, description, success, hex(checksum), typeof(execution_time) FROM _sqlx_migrations ORDER BY version"), [
+            ["1", "create users", "1", Sqlx.checksum(files["1_create_users.sql"]!).hex.uppercased(), "integer"],
+            ["2", "add posts", "1", Sqlx.checksum(files["2_add_posts.up.sql"]!).hex.uppercased(), "integer"],
+            ["3", "vacuum", "1", Sqlx.checksum(files["3_vacuum.sql"]!).hex.uppercased(), "integer"],
+            ["4", "late marker", "1", Sqlx.checksum(files["4_late_marker.sql"]!).hex.uppercased(), "integer"],
+        ])
+        XCTAssertEqual(try rows(db, "SELECT sql FROM sqlite_schema WHERE name = '_sqlx_migrations'"), [[
+            "CREATE TABLE _sqlx_migrations (\n    version BIGINT PRIMARY KEY,\n    description TEXT NOT NULL,\n    installed_on TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP,\n    success BOOLEAN NOT NULL,\n    checksum BLOB NOT NULL,\n    execution_time BIGINT NOT NULL\n)",
+        ]])
+        XCTAssertEqual(try rows(db, "SELECT count(*) FROM _sqlx_migrations WHERE installed_on GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] [0-9][0-9]:*'"), [["4"]])
+        // Down to 1 needs 4's and 3's downs, which sqlx does not have.
+        XCTAssertLarderError(.badRequest, try Migrator(set: set).migrate(db, to: "1"))
+        let two = try read(files.filter { !$0.key.hasPrefix("3_") && !$0.key.hasPrefix("4_") }, scratch, settings: try settings(#"{"format": "sqlx"}"#).migrations)
+        let down = try scratch.database("down.sqlite")
+        try Migrator(set: two).migrate(down, to: nil)
+        try Migrator(set: two).migrate(down, to: "1")
+        XCTAssertEqual(try rows(down, "SELECT version FROM _sqlx_migrations"), [["1"]], "a down deletes its row")
+        XCTAssertEqual(try Sqlx.readState(down, table: "_sqlx_migrations")?.current, "1")
+        // At 1, then to latest: the rows of a fresh build, times aside.
+        try Migrator(set: set).migrate(down, to: nil)
+        let columns = "version, description, success, hex(checksum)"
+        XCTAssertEqual(try rows(down, "SELECT \(columns) FROM _sqlx_migrations ORDER BY version"), try rows(db, "SELECT \(columns) FROM _sqlx_migrations ORDER BY version"))
+        // A row sqlx would take for a half-applied migration (success false) makes the store dirty.
+        try down.execute("UPDATE _sqlx_migrations SET success = FALSE WHERE version = 4")
+        XCTAssertEqual(try Sqlx.readState(down, table: "_sqlx_migrations")?.dirty, true)
+    }
+
     // MARK: every tool
 
     func testRenamedBookkeepingTablesAreWrittenReadAndHidden() throws {
@@ -191,11 +282,12 @@ final class ToolFidelityTests: XCTestCase {
             (.goose, ["00001_a.sql": "-- +goose Up\nCREATE TABLE a (x);\n"]),
             (.flyway, ["V1__a.sql": "CREATE TABLE a (x);"]),
             (.plain, ["0001_a.sql": "CREATE TABLE a (x);"]),
+            (.sqlx, ["1_a.sql": "CREATE TABLE a (x);"]),
         ]
         for (format, files) in cases {
             let scratch = Scratch()
             let directory = scratch.write(files.reduce(into: [:]) { $0["t/migrations/" + $1.key] = $1.value }.merging(
-                ["t/template.json": #"{"migrations_table": "team_\#(format.rawValue.replacingOccurrences(of: "-", with: "_"))_log"}"#]) { a, _ in a },
+                ["t/template.json": #"{"migrations_table": "team_\#(format.rawValue.replacingOccurrences(of: "-", with: "_"))_log"\#(format == .sqlx ? #", "format": "sqlx""# : "")}"#]) { a, _ in a },
                 under: "fixtures")
             let template = try Catalog(directory: directory).template("t")
             XCTAssertEqual(template.migrations.format, format)
