@@ -273,6 +273,85 @@ final class ToolFidelityTests: XCTestCase {
         XCTAssertEqual(try Sqlx.readState(down, table: "_sqlx_migrations")?.dirty, true)
     }
 
+    // MARK: sql-migrate
+
+    /// sql-migrate's parser (`sqlparse/sqlparse.go` at 563a2f0): expected
+    /// statements from its own tests and from the unmodified parser run on
+    /// each input (docs/tools/sql-migrate.md, 4.2).
+    func testSqlMigrateParsesAsItsParserDoes() throws {
+        let cases: [(String, [String], [String])] = [
+            ("-- +migrate Up\nCREATE TABLE t (id int);\n\n-- +migrate Down\nDROP TABLE t;\n", ["CREATE TABLE t (id int);\n"], ["\nDROP TABLE t;\n"]),
+            ("-- +migrate Up\n-- +migrate StatementBegin\nCREATE TRIGGER tr AFTER INSERT ON t BEGIN\n  INSERT INTO log VALUES (1);\nEND;\n-- +migrate StatementEnd\n",
+             ["CREATE TRIGGER tr AFTER INSERT ON t BEGIN\n  INSERT INTO log VALUES (1);\nEND;\n"], []),
+            ("-- +migrate Up\n-- a comment\nCREATE TABLE t (\n  id int -- inline\n);\nINSERT INTO t VALUES (1); -- trailing\n--no space comment\nSELECT 1;\n",
+             ["CREATE TABLE t (\n  id int -- inline\n);\n", "INSERT INTO t VALUES (1); -- trailing\n", "--no space comment\nSELECT 1;\n"], []),
+            ("-- +migrate Up\nSELECT 1;SELECT 2;\nSELECT 3 ;  \nSELECT 'a;\nb';\n", ["SELECT 1;SELECT 2;\n", "SELECT 3 ;  \n", "SELECT 'a;\n", "b';\n"], []),
+            ("SELECT 0;\n-- +migrate Up\nSELECT 1;--c\nSELECT 2;\n", ["SELECT 1;--c\nSELECT 2;\n"], []),
+            ("-- +migrate Up\r\nSELECT 1;\r\n", ["SELECT 1;\n"], []),
+            ("-- +migrate Down\nDROP TABLE t;\n-- +migrate Up\nCREATE TABLE t (id int);\n", ["CREATE TABLE t (id int);\n"], ["DROP TABLE t;\n"]),
+            ("\n-- +migrate Up\n\n-- +migrate Down\n", [], []),
+            ("-- +migrate Up\nSELECT 1;\n-- +migrate Down\n-- nothing to do\n", ["SELECT 1;\n"], []),
+        ]
+        for (text, up, down) in cases {
+            let parsed = try SqlMigrate.parse(text)
+            XCTAssertEqual(parsed.up, up, text)
+            XCTAssertEqual(parsed.down, down, text)
+        }
+        XCTAssertEqual(try SqlMigrate.parse("-- +migrate Up notransaction\nCREATE TABLE t (id int);\n-- +migrate Down notransaction\nDROP TABLE t;").downNoTransaction, true)
+        XCTAssertEqual(try SqlMigrate.parse("-- +migrate Up foo notransaction\nSELECT 1;").upNoTransaction, true)
+        XCTAssertEqual(["SELECT 1;SELECT 2;\n", "SELECT 3 ;  \n", "\nDROP TABLE t;\n"].map(SqlMigrate.executed), ["SELECT 1;SELECT 2", "SELECT 3 ; ", "\nDROP TABLE t"])
+        let refused: [(String, String)] = [
+            ("-- +migrate Up\nCREATE TABLE t (id int)", "The last statement must be ended by a semicolon"),
+            ("-- +migrate Up\nCREATE TABLE t (id int)\n-- +migrate Down\nDROP TABLE t;", "The last statement must be ended by a semicolon"),
+            ("CREATE TABLE t (id int);", "no Up/Down annotations found"),
+            ("", "no Up/Down annotations found"),
+            ("-- +migrate up\nSELECT 1;", "no Up/Down annotations found"),
+            ("-- +migrate \nSELECT 1;", "incomplete migration command"),
+            ("-- +migrate Up\n-- +migrate StatementBegin\nSELECT 1;\n", "with no matching '-- +migrate StatementEnd'"),
+        ]
+        for (text, message) in refused {
+            XCTAssertThrowsError(try SqlMigrate.parse(text), text) { XCTAssertTrue(($0 as? SqlMigrate.Problem)?.message.contains(message) == true, "\(text): \($0)") }
+        }
+    }
+
+    /// sql-migrate's own test migrations (`test-migrations/`) and the rows
+    /// it writes through gorp v3.1.0 and go-sqlite3: its table as gorp makes
+    /// it, the file's name, the time as go-sqlite3 formats it; a down deletes
+    /// its row; a store at 1 migrated to latest has a fresh build's rows.
+    func testSqlMigrateBookkeepingIsWhatSqlMigrateWrites() throws {
+        let scratch = Scratch()
+        let files = [
+            "1_initial.sql": "-- +migrate Up\n-- SQL in section 'Up' is executed when this migration is applied\nCREATE TABLE people (id int);\n\n\n-- +migrate Down\n-- SQL section 'Down' is executed when this migration is rolled back\nDROP TABLE people;\n",
+            "2_record.sql": "-- +migrate Up\nINSERT INTO people (id) VALUES (1);\n\n-- +migrate Down\nDELETE FROM people WHERE id=1;\n",
+            "10_vacuum.sql": "-- +migrate Up notransaction\nVACUUM;\n",
+        ]
+        let set = try read(files, scratch)
+        XCTAssertEqual(set.format, .sqlMigrate, "detected from its annotations")
+        XCTAssertEqual(set.versions, ["1", "2", "10"])
+        XCTAssertEqual(set.migrations.map(\.noTransaction), [false, false, true])
+        let db = try scratch.database()
+        try Migrator(set: set).migrate(db, to: "2")
+        XCTAssertEqual(try rows(db, "SELECT id FROM gorp_migrations ORDER BY id"), [["1_initial.sql"], ["2_record.sql"]])
+        XCTAssertEqual(try rows(db, "SELECT id FROM people"), [["1"]])
+        XCTAssertEqual(try rows(db, "SELECT sql FROM sqlite_schema WHERE name = 'gorp_migrations'"),
+                       [[#"CREATE TABLE "gorp_migrations" ("id" varchar(255) not null primary key, "applied_at" datetime)"#]])
+        let stamp = try XCTUnwrap(try db.scalar("SELECT applied_at FROM gorp_migrations LIMIT 1")?.string)
+        XCTAssertTrue(stamp.wholeMatch(of: /\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d*[1-9])?\+00:00/) != nil, stamp)
+        try Migrator(set: set).migrate(db, to: "1")
+        XCTAssertEqual(try rows(db, "SELECT id FROM gorp_migrations"), [["1_initial.sql"]], "a down deletes its row")
+        XCTAssertEqual(try rows(db, "SELECT count(*) FROM people"), [["0"]])
+        XCTAssertEqual(try SqlMigrate.readState(db, table: "gorp_migrations")?.current, "1")
+        try Migrator(set: set).migrate(db, to: nil)
+        let fresh = try scratch.database("fresh.sqlite")
+        try Migrator(set: set).migrate(fresh, to: nil)
+        XCTAssertEqual(try rows(db, "SELECT id FROM gorp_migrations ORDER BY id"), try rows(fresh, "SELECT id FROM gorp_migrations ORDER BY id"))
+        XCTAssertEqual(SqlMigrate.appliedAt(timespec(tv_sec: 1_704_164_645, tv_nsec: 120_000_000)), "2024-01-02 03:04:05.12+00:00")
+        XCTAssertEqual(SqlMigrate.appliedAt(timespec(tv_sec: 1_704_164_645, tv_nsec: 0)), "2024-01-02 03:04:05+00:00")
+        XCTAssertLarderError(.migrationFailed, try read(["initial.sql": "-- +migrate Up\nSELECT 1;\n"], scratch)) {
+            XCTAssertTrue($0.message.contains("does not start with a number"), $0.message)
+        }
+    }
+
     // MARK: every tool
 
     func testRenamedBookkeepingTablesAreWrittenReadAndHidden() throws {
@@ -283,6 +362,7 @@ final class ToolFidelityTests: XCTestCase {
             (.flyway, ["V1__a.sql": "CREATE TABLE a (x);"]),
             (.plain, ["0001_a.sql": "CREATE TABLE a (x);"]),
             (.sqlx, ["1_a.sql": "CREATE TABLE a (x);"]),
+            (.sqlMigrate, ["1_a.sql": "-- +migrate Up\nCREATE TABLE a (x);\n"]),
         ]
         for (format, files) in cases {
             let scratch = Scratch()

@@ -49,7 +49,7 @@ public struct MigrationFormat: Sendable, Hashable, CustomStringConvertible {
     let tool: any MigrationTool.Type
 
     /// Every tool Larder reads, in the order files are recognized (`Plain` last).
-    static let all: [any MigrationTool.Type] = [Flyway.self, GolangMigrate.self, Goose.self, Dbmate.self, Sqlx.self, Plain.self]
+    static let all: [any MigrationTool.Type] = [Flyway.self, GolangMigrate.self, Goose.self, Dbmate.self, SqlMigrate.self, Sqlx.self, Plain.self]
     /// Every format's name, as templates and the API give it.
     public static var names: [String] { all.map { $0.name } }
 
@@ -59,6 +59,7 @@ public struct MigrationFormat: Sendable, Hashable, CustomStringConvertible {
     public static let goose = MigrationFormat(tool: Goose.self)
     public static let flyway = MigrationFormat(tool: Flyway.self)
     public static let sqlx = MigrationFormat(tool: Sqlx.self)
+    public static let sqlMigrate = MigrationFormat(tool: SqlMigrate.self)
 
     /// Every format, as `template.json` names them.
     public static var allCases: [MigrationFormat] { all.map(MigrationFormat.init(tool:)) }
