@@ -22,4 +22,16 @@ final class CatalogTests: XCTestCase {
         try FileManager.default.removeItem(atPath: fixtures + "/two")
         XCTAssertEqual(catalog.names(), ["one"])
     }
+
+    /// A tool that keeps a folder per migration (Diesel): an edit of a
+    /// file in a migration's folder is seen too.
+    func testSeesEditsInsideAMigrationsFolder() throws {
+        let scratch = Scratch()
+        let catalog = Catalog(directory: scratch.path + "/fixtures")
+        scratch.write(["d/migrations/2024-01-01-000000_a/up.sql": "CREATE TABLE a (x);"], under: "fixtures")
+        let before = try catalog.template("d").migrations.migrations[0].checksum
+        scratch.write(["d/migrations/2024-01-01-000000_a/up.sql": "CREATE TABLE a (x, y);"], under: "fixtures")
+        XCTAssertNotEqual(try catalog.template("d").migrations.migrations[0].checksum, before)
+        XCTAssertEqual(try catalog.template("d").migrations.migrations[0].up, "CREATE TABLE a (x, y);")
+    }
 }

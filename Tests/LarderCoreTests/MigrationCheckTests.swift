@@ -159,10 +159,12 @@ final class MigrationCheckTests: XCTestCase {
             "plain": ["0001_a.sql": "CREATE TABLE a (x);"],
             "sqlx": ["../template.json": #"{"format": "sqlx"}"#, "1_a.up.sql": "CREATE TABLE a (id INTEGER PRIMARY KEY);", "1_a.down.sql": "DROP TABLE a;",
                      "2_b.up.sql": "-- no-transaction\nCREATE TABLE b (x);", "2_b.down.sql": "-- no-transaction\nDROP TABLE b;"],
+            "diesel": ["2024-01-01-000000_a/up.sql": "CREATE TABLE a (id INTEGER PRIMARY KEY);", "2024-01-01-000000_a/down.sql": "DROP TABLE a;",
+                       "2024-01-02-000000_b/up.sql": "CREATE TABLE b (x);", "2024-01-02-000000_b/down.sql": "DROP TABLE b;"],
             "sql-migrate": ["1_a.sql": "-- +migrate Up\nCREATE TABLE a (id INTEGER PRIMARY KEY);\n-- +migrate Down\nDROP TABLE a;\n",
                             "2_t.sql": "-- +migrate Up\n-- +migrate StatementBegin\nCREATE TRIGGER t AFTER INSERT ON a BEGIN SELECT 1; END;\n-- +migrate StatementEnd\n-- +migrate Down\nDROP TRIGGER t;\n"],
         ])
-        XCTAssertEqual(Set(r.keys), ["migrate", "dbmate", "goose", "flyway", "sqlx", "sql-migrate"], "plain SQL has no downs, so no round trip")
+        XCTAssertEqual(Set(r.keys), ["migrate", "dbmate", "goose", "flyway", "sqlx", "sql-migrate", "diesel"], "plain SQL has no downs, so no round trip")
         for (name, result) in r {
             XCTAssertTrue(result.passed, "\(name): \(result.failures)")
             XCTAssertEqual(result.toVersion, result.fromVersion)

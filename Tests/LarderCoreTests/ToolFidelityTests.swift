@@ -352,6 +352,70 @@ final class ToolFidelityTests: XCTestCase {
         }
     }
 
+    // MARK: Diesel
+
+    /// Diesel's versions (`version_from_string`, diesel_migrations 2.3.2)
+    /// and `metadata.toml` as serde reads it into `run_in_transaction`.
+    func testDieselReadsFoldersAndMetadataAsDieselDoes() {
+        XCTAssertEqual(Diesel.version("2024-03-13-170000_create_users"), "20240313170000")
+        XCTAssertEqual(Diesel.version("20170505070309_migration"), "20170505070309")
+        XCTAssertEqual(Diesel.version("2025-01-05-123456-0000_create_users"), "202501051234560000")
+        XCTAssertEqual(Diesel.version("7letters"), "7letters")
+        let metadata: [(String?, Bool)] = [
+            (nil, true), ("run_in_transaction = false\n", false), ("run_in_transaction = true", true),
+            ("run_in_transaction=false # no tx\n", false), ("", false), ("# only a comment\n", false), ("other = 1\n", false),
+            ("[section]\nrun_in_transaction = true\n", false), ("run_in_transaction = \"false\"\n", true), ("run_in_transaction = 0\n", true),
+        ]
+        for (text, expected) in metadata { XCTAssertEqual(Diesel.runsInTransaction(text), expected, text ?? "no file") }
+    }
+
+    /// A Diesel directory: detected from its folders, hidden and plain files
+    /// passed over, the rows Diesel writes (`setup_migration_table.sql`, the
+    /// version only), a down deleting its row, `run_in_transaction = false`
+    /// running a file's own BEGIN/COMMIT (diesel_cli's
+    /// `migration_run_without_transaction`), a store at 1 migrated to latest
+    /// with a fresh build's rows; a folder without up.sql refused in Diesel's words.
+    func testDieselBookkeepingIsWhatDieselWrites() throws {
+        let scratch = Scratch()
+        let files = [
+            "2024-03-13-170000_create_users/up.sql": "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT NOT NULL);\n",
+            "2024-03-13-170000_create_users/down.sql": "DROP TABLE users;\n",
+            "2024-03-14-090000_create_customers/up.sql": "BEGIN TRANSACTION;CREATE TABLE customers (id INTEGER PRIMARY KEY);COMMIT TRANSACTION;",
+            "2024-03-14-090000_create_customers/down.sql": "DROP TABLE customers;",
+            "2024-03-14-090000_create_customers/metadata.toml": "run_in_transaction = false\n",
+            ".hidden/up.sql": "this is never read",
+            "README.md": "not a migration",
+        ]
+        let set = try read(files, scratch)
+        XCTAssertEqual(set.format, .diesel)
+        XCTAssertEqual(set.versions, ["20240313170000", "20240314090000"])
+        XCTAssertEqual(set.migrations.map(\.noTransaction), [false, true])
+        let db = try scratch.database()
+        try Migrator(set: set).migrate(db, to: nil)
+        XCTAssertEqual(try rows(db, "SELECT version FROM __diesel_schema_migrations ORDER BY version"), [["20240313170000"], ["20240314090000"]])
+        XCTAssertEqual(try rows(db, "SELECT sql FROM sqlite_schema WHERE name = '__diesel_schema_migrations'"), [[
+            "CREATE TABLE __diesel_schema_migrations (\n       version VARCHAR(50) PRIMARY KEY NOT NULL,\n       run_on TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP\n)",
+        ]])
+        XCTAssertEqual(try rows(db, "SELECT count(*) FROM __diesel_schema_migrations WHERE run_on GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9]'"), [["2"]])
+        try Migrator(set: set).migrate(db, to: "20240313170000")
+        XCTAssertEqual(try rows(db, "SELECT version FROM __diesel_schema_migrations"), [["20240313170000"]], "a down deletes its row")
+        XCTAssertEqual(try Diesel.readState(db, table: "__diesel_schema_migrations")?.current, "20240313170000")
+        try Migrator(set: set).migrate(db, to: nil)
+        let fresh = try scratch.database("fresh.sqlite")
+        try Migrator(set: set).migrate(fresh, to: nil)
+        XCTAssertEqual(try rows(db, "SELECT version FROM __diesel_schema_migrations ORDER BY version"), try rows(fresh, "SELECT version FROM __diesel_schema_migrations ORDER BY version"))
+        // A migration's own BEGIN in a transaction Diesel opens fails, naming the way out.
+        XCTAssertLarderError(.migrationFailed, try Migrator(set: try read(["2024-01-01-000000_t/up.sql": "BEGIN; CREATE TABLE t (x); COMMIT;"], scratch)).migrate(try scratch.database("tx.sqlite"), to: nil)) {
+            XCTAssertTrue($0.message.contains("run_in_transaction = false"), $0.message)
+        }
+        XCTAssertLarderError(.migrationFailed, try read(["2024-01-01-000000_a/up.sql": "SELECT 1;", "2024-01-02-000000_b/down.sql": "SELECT 1;"], scratch)) {
+            XCTAssertTrue($0.message.contains("it should contain up.sql and optionally down.sql"), $0.message)
+        }
+        XCTAssertLarderError(.migrationFailed, try read(["2024-01-01-000000_a/up.sql": ""], scratch)) {
+            XCTAssertTrue($0.message.contains("Attempted to run an empty migration"), $0.message)
+        }
+    }
+
     // MARK: every tool
 
     func testRenamedBookkeepingTablesAreWrittenReadAndHidden() throws {
@@ -363,6 +427,7 @@ final class ToolFidelityTests: XCTestCase {
             (.plain, ["0001_a.sql": "CREATE TABLE a (x);"]),
             (.sqlx, ["1_a.sql": "CREATE TABLE a (x);"]),
             (.sqlMigrate, ["1_a.sql": "-- +migrate Up\nCREATE TABLE a (x);\n"]),
+            (.diesel, ["2024-01-01-000000_a/up.sql": "CREATE TABLE a (x);"]),
         ]
         for (format, files) in cases {
             let scratch = Scratch()

@@ -54,14 +54,15 @@ public struct MigrationSet: Sendable {
 
     /// Reads `directory` as the team's tool, configured with `settings`, reads it.
     public static func read(directory: String, settings: MigrationSettings) throws -> MigrationSet {
-        let override = settings.format
-        let files = FileSystem.entries(directory).filter { $0.hasSuffix(".sql") }
+        // A layout of the tool's own (folders) says the format before any file does.
+        let laidOut = settings.format ?? MigrationFormat.all.first { $0.claims(directory: directory) }.map(MigrationFormat.init(tool:))
+        let files = try (laidOut?.tool ?? Plain.self).files(in: directory)
         var contents: [String: String] = [:]
         for file in files {
             let bytes = try FileSystem.readFile(directory + "/" + file)
             contents[file] = String(decoding: bytes, as: UTF8.self)
         }
-        let format = try override ?? detect(files: files, contents: contents, directory: directory)
+        let format = try laidOut ?? detect(files: files, contents: contents, directory: directory)
         try settings.check(against: format, directory)
         var set = MigrationSet(format: format, settings: settings, migrations: [], repeatables: [])
         try format.tool.read(files, contents, directory, into: &set)

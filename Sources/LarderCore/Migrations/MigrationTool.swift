@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import FileSystem
 import SQLite
 
 /// One migration tool Larder reads and writes as the tool itself does: how
@@ -13,6 +14,12 @@ protocol MigrationTool: Sendable {
     /// Whether a file of a migrations directory is unmistakably this tool's
     /// (detection; `Plain` claims nothing and is the fallback).
     static func claims(file: String, text: String) -> Bool
+    /// Whether the directory's layout is unmistakably this tool's (Diesel's
+    /// folders): detection before any file is looked at.
+    static func claims(directory: String) -> Bool
+    /// The files of a migrations directory this tool reads, as paths below
+    /// it (a folder's files for tools that keep a folder per migration).
+    static func files(in directory: String) throws -> [String]
     /// Reads a directory's `.sql` files into `set` (versioned migrations and
     /// any repeatables); a file that does not fit is an error naming it.
     static func read(_ files: [String], _ contents: [String: String], _ directory: String, into set: inout MigrationSet) throws
@@ -39,6 +46,9 @@ protocol MigrationTool: Sendable {
 }
 
 extension MigrationTool {
+    static func claims(directory: String) -> Bool { false }
+    /// The directory's `.sql` files.
+    static func files(in directory: String) throws -> [String] { FileSystem.entries(directory).filter { $0.hasSuffix(".sql") } }
     static func markDirty(_ db: Connection, _ migration: Migration, table: String) throws {}
     static func repeatablesDue(_ db: Connection, in set: MigrationSet) throws -> [Migration] { [] }
     static var decidesTransactions: Bool { false }
@@ -49,7 +59,7 @@ public struct MigrationFormat: Sendable, Hashable, CustomStringConvertible {
     let tool: any MigrationTool.Type
 
     /// Every tool Larder reads, in the order files are recognized (`Plain` last).
-    static let all: [any MigrationTool.Type] = [Flyway.self, GolangMigrate.self, Goose.self, Dbmate.self, SqlMigrate.self, Sqlx.self, Plain.self]
+    static let all: [any MigrationTool.Type] = [Diesel.self, Flyway.self, GolangMigrate.self, Goose.self, Dbmate.self, SqlMigrate.self, Sqlx.self, Plain.self]
     /// Every format's name, as templates and the API give it.
     public static var names: [String] { all.map { $0.name } }
 
@@ -60,6 +70,7 @@ public struct MigrationFormat: Sendable, Hashable, CustomStringConvertible {
     public static let flyway = MigrationFormat(tool: Flyway.self)
     public static let sqlx = MigrationFormat(tool: Sqlx.self)
     public static let sqlMigrate = MigrationFormat(tool: SqlMigrate.self)
+    public static let diesel = MigrationFormat(tool: Diesel.self)
 
     /// Every format, as `template.json` names them.
     public static var allCases: [MigrationFormat] { all.map(MigrationFormat.init(tool:)) }

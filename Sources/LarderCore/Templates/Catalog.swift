@@ -43,7 +43,9 @@ public final class Catalog: @unchecked Sendable {
                 var refused = false
                 for name in FileSystem.entries(directory) where Catalog.isSafeName(name) {
                     let folder = directory + "/" + name
-                    for path in [folder, folder + "/migrations", folder + "/data", folder + "/snapshots"] where watch.watch(path) == .refused {
+                    // A tool that keeps a folder per migration (Diesel) has its files one level down.
+                    let folders = Catalog.migrationFolders(folder + "/migrations")
+                    for path in [folder, folder + "/migrations", folder + "/data", folder + "/snapshots"] + folders where watch.watch(path) == .refused {
                         refused = true
                     }
                 }
@@ -108,12 +110,16 @@ public final class Catalog: @unchecked Sendable {
             if let signature = FileSystem.signature(path) { parts.append(path + ":" + signature) }
         }
         add(folder + "/template.json")
-        for sub in ["migrations", "data", "snapshots"] {
-            let dir = folder + "/" + sub
+        for dir in ["migrations", "data", "snapshots"].map({ folder + "/" + $0 }) + migrationFolders(folder + "/migrations") {
             add(dir)
             for name in FileSystem.entries(dir) { add(dir + "/" + name) }
         }
         return parts.joined(separator: "|")
+    }
+
+    /// The folders in a migrations directory (Diesel's, one a migration).
+    static func migrationFolders(_ migrations: String) -> [String] {
+        FileSystem.entries(migrations).filter { !$0.hasPrefix(".") }.map { migrations + "/" + $0 }.filter { FileSystem.isDirectory($0) }
     }
 
     static func load(name: String, folder: String) throws -> Template {
