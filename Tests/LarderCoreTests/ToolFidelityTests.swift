@@ -100,6 +100,17 @@ final class ToolFidelityTests: XCTestCase {
         XCTAssertEqual(try db.scalar("SELECT count(*) FROM sqlite_schema WHERE name = 'a'")?.int64, 1, "nothing of the failed down ran")
     }
 
+    /// goose migrations written in Go (navidrome's 00042_backfill.go) run
+    /// compiled into the app: refused at load, naming them, never left out.
+    func testGooseGoMigrationsAreRefusedNamingThem() throws {
+        let scratch = Scratch()
+        XCTAssertLarderError(.migrationFailed, try read(["00001_a.sql": "-- +goose Up\nCREATE TABLE a (x);\n", "00002_backfill.go": "package migrations\n",
+                                                         "helpers_test.go": "package migrations\n"], scratch)) {
+            XCTAssertTrue($0.message.contains("1 migration(s) in Go (00002_backfill.go)") && $0.message.contains("POST /builds"), $0.message)
+        }
+        XCTAssertEqual(try read(["00001_a.sql": "-- +goose Up\nCREATE TABLE a (x);\n", "main.go": "package main\n"], scratch).versions, ["1"], "a Go file that is no migration")
+    }
+
     // MARK: dbmate
 
     func testDbmateRequiresItsDownBlockAndReadsMarkersAsDbmateDoes() throws {

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import FileSystem
 import SQLite
 import Text
 
@@ -124,6 +125,14 @@ enum Goose: MigrationTool {
     }
 
     static func read(_ files: [String], _ contents: [String: String], _ directory: String, into set: inout MigrationSet) throws {
+        // Migrations in Go are compiled into the app: goose's Provider refuses
+        // a directory with Go files it was not given, its CLI stops at the
+        // first one. Never left out silently (the build then failed much later).
+        let code = FileSystem.entries(directory).filter { $0.hasSuffix(".go") && !$0.hasSuffix("_test.go") && MigrationSet.numberedRaw($0, suffix: ".go") != nil }.sorted()
+        if !code.isEmpty {
+            throw MigrationSet.malformed(directory, "goose: \(code.count) migration(s) in Go (\(code.prefix(5).joined(separator: ", "))\(code.count > 5 ? ", …" : "")), which goose runs compiled into the app and Larder cannot run; "
+                                         + "build this template with the app's own migrator instead (POST /builds, the clients' build helpers)", files: code)
+        }
         for file in files {
             guard let (written, name) = MigrationSet.numberedRaw(file, suffix: ".sql"), Int64(written).map({ $0 > 0 }) == true else {
                 throw MigrationSet.malformed(directory, "'\(file)' is not named like 20240613061102_name.sql (a version above 0)", files: [file])
