@@ -59,7 +59,7 @@ public struct MigrationFormat: Sendable, Hashable, CustomStringConvertible {
     let tool: any MigrationTool.Type
 
     /// Every tool Larder reads, in the order files are recognized (`Plain` last).
-    static let all: [any MigrationTool.Type] = [Diesel.self, Flyway.self, GolangMigrate.self, Goose.self, Dbmate.self, SqlMigrate.self, Sqlx.self, Plain.self]
+    static let all: [any MigrationTool.Type] = [Prisma.self, Diesel.self, Flyway.self, GolangMigrate.self, Goose.self, Dbmate.self, SqlMigrate.self, Sqlx.self, Plain.self]
     /// Every format's name, as templates and the API give it.
     public static var names: [String] { all.map { $0.name } }
 
@@ -71,6 +71,7 @@ public struct MigrationFormat: Sendable, Hashable, CustomStringConvertible {
     public static let sqlx = MigrationFormat(tool: Sqlx.self)
     public static let sqlMigrate = MigrationFormat(tool: SqlMigrate.self)
     public static let diesel = MigrationFormat(tool: Diesel.self)
+    public static let prisma = MigrationFormat(tool: Prisma.self)
 
     /// Every format, as `template.json` names them.
     public static var allCases: [MigrationFormat] { all.map(MigrationFormat.init(tool:)) }

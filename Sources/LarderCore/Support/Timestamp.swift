@@ -11,6 +11,9 @@ public struct Timestamp: Sendable, Comparable, Hashable {
 
     public static func < (a: Timestamp, b: Timestamp) -> Bool { a.seconds < b.seconds }
 
+    /// Whole milliseconds since 1970 (Prisma's times on SQLite).
+    public var milliseconds: Int64 { Int64((seconds * 1000).rounded(.down)) }
+
     public func adding(seconds s: Int) -> Timestamp { Timestamp(seconds: seconds + Double(s)) }
 
     /// `2026-11-21T22:41:07.123Z`
