@@ -485,6 +485,89 @@ final class ToolFidelityTests: XCTestCase {
         XCTAssertEqual(Prisma.provider("provider=\"sqlite\""), "provider=\"sqlite", "not a TOML parser: Prisma's own reading")
     }
 
+    // MARK: Drizzle
+
+    /// drizzle-kit's own test migrations (`drizzle-kit/tests/migrate/migrations/`,
+    /// their bytes rebuilt from docs/tools/drizzle.md and checked against its
+    /// SHA-256s): the rows drizzle-orm's migrator writes (the hash, the
+    /// journal's `when`, a NULL id, its table's SQL with its tabs), the
+    /// table rebuild giving `users` the columns libsql-migrate.test.ts expects.
+    static let drizzleKitMigrations: [String: String] = [
+        "meta/_journal.json": #"{"version":"7","dialect":"sqlite","entries":[{"idx":0,"version":"6","when":1725358702427,"tag":"0000_little_blizzard","breakpoints":true},{"idx":1,"version":"6","when":1725358713033,"tag":"0001_nebulous_storm","breakpoints":true}]}"#,
+        "0000_little_blizzard.sql": "CREATE TABLE `users` (\n\t`id` integer PRIMARY KEY NOT NULL,\n\t`name` text NOT NULL\n);\n",
+        "0001_nebulous_storm.sql": ["PRAGMA foreign_keys=OFF;", "\nCREATE TABLE `__new_users` (\n\t`id` integer,\n\t`name` integer NOT NULL\n);\n",
+                                    "\nINSERT INTO `__new_users`(\"id\", \"name\") SELECT \"id\", \"name\" FROM `users`;", "\nDROP TABLE `users`;",
+                                    "\nALTER TABLE `__new_users` RENAME TO `users`;", "\nPRAGMA foreign_keys=ON;"].joined(separator: "--> statement-breakpoint"),
+        "meta/0000_snapshot.json": "{}",
+        "0002_not_in_the_journal.sql": "CREATE TABLE never (x);",
+    ]
+
+    func testDrizzleBookkeepingIsWhatItsMigratorWrites() throws {
+        let scratch = Scratch()
+        let set = try read(ToolFidelityTests.drizzleKitMigrations, scratch)
+        XCTAssertEqual(set.format, .drizzle)
+        XCTAssertEqual(set.versions, ["0", "1"], "the journal's entries; a file it does not list is passed over")
+        XCTAssertEqual(set.migrations.map(\.checksum), ["300145a8ca1e88ba6823b0516f1567bf7a43b46cf3641b0ffede3828d5ff3771",
+                                                        "46485c2ae1b11626f4328fa0d11a91d8ebf51f54cd1480f5e7c1d96affb8b189"])
+        let db = try scratch.database()
+        try Migrator(set: set).migrate(db, to: "0")
+        try Migrator(set: set).migrate(db, to: nil)
+        XCTAssertEqual(try rows(db, "SELECT name, type, \"notnull\", pk FROM pragma_table_info('users')"), [["id", "INTEGER", "0", "0"], ["name", "INTEGER", "1", "0"]])
+        XCTAssertEqual(try rows(db, "SELECT typeof(id), hash, created_at, typeof(created_at) FROM __drizzle_migrations ORDER BY rowid"), [
+            ["null", set.migrations[0].checksum, "1725358702427", "integer"], ["null", set.migrations[1].checksum, "1725358713033", "integer"],
+        ])
+        XCTAssertEqual(try rows(db, "SELECT sql FROM sqlite_schema WHERE name = '__drizzle_migrations'"),
+                       [["CREATE TABLE \"__drizzle_migrations\" (\n\t\t\t\tid SERIAL PRIMARY KEY,\n\t\t\t\thash text NOT NULL,\n\t\t\t\tcreated_at numeric\n\t\t\t)"]])
+        XCTAssertEqual(try rows(db, "SELECT count(*) FROM sqlite_schema WHERE name = 'never'"), [["0"]])
+        XCTAssertEqual(try Migrator(set: set).migrate(db, to: nil).applied.count, 0, "nothing later than the newest created_at")
+    }
+
+    /// Drizzle's high-water mark (docs/tools/drizzle.md, vector 6): with rows
+    /// at 100 and 300, an entry of `when` 200 merged late is passed over as
+    /// Drizzle passes over it, and the checks' notes say so.
+    func testDrizzlePassesOverALateMergedMigrationAndTheChecksSaySo() throws {
+        let scratch = Scratch()
+        func journal(_ entries: [(String, Int)]) -> String {
+            #"{"version":"7","dialect":"sqlite","entries":["# + entries.enumerated().map { #"{"idx":\#($0.offset),"version":"6","when":\#($0.element.1),"tag":"\#($0.element.0)","breakpoints":true}"# }.joined(separator: ",") + "]}"
+        }
+        let first = ["0000_a.sql": "CREATE TABLE a (x);", "0001_b.sql": "CREATE TABLE b (x);", "0002_c.sql": "CREATE TABLE c (x);", "0003_d.sql": "CREATE TABLE d (x);"]
+        let before = try read(first.merging(["meta/_journal.json": journal([("0000_a", 100), ("0001_b", 300)])]) { a, _ in a }, scratch)
+        let db = try scratch.database()
+        try Migrator(set: before).migrate(db, to: nil)
+        let after = try read(first.merging(["meta/_journal.json": journal([("0000_a", 100), ("0001_b", 300), ("0002_c", 200), ("0003_d", 400)])]) { a, _ in a }, scratch)
+        XCTAssertEqual(try Migrator(set: after).migrate(db, to: nil).applied.map(\.version), ["3"])
+        XCTAssertEqual(try rows(db, "SELECT created_at FROM __drizzle_migrations ORDER BY created_at"), [["100"], ["300"], ["400"]])
+        XCTAssertEqual(try rows(db, "SELECT count(*) FROM sqlite_schema WHERE name = 'c'"), [["0"]], "c is passed over, as Drizzle passes over it")
+        XCTAssertEqual(Drizzle.notes(after).count, 1)
+        XCTAssertTrue(Drizzle.notes(after)[0].contains("0002_c.sql") && Drizzle.notes(after)[0].contains("5316"), Drizzle.notes(after)[0])
+        XCTAssertEqual(Drizzle.notes(before), [])
+    }
+
+    /// better-sqlite3 keeps foreign keys on, so drizzle-kit's rebuild of a
+    /// parent table inside Drizzle's transaction deletes its children
+    /// through ON DELETE CASCADE (docs/tools/drizzle.md, vector 8; drizzle-orm 5782).
+    func testDrizzleMigratesWithForeignKeysOnAsBetterSqlite3Does() throws {
+        let scratch = Scratch()
+        func journal(_ tags: [String]) -> String {
+            #"{"version":"7","dialect":"sqlite","entries":["# + tags.enumerated().map { #"{"idx":\#($0.offset),"version":"6","when":\#(1000 + $0.offset),"tag":"\#($0.element)","breakpoints":true}"# }.joined(separator: ",") + "]}"
+        }
+        let files = [
+            "0000_a.sql": "CREATE TABLE parent (id INTEGER PRIMARY KEY);--> statement-breakpoint\nCREATE TABLE child (id INTEGER PRIMARY KEY, parent_id INTEGER REFERENCES parent (id) ON DELETE CASCADE);--> statement-breakpoint\nINSERT INTO parent VALUES (1);--> statement-breakpoint\nINSERT INTO child VALUES (1, 1);",
+            "0001_b.sql": "PRAGMA foreign_keys=OFF;--> statement-breakpoint\nCREATE TABLE __new_parent (id INTEGER PRIMARY KEY, name TEXT);--> statement-breakpoint\nINSERT INTO __new_parent (id) SELECT id FROM parent;--> statement-breakpoint\nDROP TABLE parent;--> statement-breakpoint\nALTER TABLE __new_parent RENAME TO parent;--> statement-breakpoint\nPRAGMA foreign_keys=ON;",
+            "meta/_journal.json": journal(["0000_a", "0001_b"]),
+        ]
+        let set = try read(files, scratch)
+        let db = try scratch.database()
+        try Migrator(set: set).migrate(db, to: nil)
+        XCTAssertEqual(try rows(db, "SELECT count(*) FROM child"), [["0"]], "the cascade Drizzle's own run makes")
+        XCTAssertLarderError(.migrationFailed, try read(["meta/_journal.json": journal(["0000_a"]), "0000_a.sql": "SELECT 1;--> statement-breakpoint\n"], scratch)) {
+            XCTAssertTrue($0.message.contains("no statement"), $0.message)
+        }
+        XCTAssertLarderError(.migrationFailed, try read(["meta/_journal.json": journal(["0000_a"])], scratch)) {
+            XCTAssertTrue($0.message.contains("No file") && $0.message.contains("0000_a.sql"), $0.message)
+        }
+    }
+
     // MARK: every tool
 
     func testRenamedBookkeepingTablesAreWrittenReadAndHidden() throws {
@@ -498,6 +581,7 @@ final class ToolFidelityTests: XCTestCase {
             (.sqlMigrate, ["1_a.sql": "-- +migrate Up\nCREATE TABLE a (x);\n"]),
             (.diesel, ["2024-01-01-000000_a/up.sql": "CREATE TABLE a (x);"]),
             (.prisma, ["migration_lock.toml": "provider = \"sqlite\"\n", "20240101000000_a/migration.sql": "CREATE TABLE a (x);"]),
+            (.drizzle, ["meta/_journal.json": #"{"entries":[{"idx":0,"when":1,"tag":"0000_a","breakpoints":true}]}"#, "0000_a.sql": "CREATE TABLE a (x);"]),
         ]
         for (format, files) in cases {
             let scratch = Scratch()

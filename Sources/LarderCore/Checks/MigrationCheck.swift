@@ -136,7 +136,15 @@ public struct MigrationCheck: Sendable {
             results.withLock { $0[index] = result }
             progress?(result)
         }
-        return results.withLock { r in (0..<jobs.count).compactMap { r[$0] } } + unreadable
+        // The tools' foot-guns, said with each of the template's results (never a failure).
+        let toolNotes = Dictionary(templates.map { ($0.name, $0.migrations.format.tool.notes($0.migrations)) }, uniquingKeysWith: { a, _ in a })
+        return results.withLock { r in
+            (0..<jobs.count).compactMap { r[$0] }.map { report in
+                var report = report
+                report.notes += report.template.flatMap { toolNotes[$0] } ?? []
+                return report
+            }
+        } + unreadable
     }
 
     func temporaryPath(_ tag: String) -> String {

@@ -98,7 +98,7 @@ enum Bookkeeping {
     }
 
     private static func unbounded(_ db: Connection, preferring set: MigrationSet?) throws -> AppliedState {
-        if let set, let state = try set.format.tool.readState(db, table: set.table) { return state }
+        if let set, let state = try set.format.tool.readState(db, table: set.table, set: set) { return state }
         for tool in MigrationFormat.all where tool.name != set?.format.rawValue {
             if let state = try tool.readState(db, table: tool.bookkeepingTable) { return state }
         }

@@ -43,6 +43,16 @@ protocol MigrationTool: Sendable {
     /// How the team runs a file of this tool outside a transaction, for the
     /// error that refuses a file's own BEGIN or COMMIT.
     static var outsideTransactionHint: String { get }
+    /// Whether the tool's migrations run with foreign keys on (Drizzle on
+    /// better-sqlite3, where a migration's own `PRAGMA foreign_keys=OFF` in
+    /// its transaction does nothing); else Larder turns them off, as most do.
+    static var migratesWithForeignKeys: Bool { get }
+    /// The state of a database, for tools whose table says it only with the
+    /// migrations at hand (Drizzle's `created_at` high-water mark).
+    static func readState(_ db: Connection, table: String, set: MigrationSet?) throws -> AppliedState?
+    /// What the checks say of a template's migrations without failing them:
+    /// the tool's foot-guns that bite real teams.
+    static func notes(_ set: MigrationSet) -> [String]
 }
 
 extension MigrationTool {
@@ -52,6 +62,9 @@ extension MigrationTool {
     static func markDirty(_ db: Connection, _ migration: Migration, table: String) throws {}
     static func repeatablesDue(_ db: Connection, in set: MigrationSet) throws -> [Migration] { [] }
     static var decidesTransactions: Bool { false }
+    static var migratesWithForeignKeys: Bool { false }
+    static func readState(_ db: Connection, table: String, set: MigrationSet?) throws -> AppliedState? { try readState(db, table: table) }
+    static func notes(_ set: MigrationSet) -> [String] { [] }
 }
 
 /// The migration format of a template: which tool's files and bookkeeping.
@@ -59,7 +72,7 @@ public struct MigrationFormat: Sendable, Hashable, CustomStringConvertible {
     let tool: any MigrationTool.Type
 
     /// Every tool Larder reads, in the order files are recognized (`Plain` last).
-    static let all: [any MigrationTool.Type] = [Prisma.self, Diesel.self, Flyway.self, GolangMigrate.self, Goose.self, Dbmate.self, SqlMigrate.self, Sqlx.self, Plain.self]
+    static let all: [any MigrationTool.Type] = [Prisma.self, Drizzle.self, Diesel.self, Flyway.self, GolangMigrate.self, Goose.self, Dbmate.self, SqlMigrate.self, Sqlx.self, Plain.self]
     /// Every format's name, as templates and the API give it.
     public static var names: [String] { all.map { $0.name } }
 
@@ -72,6 +85,7 @@ public struct MigrationFormat: Sendable, Hashable, CustomStringConvertible {
     public static let sqlMigrate = MigrationFormat(tool: SqlMigrate.self)
     public static let diesel = MigrationFormat(tool: Diesel.self)
     public static let prisma = MigrationFormat(tool: Prisma.self)
+    public static let drizzle = MigrationFormat(tool: Drizzle.self)
 
     /// Every format, as `template.json` names them.
     public static var allCases: [MigrationFormat] { all.map(MigrationFormat.init(tool:)) }

@@ -179,8 +179,9 @@ public struct Migrator {
         let tool = set.format.tool
         let outsideTransaction = noTransaction || (tool.decidesTransactions && Migrator.needsNoTransaction(sql))
         let keysWereOn = try db.scalar("PRAGMA foreign_keys")?.isTrue ?? false
-        try db.execute("PRAGMA foreign_keys = OFF")
-        defer { if keysWereOn { try? db.execute("PRAGMA foreign_keys = ON") } }
+        let keysOn = tool.migratesWithForeignKeys
+        try db.execute("PRAGMA foreign_keys = \(keysOn ? "ON" : "OFF")")
+        defer { if keysWereOn != keysOn { try? db.execute("PRAGMA foreign_keys = \(keysWereOn ? "ON" : "OFF")") } }
         func failure(_ error: SQLiteError, _ message: String) -> LarderError {
             LarderError.sqlite(error, as: .migrationFailed, "migration \(file) failed", details: [
                 ("migration", .string(file)), ("version", .string(m.version)), ("store_version", JSONValue(storeVersion)),
