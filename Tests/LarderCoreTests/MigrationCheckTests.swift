@@ -234,6 +234,14 @@ final class MigrationCheckTests: XCTestCase {
         XCTAssertFalse(SchemaComparison.differences(expected: one, found: changed).isEmpty, "ON DELETE differs")
     }
 
+    /// A tool's foot-gun is said in the notes of the template's results,
+    /// never as a failure (here sqlx's ignored `-- no-transaction`).
+    func testAToolsFootGunIsANoteNotAFailure() throws {
+        let r = try roundTrips(["s": ["../template.json": #"{"format": "sqlx"}"#, "1_a.up.sql": "\n-- no-transaction\nCREATE TABLE a (x);", "1_a.down.sql": "DROP TABLE a;"]])
+        XCTAssertEqual(r["s"]?.passed, true, "\(r["s"]?.failures ?? [])")
+        XCTAssertEqual(r["s"]?.notes, ["1_a.up.sql: `-- no-transaction` is not the file's first bytes, so sqlx ignores it and runs the file in a transaction"])
+    }
+
     func testADownThatDropsATableItsUpDidNotCreateIsCaught() throws {
         let r = try roundTrips(["t": MigrationCheckTests.tableA.merging([
             "2_b.up.sql": "CREATE TABLE b (x);", "2_b.down.sql": "DROP TABLE b; DROP TABLE a;",

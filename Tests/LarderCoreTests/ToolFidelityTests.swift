@@ -255,6 +255,7 @@ final class ToolFidelityTests: XCTestCase {
         let set = try read(files, scratch, settings: try settings(#"{"format": "sqlx"}"#).migrations)
         XCTAssertEqual(set.versions, ["1", "2", "3", "4"])
         XCTAssertEqual(set.migrations.map(\.noTransaction), [false, false, true, false], "only as the file's first bytes")
+        XCTAssertEqual(Sqlx.notes(set), ["4_late_marker.sql: `-- no-transaction` is not the file's first bytes, so sqlx ignores it and runs the file in a transaction"])
         let db = try scratch.database()
         try Migrator(set: set).migrate(db, to: nil)
         XCTAssertEqual(try rows(db, "SELECT version, description, success, hex(checksum), typeof(execution_time) FROM _sqlx_migrations ORDER BY version"), [
@@ -450,6 +451,8 @@ final class ToolFidelityTests: XCTestCase {
         // The engine's checksum of this sample (docs/tools/prisma.md, test vector 4) and of "hello" (its checksum.rs test).
         XCTAssertEqual(set.migrations[0].checksum, "6869bc790ec9d11e34c63a9330519becda6d6c7e804bf06937c7daf6352336b0")
         XCTAssertEqual(SHA256.hex(Array("hello".utf8)), "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824")
+        XCTAssertEqual(Prisma.notes(set).count, 1, "the two-statement script, not the one-statement one")
+        XCTAssertTrue(Prisma.notes(set).first?.hasPrefix("20240101120000_init/migration.sql: 2 statements, which Prisma runs without a transaction") == true, "\(Prisma.notes(set))")
         let db = try scratch.database()
         try Migrator(set: set).migrate(db, to: "20240101120000")
         try Migrator(set: set).migrate(db, to: nil)

@@ -212,4 +212,24 @@ final class ConnectionTests: XCTestCase {
         try other.execute("ROLLBACK")
         XCTAssertNoThrow(try waiting.restore(from: base))
     }
+
+    /// Statements counted without a database: a `;` in a string, a comment
+    /// or a trigger's body ends nothing; comments alone are no statement.
+    func testStatementTextEndsStatementsWhereSQLiteDoes() {
+        let sql = """
+            -- CreateTable
+            CREATE TABLE a (x TEXT DEFAULT 'a;b');
+            /* a comment; with a semicolon */
+            CREATE TRIGGER t AFTER INSERT ON a BEGIN
+              INSERT INTO a VALUES ('x'); DELETE FROM a WHERE 0;
+            END;
+            ;;
+            INSERT INTO a VALUES (1) -- no semicolon at the end
+            """
+        let statements = StatementText.statements(sql).map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+        XCTAssertEqual(statements.count, 3, "\(statements)")
+        XCTAssertTrue(statements[1].hasPrefix("/* a comment; with a semicolon */\nCREATE TRIGGER t") && statements[1].hasSuffix("END;"), statements[1])
+        XCTAssertEqual(StatementText.statements("-- only a comment\n;").count, 0)
+        XCTAssertFalse(StatementText.hasStatement("  ; -- x\n /* y */ "))
+    }
 }

@@ -57,7 +57,7 @@ enum Drizzle: MigrationTool {
         for (position, entry) in try entries(directory).enumerated() {
             let file = entry.tag + ".sql", text = contents[file]!
             let pieces = text.split(separator: breakpoint, omittingEmptySubsequences: false).map(String.init)
-            if let empty = pieces.firstIndex(where: { !hasStatement($0) }) {
+            if let empty = pieces.firstIndex(where: { !StatementText.hasStatement(Substring($0)) }) {
                 // better-sqlite3 refuses to prepare it, and the whole run rolls back.
                 throw MigrationSet.malformed(directory, "'\(file)': piece \(empty + 1) between statement breakpoints holds no statement "
                                              + "(better-sqlite3: The supplied SQL string contains no statements)", files: [file])
@@ -66,21 +66,6 @@ enum Drizzle: MigrationTool {
             set.migrations.append(MigrationSet.make(version: String(position), fileVersion: String(entry.when),
                                                     name: String(entry.tag.dropFirst(digits.count).drop(while: { $0 == "_" })), file: file,
                                                     up: pieces.joined(separator: "\n;\n"), raw: [text]))
-        }
-    }
-
-    /// Whether a piece holds more than whitespace, `;` and comments.
-    static func hasStatement(_ piece: String) -> Bool {
-        var rest = Substring(piece)
-        while true {
-            rest = rest.drop(while: { $0.isWhitespace || $0 == ";" })
-            if rest.hasPrefix("--") { rest = rest.drop(while: { $0 != "\n" && $0 != "\r\n" }); continue }
-            if rest.hasPrefix("/*") {
-                guard let end = rest.firstRange(of: "*/") else { return false }
-                rest = rest[end.upperBound...]
-                continue
-            }
-            return !rest.isEmpty
         }
     }
 

@@ -123,6 +123,16 @@ enum Prisma: MigrationTool {
     /// The name Prisma records: the migration's folder.
     static func migrationName(_ m: Migration) -> String { String(m.file.dropLast("/migration.sql".count)) }
 
+    /// A script of several statements runs without a transaction: a failure
+    /// half way leaves the database half migrated, and Prisma's next deploy
+    /// stops (P3009) until someone mends it by hand.
+    static func notes(_ set: MigrationSet) -> [String] {
+        set.migrations.compactMap { m in
+            let count = StatementText.statements(m.up).count
+            return count > 1 ? "\(m.file): \(count) statements, which Prisma runs without a transaction: if one fails, those before it stay and the migration is left failed (P3009 on the next deploy)" : nil
+        }
+    }
+
     /// A random (version 4) UUID in lower case, as Prisma's ids are.
     static func uuid() -> String {
         var bytes = (0..<16).map { _ in UInt8.random(in: 0...255) }

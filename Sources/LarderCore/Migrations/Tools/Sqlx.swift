@@ -64,6 +64,17 @@ enum Sqlx: MigrationTool {
         }
     }
 
+    /// A `-- no-transaction` that is not the file's first bytes is ignored
+    /// by sqlx: the file runs in a transaction all the same.
+    static func notes(_ set: MigrationSet) -> [String] {
+        set.migrations.flatMap { m in
+            [(m.file, m.up, m.noTransaction), (m.downFile, m.down, m.noTransactionDown)].compactMap { file, text, marked -> String? in
+                guard let file, let text, !marked, text.contains(noTransactionMarker) else { return nil }
+                return "\(file): `-- no-transaction` is not the file's first bytes, so sqlx ignores it and runs the file in a transaction"
+            }
+        }
+    }
+
     /// sqlx's test: the file's first bytes, as written (no space before, no BOM).
     static let noTransactionMarker = "-- no-transaction"
 
