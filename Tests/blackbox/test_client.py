@@ -438,6 +438,56 @@ class ClientTests(unittest.TestCase):
         finally:
             server.stop()
 
+    def test_the_formats_teams_migrate_with_give_their_tools_bookkeeping_over_http(self):
+        """A template of each of issue 44's formats, through the real server:
+        /templates names the format, a store has the tool's own table with a
+        row per migration, and counts leave it out."""
+        scratch = tempfile.mkdtemp(prefix="larder-formats-")
+        self.addCleanup(shutil.rmtree, scratch, True)
+        create = "CREATE TABLE users (id INTEGER PRIMARY KEY);\n"
+        posts = "CREATE TABLE posts (id INTEGER PRIMARY KEY);\n"
+        templates = {
+            "sqlx": ({"1_users.sql": create, "2_posts.up.sql": posts, "2_posts.down.sql": "DROP TABLE posts;\n", "../template.json": '{"format": "sqlx"}'},
+                     "_sqlx_migrations"),
+            "sqlmigrate": ({"1_users.sql": "-- +migrate Up\n" + create, "2_posts.sql": "-- +migrate Up\n" + posts + "-- +migrate Down\nDROP TABLE posts;\n"},
+                           "gorp_migrations"),
+            "diesel": ({"2024-01-01-000000_users/up.sql": create, "2024-01-02-000000_posts/up.sql": posts, "2024-01-02-000000_posts/down.sql": "DROP TABLE posts;"},
+                       "__diesel_schema_migrations"),
+            "prisma": ({"migration_lock.toml": 'provider = "sqlite"\n', "20240101000000_users/migration.sql": create, "20240102000000_posts/migration.sql": posts},
+                       "_prisma_migrations"),
+            "drizzle": ({"meta/_journal.json": '{"version":"7","dialect":"sqlite","entries":[{"idx":0,"version":"6","when":1,"tag":"0000_users","breakpoints":true},'
+                                               '{"idx":1,"version":"6","when":2,"tag":"0001_posts","breakpoints":true}]}',
+                         "0000_users.sql": create, "0001_posts.sql": posts}, "__drizzle_migrations"),
+        }
+        for name, (files, _) in templates.items():
+            for path, text in files.items():
+                full = os.path.normpath(os.path.join(scratch, "fixtures", name, "migrations", path))
+                os.makedirs(os.path.dirname(full), exist_ok=True)
+                with open(full, "w") as f:
+                    f.write(text)
+        server = Larder(os.path.join(scratch, "root"), fixtures=os.path.join(scratch, "fixtures"))
+        try:
+            status, listing, _ = server.call("GET", "/templates")
+            self.assertEqual(status, 200, listing)
+            formats = {t["name"]: t["format"] for t in listing["templates"]}
+            self.assertEqual(formats, {"sqlx": "sqlx", "sqlmigrate": "sql-migrate", "diesel": "diesel", "prisma": "prisma", "drizzle": "drizzle"})
+            for name, (_, table) in templates.items():
+                status, store, _ = server.call("POST", "/stores", {"template": name})
+                self.assertEqual(status, 201, (name, store))
+                db = sqlite3.connect(store["path"])
+                self.assertEqual(db.execute('SELECT count(*) FROM "%s"' % table).fetchone()[0], 2, name)
+                db.close()
+                status, counts, _ = server.call("GET", "/stores/%s/counts" % store["id"])
+                self.assertEqual(sorted(counts["counts"]), ["posts", "users"], (name, counts))
+                if name == "diesel":
+                    status, moved, _ = server.call("POST", "/stores/%s/migrate" % store["id"], {"to": "20240101000000"})
+                    self.assertEqual(status, 200, moved)
+                    db = sqlite3.connect(store["path"])
+                    self.assertEqual(db.execute("SELECT version FROM __diesel_schema_migrations").fetchall(), [("20240101000000",)])
+                    db.close()
+        finally:
+            server.stop()
+
     def test_a_start_that_fails_says_what_to_do_in_one_line(self):
         port = self.larder.port  # in use by this test's server
         scratch = tempfile.mkdtemp(prefix="larder-start-")
