@@ -1,8 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 /// Standard base64 (RFC 4648, with padding), appended to a byte buffer
 /// without making a string first: a query's BLOBs go straight into its answer.
-enum Base64 {
+public enum Base64 {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
+    /// `bytes` in standard base64, with padding.
+    public static func string(_ bytes: [UInt8]) -> String {
+        var out: [UInt8] = []
+        bytes.withUnsafeBytes { append($0, to: &out) }
+        return String(decoding: out, as: UTF8.self)
+    }
 
     static func append(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
         var i = 0

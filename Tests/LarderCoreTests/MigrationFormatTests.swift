@@ -8,7 +8,7 @@ final class MigrationFormatTests: XCTestCase {
     /// name, and its table never counted as data.
     func testTheToolRegistry() {
         let names = MigrationFormat.allCases.map(\.rawValue)
-        XCTAssertEqual(names.sorted(), ["dbmate", "diesel", "drizzle", "flyway", "golang-migrate", "goose", "plain", "prisma", "sql-migrate", "sqlx"])
+        XCTAssertEqual(names.sorted(), ["atlas", "dbmate", "diesel", "drizzle", "flyway", "golang-migrate", "goose", "plain", "prisma", "sql-migrate", "sqlx"])
         for format in MigrationFormat.allCases {
             XCTAssertEqual(MigrationFormat(rawValue: format.rawValue), format)
             XCTAssertTrue(Inspector.bookkeepingTables.contains(format.tool.bookkeepingTable), format.rawValue)

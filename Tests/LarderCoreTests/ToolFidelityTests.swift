@@ -571,6 +571,94 @@ final class ToolFidelityTests: XCTestCase {
         }
     }
 
+    // MARK: Atlas
+
+    /// atlas.sum as Atlas computes it (`sql/migrate/dir.go`): its own
+    /// testdata (sql/migrate/testdata/migrate), `atlas:sum ignore`, and an
+    /// empty directory (docs/tools/atlas.md 6.1 and 6.3).
+    func testAtlasSumIsAtlasOwn() {
+        let testdata = Atlas.hashes([("1_initial.down.sql", Array("DROP TABLE IF EXISTS t;".utf8)), ("1_initial.up.sql", Array("CREATE TABLE t(c int);".utf8))])
+        XCTAssertEqual(testdata.total, "M74RrNK69S2pj6C541LR1ew5O32/i0WoyNgsJmyuiUk=")
+        XCTAssertEqual(testdata.entries.map(\.hash), ["0zypK43rgPbgvVUgVJABGN25VgM1QSeU+LJDBb8cEQI=", "hFhs5XhRml4KTWGF5td6h1s7xNqAFnaEBbC5Y/NF7i4="])
+        let ignored = Atlas.hashes([("1_a.sql", Array("X;\n".utf8)), ("2_b.sql", Array("-- atlas:sum ignore\nY;\n".utf8)), ("3_c.sql", Array("Z;\n".utf8))])
+        XCTAssertEqual(ignored.total, "H8kraVtFWOLPrXfGc+niCOuwPUyGlOrcgLkQT0Qp12I=")
+        XCTAssertEqual(ignored.entries.map(\.name), ["1_a.sql", "3_c.sql"])
+        XCTAssertEqual(ignored.entries.map(\.hash), ["i/ebvlbOWhYU/YehxDeCo0273t54S9S2/8fuXdgMS3I=", "8bN9y03mHJBlVdjg8q0rP2CkxdrOG9Cp+Hdt/iZx2Z0="])
+        XCTAssertEqual(Atlas.hashes([]).total, "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=")
+    }
+
+    /// Atlas's scanner with its SQLite options (`sql/migrate/lex.go`;
+    /// docs/tools/atlas.md 6.4, from a harness of lex.go).
+    func testAtlasSplitsStatementsAsItsSQLiteScannerDoes() throws {
+        let cases: [(String, [String])] = [
+            ("CREATE TABLE a(c int); CREATE TABLE b(c int);", ["CREATE TABLE a(c int);", "CREATE TABLE b(c int);"]),
+            ("CREATE TABLE t(c int)", ["CREATE TABLE t(c int)"]),
+            ("INSERT INTO t VALUES ('it''s');\nSELECT \"a;b\";", ["INSERT INTO t VALUES ('it''s');", "SELECT \"a;b\";"]),
+            ("/* c1 */ SELECT 1;\n/* inline */\nSELECT 2 /* x; */;", ["SELECT 1;", "SELECT 2 /* x; */;"]),
+            ("CREATE TABLE t(c int);\n-- trailing comment", ["CREATE TABLE t(c int);", "-- trailing comment"]),
+            ("CREATE TABLE t(c int);\n-- trailing comment\n", ["CREATE TABLE t(c int);"]),
+            ("BEGIN;\nCREATE TABLE t(c);\nCOMMIT;", ["BEGIN;", "CREATE TABLE t(c);", "COMMIT;"]),
+            ("BEGIN TRANSACTION;\nCREATE TABLE t(c);\nEND;\nSELECT 1;", ["BEGIN TRANSACTION;\nCREATE TABLE t(c);\nEND;", "SELECT 1;"]),
+            ("CREATE TRIGGER tr AFTER INSERT ON t\nBEGIN\n  UPDATE t SET c = CASE WHEN new.c > 0 THEN 1 ELSE 0 END;\nEND;\nSELECT 3;",
+             ["CREATE TRIGGER tr AFTER INSERT ON t\nBEGIN\n  UPDATE t SET c = CASE WHEN new.c > 0 THEN 1 ELSE 0 END;\nEND;", "SELECT 3;"]),
+            ("-- atlas:delimiter \\n---\\n\n\n\nCREATE INDEX i1 ON t1(c1)\n---\nCREATE INDEX i2 ON t2(c2)", ["CREATE INDEX i1 ON t1(c1)", "CREATE INDEX i2 ON t2(c2)"]),
+            ("-- atlas:delimiter //\nCREATE TRIGGER x AFTER INSERT ON t BEGIN SELECT 1; END//\nSELECT 2//", ["CREATE TRIGGER x AFTER INSERT ON t BEGIN SELECT 1; END", "SELECT 2"]),
+            ("SELECT 1;;SELECT 2;", ["SELECT 1;", ";", "SELECT 2;"]),
+        ]
+        for (text, expected) in cases { XCTAssertEqual(try Atlas.statements(text), expected, text) }
+        for (text, message) in [("SELECT (1;", "1:8: unclosed '('"), ("SELECT 'abc", "1:8: unclosed quote '\\''")] {
+            XCTAssertThrowsError(try Atlas.statements(text)) { XCTAssertEqual(($0 as? Atlas.ScanError)?.message, message) }
+        }
+        XCTAssertEqual(Atlas.directives("-- atlas:txmode none\n\nCREATE TABLE t (x);").map(\.argument), ["none"])
+        XCTAssertEqual(Atlas.directives("-- atlas:txmode none\nCREATE TABLE t (x);").count, 0, "no blank line after the header")
+        XCTAssertEqual(Atlas.directives("-- hello\n-- atlas:txmode none\n   \nX;").map(\.argument), ["none"])
+        XCTAssertEqual(Atlas.directives("-- atlas:txmode none\r\n\r\nX;").count, 0, "CRLF: no directives, as in Atlas")
+    }
+
+    /// A directory of Atlas migrations (docs/tools/atlas.md 6.2: its atlas.sum,
+    /// statements and rows computed by Atlas's algorithms and checked with
+    /// openssl): the rows its executor leaves, its table as Ent makes it, a
+    /// txmode none file outside a transaction, and atlas.sum verified: a file
+    /// edited, added or removed, or no atlas.sum, refused in Atlas's words.
+    func testAtlasVerifiesItsSumAndWritesItsRevisions() throws {
+        let scratch = Scratch()
+        var files = [
+            "20240101000000_create_users.sql": "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT NOT NULL);\n",
+            "20240102000000_add_trigger.sql": "-- audit trigger\nCREATE TABLE audit (msg TEXT);\nCREATE TRIGGER users_ai AFTER INSERT ON users BEGIN\n  INSERT INTO audit VALUES (new.name);\nEND;\n",
+            "20240103000000_no_tx.sql": "-- atlas:txmode none\n\nALTER TABLE users ADD COLUMN email TEXT;\nCREATE INDEX users_email ON users(email);\n",
+            "atlas.sum": "h1:A2vDOqUW4q/3NyrsAwfotoKSSWnJCaCzzhIPgaNDoQo=\n20240101000000_create_users.sql h1:RAGn47XH6m1p6zyXJ7xdbD3sxYz1RRYWWZZGXvuFTnU=\n20240102000000_add_trigger.sql h1:RIaYY3SjwewwV8yPU7NqA+UjeSMBO0W4hNknEhkhkrc=\n20240103000000_no_tx.sql h1:URad8o9ippVHZU+ZSWYZ1bWgbsnCMGA0LcLJVsV5dAw=\n",
+        ]
+        let set = try read(files, scratch)
+        XCTAssertEqual(set.format, .atlas)
+        XCTAssertEqual(set.migrations.map(\.statementCount), [1, 2, 2], "a trigger's body is one statement")
+        XCTAssertEqual(set.migrations.map(\.noTransaction), [false, false, true])
+        let db = try scratch.database()
+        try Migrator(set: set).migrate(db, to: "20240101000000")
+        try Migrator(set: set).migrate(db, to: nil)
+        XCTAssertEqual(try rows(db, "SELECT version, description, type, applied, total, error, error_stmt, hash, typeof(partial_hashes), CAST(partial_hashes AS TEXT), typeof(execution_time) FROM atlas_schema_revisions ORDER BY version"), [
+            ["20240101000000", "create_users", "2", "1", "1", "", "", "RAGn47XH6m1p6zyXJ7xdbD3sxYz1RRYWWZZGXvuFTnU=", "blob", "null", "integer"],
+            ["20240102000000", "add_trigger", "2", "2", "2", "", "", "RIaYY3SjwewwV8yPU7NqA+UjeSMBO0W4hNknEhkhkrc=", "blob", "null", "integer"],
+            ["20240103000000", "no_tx", "2", "2", "2", "", "", "URad8o9ippVHZU+ZSWYZ1bWgbsnCMGA0LcLJVsV5dAw=", "blob", "null", "integer"],
+        ])
+        XCTAssertEqual(try rows(db, "SELECT sql FROM sqlite_schema WHERE name = 'atlas_schema_revisions'"), [[
+            "CREATE TABLE `atlas_schema_revisions` (`version` text NOT NULL, `description` text NOT NULL, `type` integer NOT NULL DEFAULT 2, `applied` integer NOT NULL DEFAULT 0, `total` integer NOT NULL DEFAULT 0, `executed_at` datetime NOT NULL, `execution_time` integer NOT NULL, `error` text NULL, `error_stmt` text NULL, `hash` text NOT NULL, `partial_hashes` json NULL, `operator_version` text NOT NULL, PRIMARY KEY (`version`))",
+        ]])
+        XCTAssertEqual(try Atlas.readState(db, table: "atlas_schema_revisions")?.current, "20240103000000")
+        // atlas.sum verified as Atlas verifies it.
+        let sum = files["atlas.sum"]!
+        files["20240102000000_add_trigger.sql"]! += "-- edited\n"
+        XCTAssertLarderError(.migrationFailed, try read(files, scratch)) { XCTAssertTrue($0.message.contains("L3: 20240102000000_add_trigger.sql was edited") && $0.message.contains("atlas migrate hash"), $0.message) }
+        files["20240102000000_add_trigger.sql"] = nil
+        XCTAssertLarderError(.migrationFailed, try read(files, scratch)) { XCTAssertTrue($0.message.contains("20240102000000_add_trigger.sql was removed"), $0.message) }
+        XCTAssertLarderError(.migrationFailed, try read(files.merging(["20240102000000_add_trigger.sql": "X;", "20240104000000_late.sql": "Y;"]) { a, _ in a }, scratch)) {
+            XCTAssertTrue($0.message.contains("checksum mismatch"), $0.message)
+        }
+        XCTAssertLarderError(.migrationFailed, try read(["1_a.sql": "X;", "../template.json": ""], scratch, settings: try settings(#"{"format": "atlas"}"#).migrations)) {
+            XCTAssertTrue($0.message.contains("checksum file not found"), $0.message)
+        }
+        XCTAssertEqual(sum.split(separator: "\n").count, 4)
+    }
+
     // MARK: every tool
 
     func testRenamedBookkeepingTablesAreWrittenReadAndHidden() throws {
@@ -584,6 +672,7 @@ final class ToolFidelityTests: XCTestCase {
             (.sqlMigrate, ["1_a.sql": "-- +migrate Up\nCREATE TABLE a (x);\n"]),
             (.diesel, ["2024-01-01-000000_a/up.sql": "CREATE TABLE a (x);"]),
             (.prisma, ["migration_lock.toml": "provider = \"sqlite\"\n", "20240101000000_a/migration.sql": "CREATE TABLE a (x);"]),
+            (.atlas, ["1_a.sql": "CREATE TABLE a (x);", "atlas.sum": Atlas.sumText(["1_a.sql": "CREATE TABLE a (x);"])]),
             (.drizzle, ["meta/_journal.json": #"{"entries":[{"idx":0,"when":1,"tag":"0000_a","breakpoints":true}]}"#, "0000_a.sql": "CREATE TABLE a (x);"]),
         ]
         for (format, files) in cases {

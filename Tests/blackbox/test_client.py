@@ -71,6 +71,20 @@ while time.time() < end:
 """, path, str(seconds), json.dumps(statements)])
 
 
+def atlas_sum(files):
+    """atlas.sum for {name: text} as `atlas migrate hash` writes it (sql/migrate/dir.go):
+    each file's hash runs over every name and content before it, the first line over names and hashes."""
+    import base64
+    running, lines, total = hashlib.sha256(), [], hashlib.sha256()
+    for name in sorted(files, key=lambda n: n.encode()):
+        running.update(name.encode())
+        running.update(files[name].encode())
+        digest = base64.b64encode(running.copy().digest()).decode()
+        lines.append("%s h1:%s\n" % (name, digest))
+        total.update(name.encode() + digest.encode())
+    return "h1:%s\n" % base64.b64encode(total.digest()).decode() + "".join(lines)
+
+
 class ClientTests(unittest.TestCase):
     def setUp(self):
         self.root = tempfile.mkdtemp(prefix="larder-client-")
@@ -455,10 +469,13 @@ class ClientTests(unittest.TestCase):
                        "__diesel_schema_migrations"),
             "prisma": ({"migration_lock.toml": 'provider = "sqlite"\n', "20240101000000_users/migration.sql": create, "20240102000000_posts/migration.sql": posts},
                        "_prisma_migrations"),
+            "atlas": ({"1_users.sql": create, "2_posts.sql": posts,
+                       "atlas.sum": "h1:PLACEHOLDER"}, "atlas_schema_revisions"),
             "drizzle": ({"meta/_journal.json": '{"version":"7","dialect":"sqlite","entries":[{"idx":0,"version":"6","when":1,"tag":"0000_users","breakpoints":true},'
                                                '{"idx":1,"version":"6","when":2,"tag":"0001_posts","breakpoints":true}]}',
                          "0000_users.sql": create, "0001_posts.sql": posts}, "__drizzle_migrations"),
         }
+        templates["atlas"][0]["atlas.sum"] = atlas_sum({k: v for k, v in templates["atlas"][0].items() if k.endswith(".sql")})
         for name, (files, _) in templates.items():
             for path, text in files.items():
                 full = os.path.normpath(os.path.join(scratch, "fixtures", name, "migrations", path))
@@ -470,7 +487,7 @@ class ClientTests(unittest.TestCase):
             status, listing, _ = server.call("GET", "/templates")
             self.assertEqual(status, 200, listing)
             formats = {t["name"]: t["format"] for t in listing["templates"]}
-            self.assertEqual(formats, {"sqlx": "sqlx", "sqlmigrate": "sql-migrate", "diesel": "diesel", "prisma": "prisma", "drizzle": "drizzle"})
+            self.assertEqual(formats, {"sqlx": "sqlx", "sqlmigrate": "sql-migrate", "diesel": "diesel", "prisma": "prisma", "drizzle": "drizzle", "atlas": "atlas"})
             for name, (_, table) in templates.items():
                 status, store, _ = server.call("POST", "/stores", {"template": name})
                 self.assertEqual(status, 201, (name, store))

@@ -72,7 +72,7 @@ public struct MigrationFormat: Sendable, Hashable, CustomStringConvertible {
     let tool: any MigrationTool.Type
 
     /// Every tool Larder reads, in the order files are recognized (`Plain` last).
-    static let all: [any MigrationTool.Type] = [Prisma.self, Drizzle.self, Diesel.self, Flyway.self, GolangMigrate.self, Goose.self, Dbmate.self, SqlMigrate.self, Sqlx.self, Plain.self]
+    static let all: [any MigrationTool.Type] = [Prisma.self, Drizzle.self, Diesel.self, Atlas.self, Flyway.self, GolangMigrate.self, Goose.self, Dbmate.self, SqlMigrate.self, Sqlx.self, Plain.self]
     /// Every format's name, as templates and the API give it.
     public static var names: [String] { all.map { $0.name } }
 
@@ -86,6 +86,7 @@ public struct MigrationFormat: Sendable, Hashable, CustomStringConvertible {
     public static let diesel = MigrationFormat(tool: Diesel.self)
     public static let prisma = MigrationFormat(tool: Prisma.self)
     public static let drizzle = MigrationFormat(tool: Drizzle.self)
+    public static let atlas = MigrationFormat(tool: Atlas.self)
 
     /// Every format, as `template.json` names them.
     public static var allCases: [MigrationFormat] { all.map(MigrationFormat.init(tool:)) }
@@ -127,6 +128,10 @@ public struct Migration: Sendable {
     /// The checksum the owning tool records, when it keeps one (Flyway's
     /// CRC-32 over the lines).
     public var toolChecksum: Int32?
+    /// What else the owning tool records of the file: Atlas's hash from
+    /// atlas.sum, and the statements its scanner counts.
+    public var toolDigest: String?
+    public var statementCount: Int?
     /// A migration in code (a Flyway Java or Kotlin class) that cannot run
     /// here: recorded as applied, never run, and reported by the checks.
     public var isCode = false

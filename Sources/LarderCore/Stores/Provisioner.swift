@@ -84,7 +84,7 @@ public final class Provisioner: Sendable {
         // Keyed by text alone, two templates whose files had the same text
         // under other names shared a build and its bookkeeping rows.
         func add(_ tag: String, _ m: Migration) {
-            hash.update("\(tag) \(m.version) \(m.fileVersion) \(m.checksum) \(m.toolChecksum.map(String.init) ?? "-") \(m.noTransaction) \(m.isCode)\n")
+            hash.update("\(tag) \(m.version) \(m.fileVersion) \(m.checksum) \(m.toolChecksum.map(String.init) ?? "-") \(m.noTransaction) \(m.isCode) \(m.toolDigest ?? "-") \(m.statementCount ?? -1)\n")
             for text in [m.file, m.name, m.downFile ?? ""] { hash.update("\(text.utf8.count):\(text)\n") }
         }
         if let version {
