@@ -5,7 +5,8 @@ import Synchronization
 /// What a full file system (or quota) asks of the stores' parts: ready
 /// copies give their room back, idle connections close (SQLite removes a
 /// store's `-wal` and `-shm`, 32 KiB or more, with its last one), then the
-/// trash is emptied, and the request that met the full disk tries again.
+/// trash is hurried (for a bounded time), and the request that met the full
+/// disk tries again.
 /// Until the file system has room for every file that pooled connections
 /// can hold, stores keep no idle connection: a read then costs no disk it
 /// does not give back.

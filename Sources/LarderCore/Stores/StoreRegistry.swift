@@ -129,8 +129,12 @@ public final class StoreRegistry: Sendable {
             TemporaryFiles.budget { [weak self] bytes in self?.hasRoom(for: bytes) ?? true }
         }
         pressure.onPressure { [weak self] in self?.closeIdleConnections() }
-        pressure.afterRelief { [weak self] in self?.trash.drain() }
+        pressure.afterRelief { [weak self] in self?.trash.hurry(within: StoreRegistry.reliefWaitMs) }
     }
+
+    /// How long a request that met a full disk waits for the trash to give
+    /// room back (it may be on a libmicrohttpd thread: a bound, never the whole trash).
+    static let reliefWaitMs = 1_000
 
     /// Closes every store's idle connections (their `-wal` and `-shm` go
     /// with the last one, unless a test holds the store open).

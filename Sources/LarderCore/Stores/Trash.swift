@@ -114,6 +114,20 @@ final class Trash: Sendable {
         while pending.load(ordering: .relaxed) > 0 { Threads.sleep(milliseconds: 1) }
     }
 
+    /// Hurries the removal of what waits (at the requests' priority, on the
+    /// trash's own queue, never the caller's thread) and waits for it, at most
+    /// `milliseconds`: the room a full disk is owed by deletions, within a bound.
+    func hurry(within milliseconds: Int) {
+        let due = waiting.withLock { w -> Bool in
+            guard !w.paths.isEmpty, !w.urgent else { return false }
+            w.urgent = true
+            return true
+        }
+        if due { urgent.async { [self] in removeWaiting() } }
+        let deadline = ContinuousClock.now + .milliseconds(milliseconds)
+        while pending.load(ordering: .relaxed) > 0 && ContinuousClock.now < deadline { Threads.sleep(milliseconds: 1) }
+    }
+
     /// Holds removal back until `resume()` (for tests of a trash that is behind).
     func pause() { hold.lock() }
     func resume() { hold.unlock() }
