@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+import Glibc
 import SQLite
 import Synchronization
 
@@ -65,6 +66,23 @@ enum Bookkeeping {
         "length(CAST(\(column) AS BLOB)) <= \(AppliedState.maxVersionBytes)"
     }
     static let rowLimit = " LIMIT 100000"
+
+    /// Now as go-sqlite3 writes a Go `time.Time` (the Go tools' times, in
+    /// UTC here): `2006-01-02 15:04:05.999999999-07:00`, the fraction's
+    /// trailing zeros (and its dot, when nothing is left) dropped.
+    static func goTime(_ now: timespec = { var t = timespec(); clock_gettime(CLOCK_REALTIME, &t); return t }()) -> String {
+        var seconds = now.tv_sec, parts = tm()
+        gmtime_r(&seconds, &parts)
+        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        var text = "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday)) \(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))"
+        if now.tv_nsec > 0 {
+            var fraction = String(now.tv_nsec)
+            fraction = String(repeating: "0", count: 9 - fraction.count) + fraction
+            while fraction.hasSuffix("0") { fraction.removeLast() }
+            text += "." + fraction
+        }
+        return text + "+00:00"
+    }
 
     static func highest(_ versions: [String]) -> String? {
         versions.max(by: VersionOrder.less)

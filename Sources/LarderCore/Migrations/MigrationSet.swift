@@ -93,6 +93,18 @@ public struct MigrationSet: Sendable {
         return found.first ?? .plain
     }
 
+    /// Whether a line ends a statement as goose and sql-migrate both decide
+    /// it: its last word before a word that starts with `--` ends in `;`
+    /// (neither knows quotes).
+    static func lineEndsStatement(_ line: Substring) -> Bool {
+        var last: Substring = ""
+        for word in line.split(whereSeparator: \.isWhitespace) {
+            if word.hasPrefix("--") { break }
+            last = word
+        }
+        return last.hasSuffix(";")
+    }
+
     /// Leading digits and the rest of `NNN_name.ext`.
     static func numbered(_ file: String, suffix: String) -> (version: String, name: String)? {
         numberedRaw(file, suffix: suffix).map { (VersionOrder.normalized($0.version), $0.name) }

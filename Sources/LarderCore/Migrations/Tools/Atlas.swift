@@ -308,7 +308,7 @@ enum Atlas: MigrationTool {
             ON CONFLICT (`version`) DO UPDATE SET `type` = excluded.`type`, `applied` = excluded.`applied`, `total` = excluded.`total`,
                 `execution_time` = excluded.`execution_time`, `error` = excluded.`error`, `error_stmt` = excluded.`error_stmt`, `hash` = excluded.`hash`,
                 `partial_hashes` = excluded.`partial_hashes`, `operator_version` = excluded.`operator_version`
-            """, [.text(m.fileVersion), .text(m.name), .integer(count), .integer(count), .text(SqlMigrate.appliedAt()), .integer(Int64(milliseconds) * 1_000_000),
+            """, [.text(m.fileVersion), .text(m.name), .integer(count), .integer(count), .text(Bookkeeping.goTime()), .integer(Int64(milliseconds) * 1_000_000),
                   .text(m.toolDigest ?? ""), .blob(Array("null".utf8)), .text("Larder")])
     }
 

@@ -39,17 +39,6 @@ enum Goose: MigrationTool {
         return found
     }
 
-    /// Whether a line ends a statement: its last word before a word that
-    /// starts a `--` comment ends in `;`.
-    static func endsWithSemicolon(_ line: Substring) -> Bool {
-        var last: Substring = ""
-        for word in line.split(whereSeparator: \.isWhitespace) {
-            if word.hasPrefix("--") { break }
-            last = word
-        }
-        return last.hasSuffix(";")
-    }
-
     struct Problem: Error { var message: String; init(_ message: String) { self.message = message } }
 
     /// One file: its up and down statements, whether it runs outside a
@@ -113,7 +102,7 @@ enum Goose: MigrationTool {
                 throw Problem("-- +goose ENVSUB ON substitutes the goose process's environment, which Larder does not have: write the values into the file")
             }
             buffer.append(line)
-            if !inBlock && endsWithSemicolon(line) { flush() }
+            if !inBlock && MigrationSet.lineEndsStatement(line) { flush() }
         }
         guard section != .none else { throw Problem("failed to parse migration: must start with '-- +goose Up' annotation") }
         try finishSection()

@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: Apache-2.0
-import Glibc
 import SQLite
 import Text
 
@@ -28,17 +27,6 @@ enum SqlMigrate: MigrationTool {
             let word = line.dropFirst(command.count).split(whereSeparator: \.isWhitespace).first
             return word == "Up" || word == "Down"
         }
-    }
-
-    /// A line ends a statement when its last word before a word that starts
-    /// with `--` ends in `;` (sql-migrate knows nothing of quotes).
-    static func endsWithSemicolon(_ line: Substring) -> Bool {
-        var last: Substring = ""
-        for word in line.split(whereSeparator: \.isWhitespace) {
-            if word.hasPrefix("--") { break }
-            last = word
-        }
-        return last.hasSuffix(";")
     }
 
     static let unterminated = "ERROR: The last statement must be ended by a semicolon or '-- +migrate StatementEnd' marker.\n\t\t\tSee https://github.com/rubenv/sql-migrate for details."
@@ -79,7 +67,7 @@ enum SqlMigrate: MigrationTool {
             }
             guard direction != .none else { continue }
             if !line.hasPrefix("-- +") { buffer += line + "\n" }
-            if (!ignoreSemicolons && endsWithSemicolon(line)) || ended {
+            if (!ignoreSemicolons && MigrationSet.lineEndsStatement(line)) || ended {
                 if direction == .up { up.append(buffer) } else { down.append(buffer) }
                 buffer = ""
                 ended = false
@@ -138,28 +126,11 @@ enum SqlMigrate: MigrationTool {
 
     static func recordUp(_ db: Connection, _ m: Migration, table: String, milliseconds: Int) throws {
         try ensureTable(db, table)
-        try db.run("insert into \(quoteIdentifier(table)) (\"id\",\"applied_at\") values (?,?);", [.text(m.file), .text(appliedAt())])
+        try db.run("insert into \(quoteIdentifier(table)) (\"id\",\"applied_at\") values (?,?);", [.text(m.file), .text(Bookkeeping.goTime())])
     }
 
     static func recordDown(_ db: Connection, _ m: Migration, previous: String?, table: String, milliseconds: Int) throws {
         try ensureTable(db, table)
         try db.run("delete from \(quoteIdentifier(table)) where \"id\"=?;", [.text(m.file)])
-    }
-
-    /// Now as go-sqlite3 writes a Go `time.Time` (in UTC here):
-    /// `2006-01-02 15:04:05.999999999-07:00`, the fraction's trailing zeros
-    /// (and its dot, when nothing is left) dropped.
-    static func appliedAt(_ now: timespec = { var t = timespec(); clock_gettime(CLOCK_REALTIME, &t); return t }()) -> String {
-        var seconds = now.tv_sec, parts = tm()
-        gmtime_r(&seconds, &parts)
-        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
-        var text = "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday)) \(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))"
-        if now.tv_nsec > 0 {
-            var fraction = String(now.tv_nsec)
-            fraction = String(repeating: "0", count: 9 - fraction.count) + fraction
-            while fraction.hasSuffix("0") { fraction.removeLast() }
-            text += "." + fraction
-        }
-        return text + "+00:00"
     }
 }
