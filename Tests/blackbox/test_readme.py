@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The README's "Using it" block, run as a user pastes it: top to bottom in
-bash, against `larder serve` on this repository's fixtures (issue 30: every
+"""The tour's curl block (docs/tour.md, "Try it"; the README's "Using it"
+until issue 45 moved it), run as a user pastes it: top to bottom in bash,
+against `larder serve` on this repository's fixtures (issue 30: every
 example must copy-paste).
 
     python3 Tests/blackbox/test_readme.py .build/debug/larder
@@ -13,7 +14,7 @@ checkout is left alone. `bash -e -o pipefail` stops at the first command that
 fails, and an ERR trap names its line. `curl` without -f exits 0 on an HTTP
 error, so `curl` on the block's PATH is a wrapper that runs the real one,
 records each answer's status and body, and exits 22 (curl's -f code) on a
-4xx or 5xx the README does not mean (ALLOWED).
+4xx or 5xx the page does not mean (ALLOWED).
 """
 import json
 import os
@@ -33,11 +34,12 @@ from processes import Server  # noqa: E402  (the one harness of the repository's
 BINARY = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".build/debug/larder")
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 FIXTURES = os.path.join(REPO, "fixtures")
-README = os.path.join(REPO, "README.md")
-HEADING = "## Using it"
+PAGE = os.path.join("docs", "tour.md")
+TOUR = os.path.join(REPO, PAGE)
+HEADING = "## Try it"
 ADDRESS = "localhost:7464"
 
-# Error statuses the README means, by a part of the URL: the long poll waits
+# Error statuses the page means, by a part of the URL: the long poll waits
 # for albums>=3 on a store that has 2, so after timeout_ms it answers 408
 # with the last counts, as its comment says.
 ALLOWED = [("/counts?wait=", [408])]
@@ -76,7 +78,7 @@ PRELUDE = 'trap \'echo "$LINENO" > "$LARDER_README_FAILED"\' ERR\n'
 
 
 def using_it(text):
-    """The fenced sh block under HEADING: (its first line's number in the README, its text)."""
+    """The fenced sh block under HEADING: (its first line's number in the page, its text)."""
     lines = text.split("\n")
     start = lines.index(HEADING)
     opening = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("```"))
@@ -87,7 +89,7 @@ def using_it(text):
 
 
 def commands(block, first_line):
-    """The block's commands as (first README line, last README line, text):
+    """The block's commands as (first line, last line in the page, text):
     lines ending in a backslash or a pipe go on; comments and blank lines
     between commands are none."""
     found, current = [], None
@@ -115,7 +117,7 @@ class Run:
         self.returncode, self.stdout, self.stderr, self.calls, self.failed = returncode, stdout, stderr, calls, failed
 
     def describe(self):
-        where = "README.md:%d: %s" % (self.failed[0], self.failed[2]) if self.failed else "no failing line named"
+        where = "%s:%d: %s" % (PAGE, self.failed[0], self.failed[2]) if self.failed else "no failing line named"
         return "block exited %d at %s\n--- stderr (end) ---\n%s" % (self.returncode, where, self.stderr[-3000:])
 
 
@@ -183,7 +185,7 @@ class ReadmeTests(unittest.TestCase):
         cls.root = tempfile.mkdtemp(prefix="larder-readme-")
         shutil.rmtree(cls.root)
         cls.server = Server(BINARY, cls.root, FIXTURES)
-        with open(README) as f:
+        with open(TOUR) as f:
             cls.first_line, cls.block = using_it(f.read())
 
     @classmethod
@@ -204,7 +206,7 @@ class ReadmeTests(unittest.TestCase):
         self.assertEqual(run.returncode, 0, run.describe())
         self.assertIsNone(run.failed, run.describe())
 
-        # Every answer was a success but the ones the README means; every store URL has a real id.
+        # Every answer was a success but the ones the page means; every store URL has a real id.
         self.assertTrue(run.calls)
         for call in run.calls:
             if call["status"] >= 400:
@@ -254,7 +256,7 @@ class ReadmeTests(unittest.TestCase):
             self.assertEqual(new, [], "the block wrote into the checkout")
 
     def test_a_failing_line_is_reported(self):
-        """A broken copy of the block (never the README) stops at the broken
+        """A broken copy of the block (never the page) stops at the broken
         line, and the harness names it: HTTP errors curl itself ignores, one
         of them inside the command substitution that sets ID (a file name
         that does not exist: curl -s sends an empty body)."""
