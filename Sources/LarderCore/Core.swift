@@ -15,16 +15,16 @@ public final class Core: Sendable {
     public let builds: BuildRegistry
     public let editor: StoreEditor
 
-    /// `readyCopies`: ready copies per template entry, when not `--pool-size`.
+    /// `readyCopies`: ready copies per template entry, when not `--ready-copies`.
     public init(configuration: Configuration, readyCopies: Int? = nil) throws {
         self.configuration = configuration
-        registry = try StoreRegistry(configuration: configuration)
+        registry = try StoreRegistry(configuration: configuration, readyCopies: readyCopies ?? configuration.readyCopies)
         layout = registry.layout
         limits = registry.limits
         catalog = Catalog(directory: configuration.fixtures)
         cache = TemplateCache(directory: layout.cache, temporaryDirectory: layout.temporary,
                               maxBytes: configuration.cacheMaxBytes)
-        provisioner = Provisioner(registry: registry, catalog: catalog, cache: cache, readyCopies: readyCopies ?? configuration.poolSize)
+        provisioner = Provisioner(registry: registry, catalog: catalog, cache: cache)
         builds = try BuildRegistry(registry: registry, cache: cache, lease: .seconds(configuration.buildLeaseSeconds))
         editor = StoreEditor(registry: registry, catalog: catalog)
     }

@@ -11,7 +11,7 @@ enum Manual {
          "beyond loopback (which needs a token), the stores under /var/lib/larder/root"),
     ]
 
-    static let variables = "Every setting is also a variable: LARDER_ and its name in capitals, - as _ (--pool-size: LARDER_POOL_SIZE); flags win."
+    static let variables = "Every setting is also a variable: LARDER_ and its name in capitals, - as _ (--ready-copies: LARDER_READY_COPIES); flags win."
 
     /// The settings in their groups, in the groups' order.
     static var grouped: [(title: String, settings: [Configuration.Setting])] {
@@ -250,7 +250,7 @@ extension Manual {
         for example in examples { lines += [".TP", ".B \(text(example.command))", text(example.what)] }
         lines += [".SH EXIT STATUS",
                   text("serve: 0 when stopped by a signal, 2 when it cannot start, 64 for a bad setting. check: 0 when every check passes, 1 when one fails, 2 when it cannot check. health: 0 when the server answers ok, 1 otherwise."),
-                  ".SH SEE ALSO", text("The README, and GET /openapi.json of a running server, describe the HTTP API."), ""]
+                  ".SH SEE ALSO", text("docs/api.md of the Larder repository, and GET /openapi.json of a running server, describe the HTTP API."), ""]
         return lines.joined(separator: "\n")
     }
 }

@@ -94,7 +94,7 @@ final class HostileInputTests: XCTestCase {
     }
 
     func testEndlessSQLIsStoppedAndTheStoreStaysUsable() async throws {
-        let server = try TestServer { $0.operationTimeoutMs = 300; $0.queryTimeoutMs = 300 }
+        let server = try TestServer { $0.operationTimeoutMs = 300; $0.readTimeoutMs = 300 }
         let id = try await server.create()
         let endless = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) INSERT INTO albums (title) SELECT i FROM n;"
         let started = Date()
@@ -477,7 +477,7 @@ final class HostileInputTests: XCTestCase {
     /// One suite's sixteen endless queries, one on each of its stores (each
     /// stopped at its limit), do not delay another suite's `SELECT 1`.
     func testOneSuitesSlowQueriesDoNotDelayAnothersAnswers() async throws {
-        let server = try TestServer { $0.queryTimeoutMs = 800 }
+        let server = try TestServer { $0.readTimeoutMs = 800 }
         var slows: [String] = []
         for _ in 0..<16 { slows.append(try await server.create("{}")) }
         let quick = try await server.create("{}")

@@ -50,7 +50,7 @@ final class AppMigrationCheckTests: XCTestCase {
     /// bounded in number and size, however many the request makes.
     func testAnEndlessAssertStopsAtTheQueryLimitAndFailuresAreBounded() throws {
         let scratch = Scratch()
-        let core = try CoreServices(scratch) { $0.queryTimeoutMs = 200; $0.operationTimeoutMs = 60_000 }
+        let core = try CoreServices(scratch) { $0.readTimeoutMs = 200; $0.operationTimeoutMs = 60_000 }
         try build(core, "app-v2")
         let store = try uploadV1(core, scratch)
         try migrate(store.databasePath)

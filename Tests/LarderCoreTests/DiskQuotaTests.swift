@@ -113,7 +113,7 @@ final class DiskQuotaTests: XCTestCase {
         tight.provisioner.readyCopies.drain()
         let ahead = tight.provisioner.readyCopies.stats.copies
         XCTAssertGreaterThan(ahead, 0)
-        _ = try tight.registry.create(copyOf: tightEntry.path, ready: nil, provenance: Provenance(), label: nil, ttlSeconds: nil)
+        _ = try tight.registry.create(copyOf: tightEntry, shelved: false, provenance: Provenance(), label: nil, ttlSeconds: nil)
         XCTAssertEqual(tight.provisioner.readyCopies.stats.copies, ahead, "the copies kept their room")
         XCTAssertLessThanOrEqual(tight.registry.usedBytes, quota)
     }

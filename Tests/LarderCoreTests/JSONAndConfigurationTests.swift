@@ -87,9 +87,21 @@ final class JSONAndConfigurationTests: XCTestCase {
         XCTAssertEqual(Configuration.settings.first { $0.name == "port" }?.placeholder, "<n>")
     }
 
+    func testASettingsFormerNameIsStillAcceptedAndTheCurrentOneWins() throws {
+        var c = Configuration()
+        try c.apply(arguments: ["--pool-size", "3", "--query-timeout-ms=70"])
+        XCTAssertEqual(c.readyCopies, 3)
+        XCTAssertEqual(c.readTimeoutMs, 70)
+        XCTAssertEqual(try Configuration.fromEnvironment(["LARDER_POOL_SIZE": "5"]).readyCopies, 5)
+        XCTAssertEqual(try Configuration.fromEnvironment(["LARDER_QUERY_TIMEOUT_MS": "9", "LARDER_READ_TIMEOUT_MS": "11"]).readTimeoutMs, 11)
+        XCTAssertThrowsError(try Configuration.fromEnvironment(["LARDER_POOL_SIZE": "x"])) {
+            XCTAssertEqual("\($0)", "LARDER_POOL_SIZE must be a whole number in 0...1024, not 'x'")
+        }
+    }
+
     func testAMistypedSettingGetsItsLikelyNameAndAVariableIsNamedAsGiven() throws {
         var c = Configuration()
-        for (typed, meant) in [("prot", "port"), ("pool", "pool-size"), ("log-lvl", "log-level"), ("fixture", "fixtures"), ("ttl-second", "ttl-seconds")] {
+        for (typed, meant) in [("prot", "port"), ("pool", "ready-copies"), ("log-lvl", "log-level"), ("fixture", "fixtures"), ("ttl-second", "ttl-seconds")] {
             XCTAssertThrowsError(try c.set(typed, "1")) { XCTAssertEqual("\($0)", "unknown setting --\(typed); did you mean --\(meant)?") }
         }
         XCTAssertThrowsError(try c.set("zzzzzz", "1")) { XCTAssertEqual("\($0)", "unknown setting --zzzzzz") }
@@ -140,12 +152,12 @@ final class JSONAndConfigurationTests: XCTestCase {
         }
     }
 
-    func testEverySettingHasAFlagAnEnvironmentVariableAndIsInTheREADME() throws {
-        let readme = try String(contentsOfFile: repositoryRoot + "/README.md", encoding: .utf8)
+    func testEverySettingHasAFlagAnEnvironmentVariableAndIsInTheSettingsPage() throws {
+        let page = try String(contentsOfFile: repositoryRoot + "/docs/settings.md", encoding: .utf8)
         XCTAssertEqual(Set(Configuration.settings.map(\.name)).count, Configuration.settings.count, "a setting is listed twice")
         for setting in Configuration.settings {
-            XCTAssertTrue(readme.contains("`\(setting.flag)`"), "README lacks \(setting.flag)")
-            XCTAssertTrue(readme.contains("`\(setting.environmentVariable)`"), "README lacks \(setting.environmentVariable)")
+            XCTAssertTrue(page.contains("`\(setting.flag)`"), "docs/settings.md lacks \(setting.flag)")
+            XCTAssertTrue(page.contains("`\(setting.environmentVariable)`"), "docs/settings.md lacks \(setting.environmentVariable)")
             // Every setting reads back what it shows.
             var c = Configuration()
             XCTAssertNoThrow(try c.set(setting.name, setting.value(in: Configuration())), setting.name)

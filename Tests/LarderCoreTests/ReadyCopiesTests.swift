@@ -68,7 +68,7 @@ final class ReadyCopiesTests: XCTestCase {
         let scratch = Scratch()
         let core = try CoreServices(scratch)
         let registry = core.registry, provisioner = core.provisioner, cache = provisioner.cache
-        let copies = ReadyCopies(registry: registry, perKey: 2, maxKeys: 2, maxBytes: 1 << 30)
+        let copies = ReadyCopies(lifecycle: registry.lifecycle, perKey: 2, maxKeys: 2, maxBytes: 1 << 30)
         var entries: [TemplateCache.Entry] = []
         for fixtures in [["artists"], ["artworks"], ["albums"]] {
             var request = Provisioner.Request()
@@ -84,7 +84,7 @@ final class ReadyCopiesTests: XCTestCase {
         XCTAssertEqual(copies.stats.copies, 4, "two keys of two copies")
         XCTAssertNil(copies.take(entries[0]), "the coldest key was dropped")
         let taken = try XCTUnwrap(copies.take(entries[2]))
-        registry.discard(taken)  // as a refused hand-out does
+        registry.lifecycle.discard(taken)  // as a refused hand-out does
         copies.drain()
         registry.drainTrash()
         XCTAssertEqual(readyCopyDirectories(registry.root).count, copies.stats.copies)

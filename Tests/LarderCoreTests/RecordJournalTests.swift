@@ -225,7 +225,7 @@ final class RecordJournalTests: XCTestCase {
         let stop = Atomic<Bool>(false)
         let rewriter = Thread {
             while !stop.load(ordering: .relaxed) {
-                try? registry.journal.rewrite { registry.live.withLock { $0.stores.all }.map(\.savedRecord) }
+                try? registry.lifecycle.journal.rewrite { registry.lifecycle.live.withLock { $0.stores.all }.map(\.savedRecord) }
             }
         }
         rewriter.start()

@@ -69,7 +69,7 @@ final class ResetAndForkTests: XCTestCase {
     /// copy that waits.
     func testCopiesOfAStoreLockedForGoodConflictAndDeleteEndsThem() throws {
         let scratch = Scratch()
-        let core = try CoreServices(scratch) { $0.queryTimeoutMs = 300 }
+        let core = try CoreServices(scratch) { $0.readTimeoutMs = 300 }
         let store = try core.store("gallery")
         let holder = try Connection(path: store.databasePath, mode: .readWrite)
         try holder.execute("PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; INSERT INTO albums (title) VALUES ('held');")
@@ -83,7 +83,7 @@ final class ResetAndForkTests: XCTestCase {
         XCTAssertLessThan(Date().timeIntervalSince(started), 5)
 
         let patientScratch = Scratch()
-        let patient = try CoreServices(patientScratch) { $0.queryTimeoutMs = 60_000; $0.busyTimeoutMs = 60_000 }
+        let patient = try CoreServices(patientScratch) { $0.readTimeoutMs = 60_000; $0.busyTimeoutMs = 60_000 }
         let other = try patient.store("gallery")
         let otherHolder = try Connection(path: other.databasePath, mode: .readWrite)
         try otherHolder.execute("PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; INSERT INTO albums (title) VALUES ('held');")
@@ -452,7 +452,7 @@ final class ResetAndForkTests: XCTestCase {
     /// long as the disk takes; what has a longer limit gets the base.
     func testWaitingForABaseStillBeingCopiedEndsAtTheLimit() throws {
         let scratch = Scratch()
-        let core = try CoreServices(scratch) { $0.queryTimeoutMs = 1 }
+        let core = try CoreServices(scratch) { $0.readTimeoutMs = 1 }
         let source = try largeStore(core, megabytes: 40)
         let (fork, _) = try core.provisioner.createFork(of: source.id, fixtures: nil, label: nil, ttlSeconds: 60)
         // A diff's limit is 1 ms here; 40 MB take longer to copy.

@@ -207,7 +207,7 @@ final class StoreDiffTests: XCTestCase {
 
     func testABigTableIsStoppedAtTheReadTimeLimit() throws {
         let scratch = Scratch()
-        let core = try CoreServices(scratch) { $0.queryTimeoutMs = 5 }
+        let core = try CoreServices(scratch) { $0.readTimeoutMs = 5 }
         // A big table in the store and in its base: comparing them is stopped, not left to run.
         let store = try upload(core, scratch, """
             CREATE TABLE big (x, pad);

@@ -93,7 +93,7 @@ final class StoreRegistryTests: XCTestCase {
     func testReadsAndOperationsHaveTimeLimits() throws {
         let scratch = Scratch()
         var c = configuration(scratch.path + "/root")
-        c.queryTimeoutMs = 100
+        c.readTimeoutMs = 100
         c.operationTimeoutMs = 100
         let core = try Core(configuration: c, readyCopies: 0)
         let registry = core.registry, provisioner = core.provisioner
@@ -147,7 +147,7 @@ final class StoreRegistryTests: XCTestCase {
     func testCountsLastReadOutliveARestart() throws {
         let scratch = Scratch()
         var configuration = configuration(scratch.path + "/root")
-        configuration.poolSize = 0
+        configuration.readyCopies = 0
         var ids: [String] = []
         do {
             let core = try Core(configuration: configuration)

@@ -13,8 +13,7 @@ import Synchronization
 final class DiskPressure: Sendable {
     /// Where the room is measured.
     let directory: String
-    private let givers = Mutex<[@Sendable () -> Void]>([])
-    private let afterwards = Mutex<[@Sendable () -> Void]>([])
+    private let steps = Mutex<(@Sendable () -> Void)?>(nil)
     private let pooling = Atomic<Bool>(true)
 
     /// What the most pooled connections can hold: a `-shm` each (a WAL is checkpointed away at close).
@@ -22,17 +21,15 @@ final class DiskPressure: Sendable {
 
     init(directory: String) { self.directory = directory }
 
-    /// `handler` gives room back when the disk is short of it.
-    func onPressure(_ handler: @escaping @Sendable () -> Void) { givers.withLock { $0.append(handler) } }
-    /// `handler` runs after every giver (the trash, where what they gave goes).
-    func afterRelief(_ handler: @escaping @Sendable () -> Void) { afterwards.withLock { $0.append(handler) } }
+    /// What gives room back, in order (set once, by the registry that owns every giver).
+    func relief(_ steps: @escaping @Sendable () -> Void) { self.steps.withLock { $0 = steps } }
 
     /// Whether stores may keep idle connections now.
     var poolsConnections: Bool { pooling.load(ordering: .relaxed) }
 
     func relieve() {
         pooling.store(false, ordering: .relaxed)
-        for handler in givers.withLock({ $0 }) + afterwards.withLock({ $0 }) { handler() }
+        steps.withLock { $0 }?()
         review()
     }
 

@@ -11,18 +11,15 @@ public final class Provisioner: Sendable {
     public let registry: StoreRegistry
     public let catalog: Catalog
     public let cache: TemplateCache
-    /// Stores of recently used template entries, made ahead of the requests.
-    public let readyCopies: ReadyCopies
+    /// Stores of recently used template entries, made ahead of the requests (the registry's).
+    public var readyCopies: ReadyCopies { registry.readyCopies }
     /// Plans already worked out, by request, while their template's reading is current.
     private let plans = Mutex<[PlanQuestion: Plan]>([:])
 
-    /// `readyCopies`: how many ready copies to keep per recently used
-    /// template entry (`--pool-size`; 0: none).
-    public init(registry: StoreRegistry, catalog: Catalog, cache: TemplateCache, readyCopies: Int = 0) {
+    public init(registry: StoreRegistry, catalog: Catalog, cache: TemplateCache) {
         self.registry = registry
         self.catalog = catalog
         self.cache = cache
-        self.readyCopies = ReadyCopies(registry: registry, perKey: readyCopies, maxBytes: cache.maxBytes)
     }
 
     /// What a client asks `POST /stores` for when it names a template (its
@@ -112,8 +109,7 @@ public final class Provisioner: Sendable {
         let entry = try entry(plan)
         let provenance = Provenance(template: plan.template.name, version: entry.version, snapshot: plan.snapshot?.name,
                                     fixtures: plan.fixtures.map(\.name), counts: entry.counts)
-        return try registry.create(copyOf: entry.path, ready: readyCopies.take(entry), provenance: provenance,
-                                   label: label, ttlSeconds: ttlSeconds)
+        return try registry.create(copyOf: entry, provenance: provenance, label: label, ttlSeconds: ttlSeconds)
     }
 
     /// The cached template database of `plan`, built now when it is not cached.
@@ -127,7 +123,7 @@ public final class Provisioner: Sendable {
     public func create(build key: String, entry: TemplateCache.Entry, label: String?, ttlSeconds: Int?) throws -> (Store, Provenance) {
         let provenance = Provenance(version: entry.version, counts: entry.counts, source: "build \(key)", build: key)
         do {
-            return try registry.create(copyOf: entry.path, ready: readyCopies.take(entry), provenance: provenance, label: label, ttlSeconds: ttlSeconds)
+            return try registry.create(copyOf: entry, provenance: provenance, label: label, ttlSeconds: ttlSeconds)
         } catch where !FileSystem.exists(entry.path) {
             throw LarderError(.unknownBuild, "build '\(key)' was discarded while a store was being made of it", details: [("key", .string(key))])
         }

@@ -3,22 +3,11 @@ import Dispatch
 import FileSystem
 import Synchronization
 
-/// A ready copy: a store's directory (database, base) finished ahead of
-/// time in `stores/`, waiting for its record.
-struct ReadyCopy: Sendable {
-    let id: String
-    let directory: String
-    let bytes: Int64
-    /// Its rename into `stores/`, for `StoreRegistry.makeDurable`.
-    let ticket: UInt64
-}
-
 /// Ready copies of recently used template cache entries, so that `POST
 /// /stores` writes a record instead of copying a file: made in the background,
 /// handed out one per request, refilled in batches once half of a key's are
-/// handed out. Bounded per key (`--pool-size`), in keys (the most recently
-/// used stay stocked) and in
-/// bytes (the template cache's budget again). A key is the cache key, a
+/// handed out. Bounded per key (`--ready-copies`), in keys (the most recently
+/// used stay stocked) and in bytes (the template cache's budget again). A key is the cache key, a
 /// hash of the template's files: after a change, requests name a new key
 /// and copies of the old one are never handed out. Invisible to listings
 /// until handed out, but counted against the disk quota: made only into
@@ -36,7 +25,8 @@ public final class ReadyCopies: Sendable {
     let perKey: Int
     let maxKeys: Int
     let maxBytes: Int64
-    private let registry: StoreRegistry
+    private let lifecycle: StoreLifecycle
+    private var ledger: DiskLedger { lifecycle.ledger }
     /// Copies ahead give way to the requests: when they cannot keep up, a
     /// request copies its own, at its own priority.
     private let queue = YieldingQueue(name: "larder-ready")
@@ -50,18 +40,16 @@ public final class ReadyCopies: Sendable {
     private struct State {
         var shelves: [String: Shelf] = [:]
         var clock: UInt64 = 0
-        var bytes: Int64 = 0
         var handouts = 0
         var misses = 0
     }
     private let state = Mutex(State())
 
-    init(registry: StoreRegistry, perKey: Int, maxKeys: Int = 8, maxBytes: Int64) {
-        self.registry = registry
+    init(lifecycle: StoreLifecycle, perKey: Int, maxKeys: Int = 8, maxBytes: Int64) {
+        self.lifecycle = lifecycle
         self.perKey = perKey
         self.maxKeys = maxKeys
         self.maxBytes = maxBytes
-        registry.onDiskPressure { [weak self] in self?.yield() }
     }
 
     /// Room left on the file system below which no copy is made ahead: a
@@ -75,7 +63,7 @@ public final class ReadyCopies: Sendable {
     /// refill (reserving its own store just after) would take back from
     /// every copy at once.
     private func hasRoom(for size: Int64, free: Int64?) -> Bool {
-        guard registry.hasRoom(for: 2 * size) else { return false }
+        guard ledger.hasRoom(for: 2 * size) else { return false }
         guard let free else { return true }
         return free - size >= max(ReadyCopies.spareBytes, size)
     }
@@ -90,15 +78,14 @@ public final class ReadyCopies: Sendable {
                 all += s.shelves[key]?.copies ?? []
                 s.shelves[key]?.copies = []
             }
-            s.bytes = 0
             return all
         }
-        for copy in dropped { registry.removeReady(copy) }
+        dropped.forEach(lifecycle.drop)
     }
 
     public var stats: Stats {
         state.withLock { s in
-            Stats(copies: s.shelves.values.reduce(0) { $0 + $1.copies.count }, bytes: s.bytes, handouts: s.handouts, misses: s.misses)
+            Stats(copies: s.shelves.values.reduce(0) { $0 + $1.copies.count }, bytes: ledger[.ready], handouts: s.handouts, misses: s.misses)
         }
     }
 
@@ -120,9 +107,8 @@ public final class ReadyCopies: Sendable {
                 return (copy, fill)
             }
             let (copy, fill) = handOut(&s.shelves[entry.key, default: Shelf(entry: entry)], at: s.clock)
-            if let copy {
+            if copy != nil {
                 s.handouts += 1
-                s.bytes -= copy.bytes
             } else {
                 s.misses += 1
             }
@@ -130,12 +116,11 @@ public final class ReadyCopies: Sendable {
             var dropped: [ReadyCopy] = []
             while s.shelves.count > maxKeys, let coldest = s.shelves.min(by: { $0.value.lastUsed < $1.value.lastUsed }) {
                 dropped += coldest.value.copies
-                s.bytes -= coldest.value.copies.reduce(0) { $0 + $1.bytes }
                 s.shelves[coldest.key] = nil
             }
             return (copy, fill, dropped)
         }
-        dropped.forEach(registry.discard)
+        dropped.forEach(lifecycle.discard)
         if fill { queue.async { [self] in refill(entry.key) } }
         return copy
     }
@@ -148,7 +133,7 @@ public final class ReadyCopies: Sendable {
     private func refill(_ key: String) {
         // The file system's free room, asked once a batch and counted down
         // by what each copy takes.
-        var free = FileSystem.availableBytes(registry.layout.stores)
+        var free = FileSystem.availableBytes(lifecycle.layout.stores)
         // Made, not yet synced nor on the shelf.
         var made: [ReadyCopy] = []
         defer { shelve(&made, key) }
@@ -156,10 +141,11 @@ public final class ReadyCopies: Sendable {
             // The quota is asked outside this lock (it asks the builds' own).
             let size = state.withLock { $0.shelves[key]?.entry.size } ?? 0
             let room = hasRoom(for: size, free: free)
-            let pending = (count: made.count, bytes: made.reduce(0) { $0 + $1.bytes })
+            // (The ledger's ready bytes hold those made and not yet shelved.)
+            let readyBytes = ledger[.ready]
             let source = state.withLock { s -> TemplateCache.Entry? in
                 guard var shelf = s.shelves[key] else { return nil }
-                guard shelf.copies.count + pending.count < perKey, s.bytes + pending.bytes + shelf.entry.size <= maxBytes, room else {
+                guard shelf.copies.count + made.count < perKey, readyBytes + shelf.entry.size <= maxBytes, room else {
                     shelf.filling = false
                     s.shelves[key] = shelf
                     return nil
@@ -167,7 +153,7 @@ public final class ReadyCopies: Sendable {
                 return shelf.entry
             }
             guard let source else { return }
-            guard let copy = try? registry.makeReady(from: source.path, syncing: false) else {
+            guard let copy = try? make(from: source.path, syncing: false) else {
                 state.withLock { $0.shelves[key]?.filling = false }
                 return
             }
@@ -186,13 +172,40 @@ public final class ReadyCopies: Sendable {
         defer { made = [] }
         guard !made.isEmpty else { return }
         let copies = made
-        let kept = (try? registry.makeDurable(copies)) != nil && state.withLock { s -> Bool in
+        let kept = (try? lifecycle.makeDurable(copies)) != nil && state.withLock { s -> Bool in
             guard s.shelves[key] != nil else { return false }
             s.shelves[key]?.copies += copies
-            s.bytes += copies.reduce(0) { $0 + $1.bytes }
             return true
         }
-        if !kept { copies.forEach(registry.discard) }
+        if !kept { copies.forEach(lifecycle.discard) }
+    }
+
+    /// A copy of the immutable file `source`: staged in `building/` (a
+    /// mkdir in `stores/` would hold that directory's lock while a DELETE
+    /// renames out of it), filled by descriptor, then shelved whole.
+    /// `syncing`: its files synced before it is shelved; without,
+    /// `StoreLifecycle.makeDurable(_:)` syncs a batch of them in one call.
+    func make(from source: String, syncing: Bool = true) throws -> ReadyCopy {
+        let synced = lifecycle.synced && syncing, access = lifecycle.access
+        let staged = try lifecycle.stage(privately: true)
+        let bytes: Int64
+        do {
+            // By descriptor: the directory's path is looked up once, not once per file.
+            bytes = try OpenDirectory.opening(staged.path) { made in
+                try access.grant(new: made)
+                let bytes = try made.copy(from: source, as: Store.databaseName, mode: access.fileMode, group: access.group, synced: synced)
+                try made.link(source, as: Store.baseName)
+                if synced {
+                    try lifecycle.syncOnce(source) // the base
+                    try FileSystem.sync(made.fd, path: staged.path)
+                }
+                return bytes
+            }
+        } catch {
+            lifecycle.abandon(staged)
+            throw error
+        }
+        return try lifecycle.shelve(staged, bytes: bytes)
     }
 
     /// Waits until the refills asked for so far are done.

@@ -40,6 +40,8 @@ public struct RootLayout: Sendable {
     var olderReady: String { root + "/ready" }
     /// App-built templates under way (`/builds`).
     public var builds: String { root + "/builds" }
+    /// The database of an app build under way (`builds/KEY-…/build.sqlite`).
+    public static let buildDatabaseName = "build.sqlite"
     /// Deleted stores on their way out.
     public var trash: String { root + "/trash" }
     /// Held for a core's life: one Larder per root.
@@ -60,7 +62,7 @@ public struct StoreLimits: Sendable {
     public var maxDiskBytes: Int64
     /// Time limit of an operation on a store: fixtures, migrations, uploads, builds (`--operation-timeout-ms`).
     public var operationTimeoutMs: Int
-    /// Time limit of a read: counts, schema, diff (`--query-timeout-ms`).
+    /// Time limit of a read: counts, schema, diff (`--read-timeout-ms`).
     public var readTimeoutMs: Int
     /// How long the server's writes wait for a lock a test holds (`--busy-timeout-ms`).
     public var busyTimeoutMs: Int
@@ -71,7 +73,7 @@ public struct StoreLimits: Sendable {
         maxStores = configuration.maxStores
         maxDiskBytes = configuration.maxDiskBytes
         operationTimeoutMs = configuration.operationTimeoutMs
-        readTimeoutMs = configuration.queryTimeoutMs
+        readTimeoutMs = configuration.readTimeoutMs
         busyTimeoutMs = configuration.busyTimeoutMs
     }
 }

@@ -34,7 +34,7 @@ public final class Store: Sendable {
     }
     private let state: Mutex<State>
 
-    /// Time limit of reads (counts, schema, migration state): `--query-timeout-ms`.
+    /// Time limit of reads (counts, schema, migration state): `--read-timeout-ms`.
     let readTimeoutMs: Int
 
     /// How long a read waits for a lock the test holds (`--busy-timeout-ms`), then 409.

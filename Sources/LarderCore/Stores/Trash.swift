@@ -18,8 +18,8 @@ final class Trash: Sendable {
     /// requests' own priority.
     private let urgent = DispatchQueue(label: "larder.trash-behind", qos: .utility)
     private let pending = Atomic<Int>(0)
-    /// Bytes of what waits to be removed, as its discarders counted them.
-    private let bytes = Atomic<Int64>(0)
+    /// Where what waits here is counted (`DiskLedger.Account.trash`).
+    private let ledger: DiskLedger
     /// Directories not yet handed to the queue, and whether a removal pass is
     /// scheduled: deletions are removed in batches, one wake-up of the queue
     /// per pass rather than one per request.
@@ -27,48 +27,56 @@ final class Trash: Sendable {
 
     private struct Waiting {
         let path: String
-        let bytes: Int64
-        /// Told the bytes of a store's files as found here, before they go
-        /// (a discard that did not count them).
-        let measured: (@Sendable (Int64) -> Void)?
+        let count: Count
+    }
+
+    /// How a discarded directory's bytes are counted in the ledger.
+    enum Count: Sendable {
+        /// Not at all (a build's, a copy's scratch).
+        case none
+        /// As counted in `account`, moved to the trash's until its files are gone.
+        case counted(Int64, from: DiskLedger.Account)
+        /// Measured here, off the request, and taken from `account` then (no quota: a metric only).
+        case measured(from: DiskLedger.Account)
     }
     /// Deletions waiting past which removal runs at the requests' own priority.
     static let behind = 256
     /// Held while removal is held back (tests of a trash that is behind).
     private let hold = Lock()
 
-    init(directory: String, root: String) throws {
+    init(directory: String, root: String, ledger: DiskLedger) throws {
         self.directory = directory
         self.root = root
+        self.ledger = ledger
         try FileSystem.makePrivateDirectory(directory)
         for name in FileSystem.entries(directory) { empty(directory + "/" + name) }
     }
 
     /// Directories waiting to be removed.
     var backlog: Int { pending.load(ordering: .relaxed) }
-    /// What they take, counted against the disk quota until they are gone.
-    var pendingBytes: Int64 { bytes.load(ordering: .relaxed) }
 
-    /// Moves a store's directory (of about `size` bytes) into the trash,
-    /// whose queue removes its files; where it cannot be moved, removes it at once.
-    /// `measured`: told, off the request, what the store's files took.
-    func discard(_ storeDirectory: String, name: String, bytes size: Int64 = 0,
-                 measured: (@Sendable (Int64) -> Void)? = nil) throws {
+    /// Moves a directory into the trash, whose queue removes its files;
+    /// where it cannot be moved, removes it at once.
+    func discard(_ storeDirectory: String, name: String, count: Count = .none) throws {
         let target = directory + "/" + name
         guard (try? FileSystem.rename(storeDirectory, to: target)) != nil else {
-            measured?(Store.diskCost(of: storeDirectory))
+            switch count {
+            case .none: break
+            case .counted(let bytes, let account): ledger.add(-bytes, to: account)
+            case .measured(let account): ledger.add(-Store.diskCost(of: storeDirectory), to: account)
+            }
             try FileSystem.removeTree(storeDirectory, within: root)
             return
         }
-        empty(target, bytes: size, measured: measured)
+        if case .counted(let bytes, let account) = count { ledger.move(bytes, from: account, to: .trash) }
+        empty(target, count: count)
     }
 
-    private func empty(_ path: String, bytes size: Int64 = 0, measured: (@Sendable (Int64) -> Void)? = nil) {
+    private func empty(_ path: String, count: Count = .none) {
         pending.add(1, ordering: .relaxed)
-        bytes.add(size, ordering: .relaxed)
         let behind = pending.load(ordering: .relaxed) > Trash.behind
         let (schedule, hurry) = waiting.withLock { w -> (Bool, Bool) in
-            w.paths.append(Waiting(path: path, bytes: size, measured: measured))
+            w.paths.append(Waiting(path: path, count: count))
             defer {
                 w.scheduled = true
                 if behind { w.urgent = true }
@@ -88,9 +96,9 @@ final class Trash: Sendable {
             return w.paths
         }
         for entry in paths {
-            remove(entry.path, measured: entry.measured)
+            remove(entry.path, count: entry.count)
             pending.subtract(1, ordering: .relaxed)
-            bytes.subtract(entry.bytes, ordering: .relaxed)
+            if case .counted(let bytes, _) = entry.count { ledger.add(-bytes, to: .trash) }
         }
     }
 
@@ -98,13 +106,12 @@ final class Trash: Sendable {
     /// reach (mode 0700, so nothing more can be planted in it through a
     /// descriptor it kept), then the files a store has by name; anything
     /// else falls back to a full walk.
-    private func remove(_ path: String, measured: (@Sendable (Int64) -> Void)?) {
-        let opened: Void? = try? OpenDirectory.opening(path) { directory in
+    private func remove(_ path: String, count: Count) {
+        _ = try? OpenDirectory.opening(path) { directory in
             try? directory.setAccess(mode: 0o700, group: nil)
-            measured?(Store.diskCost(in: directory))
+            if case .measured(let account) = count { ledger.add(-Store.diskCost(in: directory), to: account) }
             for name in Store.fileNames { directory.remove(name) }
         }
-        if opened == nil { measured?(0) }
         if !FileSystem.removeEmptyDirectory(path) { try? FileSystem.removeTree(path, within: root) }
     }
 

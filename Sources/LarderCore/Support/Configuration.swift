@@ -27,7 +27,7 @@ public struct Configuration: Sendable {
     public var connectionTimeoutSeconds = 60
     public var headerTimeoutSeconds = 10
     public var connectionsPerAddress = 64
-    public var queryTimeoutMs = 5_000
+    public var readTimeoutMs = 5_000
     public var queryRowLimit = 10_000
     public var queryMaxBytes = 64 * 1024 * 1024
     public var operationTimeoutMs = 60_000
@@ -38,7 +38,7 @@ public struct Configuration: Sendable {
     public var logLevel = "info"
     public var cacheMaxBytes: Int64 = 1 << 30
     /// Ready copies kept per recently used template entry (0: none).
-    public var poolSize = 16
+    public var readyCopies = 16
     /// Permission bits of store files (`-wal` and `-shm` follow); their
     /// directories get the same with `x` wherever there is `r`.
     public var storeMode = 0o660
@@ -64,7 +64,7 @@ public struct Configuration: Sendable {
 
     /// One setting: its name (the flag without `--`), what it does, and how
     /// it is read from text and shown. The table below is the one list of
-    /// settings: the command line, the environment and the README test read it.
+    /// settings: the command line, the environment and docs/settings.md (checked by a test) read it.
     public struct Setting: Sendable {
         public let name: String
         public let help: String
@@ -85,8 +85,19 @@ public struct Configuration: Sendable {
             self.set = set
         }
 
+        /// Names it had before, still accepted as flags and variables.
+        public var aliases: [String] = []
+
         public var flag: String { "--" + name }
-        public var environmentVariable: String { "LARDER_" + name.uppercased().replacing("-", with: "_") }
+        public var environmentVariable: String { Setting.variable(name) }
+        static func variable(_ name: String) -> String { "LARDER_" + name.uppercased().replacing("-", with: "_") }
+
+        /// The same setting, also accepted under its former name.
+        func formerly(_ alias: String) -> Setting {
+            var setting = self
+            setting.aliases.append(alias)
+            return setting
+        }
         public func value(in configuration: Configuration) -> String { show(configuration) }
 
         static func text(_ name: String, _ path: WritableKeyPath<Configuration, String> & Sendable, _ placeholder: String, _ help: String) -> Setting {
@@ -127,13 +138,13 @@ public struct Configuration: Sendable {
         }
     }
 
-    /// The settings by what they are about: `larder serve --help`, the manual and the README list them so.
+    /// The settings by what they are about: `larder serve --help`, the manual and docs/settings.md list them so.
     public static let groups: [(title: String, names: [String])] = [
         ("Network", ["host", "port", "token", "public-url", "allowed-hosts", "connection-limit", "connections-per-address",
                      "connection-timeout-seconds", "header-timeout-seconds", "max-body-bytes", "threads"]),
-        ("Storage", ["root", "fixtures", "missing-fixtures", "client-root", "store-mode", "store-group", "cache-max-bytes", "pool-size", "sync"]),
+        ("Storage", ["root", "fixtures", "missing-fixtures", "client-root", "store-mode", "store-group", "cache-max-bytes", "ready-copies", "sync"]),
         ("Stores", ["ttl-seconds", "kept-ttl-seconds", "max-stores", "max-disk-bytes", "reap-interval-seconds", "build-lease-seconds"]),
-        ("Time and size limits", ["operation-timeout-ms", "busy-timeout-ms", "query-timeout-ms", "query-row-limit", "query-max-bytes",
+        ("Time and size limits", ["operation-timeout-ms", "busy-timeout-ms", "read-timeout-ms", "query-row-limit", "query-max-bytes",
                                   "wait-timeout-max-ms"]),
         ("Logging", ["log-format", "log-level"]),
     ]
@@ -167,7 +178,8 @@ public struct Configuration: Sendable {
              "A new connection must send its first request's headers within this many seconds, however slowly."),
         .int("connections-per-address", \.connectionsPerAddress, 0...1_000_000,
              "Most connections from one client address when listening off loopback (0: no limit)."),
-        .int("query-timeout-ms", \.queryTimeoutMs, 1...3_600_000, "Time limit of one POST /stores/{id}/query, and of reads of a store."),
+        .int("read-timeout-ms", \.readTimeoutMs, 1...3_600_000, "Time limit of one POST /stores/{id}/query, and of every other read of a store.")
+            .formerly("query-timeout-ms"),
         .int("query-row-limit", \.queryRowLimit, 1...10_000_000, "Most rows one query answers (the answer says when rows were cut)."),
         .int("query-max-bytes", \.queryMaxBytes, 1024...Int(Int32.max), "Most bytes of rows one query answers, and of a store's schema (the answer says when it was cut)."),
         .int("operation-timeout-ms", \.operationTimeoutMs, 1...86_400_000,
@@ -184,8 +196,9 @@ public struct Configuration: Sendable {
         .choice("sync", \.sync, ["auto", "off"],
                 "auto: a store made, kept or deleted, and a changed record, is on disk before the answer, and survives a power cut (not on tmpfs, which a power cut empties anyway); off: never synced (a root thrown away after its run, as `larder up`'s)."),
         .bytes("cache-max-bytes", \.cacheMaxBytes, "Disk budget of the template cache; least recently used entries go first."),
-        .int("pool-size", \.poolSize, 0...1024,
-             "Ready copies kept per recently used template entry (the 8 latest), made in the background so POST /stores only writes a record (0: none)."),
+        .int("ready-copies", \.readyCopies, 0...1024,
+             "Ready copies kept per recently used template entry (the 8 latest), made in the background so POST /stores only writes a record (0: none).")
+            .formerly("pool-size"),
         Setting(name: "store-mode", placeholder: "<octal>",
                 help: "Permission bits of store files, in octal; their -wal and -shm follow, and their directories get x wherever there is r (0660: 0770).",
                 show: { "0" + String($0.storeMode, radix: 8) },
@@ -210,7 +223,7 @@ public struct Configuration: Sendable {
 
     /// Sets one setting by name from text, checking its type and range.
     public mutating func set(_ name: String, _ text: String) throws {
-        guard let setting = Configuration.settings.first(where: { $0.name == name }) else {
+        guard let setting = Configuration.settings.first(where: { $0.name == name || $0.aliases.contains(name) }) else {
             throw InvalidSetting(description: "unknown setting --\(name)" + (Configuration.nearest(to: name).map { "; did you mean --\($0)?" } ?? ""))
         }
         try setting.set(&self, text)
@@ -231,22 +244,25 @@ public struct Configuration: Sendable {
             }
             return row[b.count]
         }
-        let names = settings.map(\.name)
-        let begun = names.filter { $0.hasPrefix(name) }
-        if begun.count == 1 { return begun[0] }
-        return names.map { ($0, distance(Array(name), Array($0))) }.filter { $0.1 <= 2 }.min { $0.1 < $1.1 }?.0
+        // A former name found answers the current one.
+        let names = settings.flatMap { setting in ([setting.name] + setting.aliases).map { ($0, setting.name) } }
+        let begun = names.filter { $0.0.hasPrefix(name) }
+        if Set(begun.map(\.1)).count == 1 { return begun[0].1 }
+        return names.map { ($0.1, distance(Array(name), Array($0.0))) }.filter { $0.1 <= 2 }.min { $0.1 < $1.1 }?.0
     }
 
     /// Defaults, then every `LARDER_*` variable that is set.
     public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> Configuration {
         var configuration = Configuration()
         for setting in settings {
-            guard let value = environment[setting.environmentVariable] else { continue }
+            // The current name wins over a former one.
+            let given = ([setting.name] + setting.aliases).map(Setting.variable).first { environment[$0] != nil }
+            guard let variable = given, let value = environment[variable] else { continue }
             do {
                 try configuration.set(setting.name, value)
             } catch let error as InvalidSetting {
                 // Named as it was given: the variable, not the flag.
-                throw InvalidSetting(description: error.description.replacing(setting.flag, with: setting.environmentVariable))
+                throw InvalidSetting(description: error.description.replacing(setting.flag, with: variable))
             }
         }
         return configuration

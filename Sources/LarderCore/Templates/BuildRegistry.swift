@@ -76,7 +76,7 @@ public final class BuildRegistry: Sendable {
     let lease: Duration
     private let timers = DispatchQueue(label: "larder.builds", qos: .utility)
 
-    static let fileName = "build.sqlite"
+    static let fileName = RootLayout.buildDatabaseName
     /// Cache keys of builds: apart from templates' keys, which are hex digests.
     static let entryPrefix = "build-"
 
@@ -88,15 +88,8 @@ public final class BuildRegistry: Sendable {
         directory = registry.layout.builds
         try FileSystem.makeDirectory(directory)
         for name in FileSystem.entries(directory) { try registry.trash.discard(directory + "/" + name, name: name) }
+        // (What builders write counts against the disk quota: the ledger measures builds/.)
         try registry.access.open(directory)
-        // What builders write counts against the disk quota like stores.
-        registry.countAgainstQuota { [weak self] in self?.bytesUnderWay ?? 0 }
-    }
-
-    /// What the builds under way take on disk now.
-    var bytesUnderWay: Int64 {
-        let paths = shared.withLock { $0.building.values.map(\.path) }
-        return paths.reduce(0) { $0 + FileSystem.size($1) + FileSystem.size($1 + "-wal") }
     }
 
     /// Keys are the client's fingerprint of what goes into its template:

@@ -64,7 +64,7 @@ enum RequestBody {
                      "description": "One SQL statement (blanks and comments alone are a 400, as are two statements, or a NUL character)."]),
             ("params", ["type": ["array", "object", "null"], "description": "Values for `?` (an array) or for named parameters (an object)."]),
             ("max_rows", ["type": ["integer", "null"], "minimum": 1, "maximum": .int(Int64(c.queryRowLimit))]),
-            ("timeout_ms", ["type": ["integer", "null"], "minimum": 1, "maximum": .int(Int64(c.queryTimeoutMs))]),
+            ("timeout_ms", ["type": ["integer", "null"], "minimum": 1, "maximum": .int(Int64(c.readTimeoutMs))]),
         ], required: ["sql"], extra: [("examples", [["sql": "SELECT name FROM sqlite_schema WHERE type = ?", "params": ["table"], "max_rows": 100]])])
     }
 

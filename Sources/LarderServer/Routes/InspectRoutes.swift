@@ -75,7 +75,7 @@ enum InspectRoutes {
         let body = try JSONBody(request, allowed: ["sql", "params", "max_rows", "timeout_ms"])
         guard let sql = try body.string("sql") else { throw LarderError.badRequest("field 'sql' is required") }
         let limit = try body.int("max_rows", in: 1...s.configuration.queryRowLimit) ?? s.configuration.queryRowLimit
-        let timeout = try body.int("timeout_ms", in: 1...s.configuration.queryTimeoutMs) ?? s.configuration.queryTimeoutMs
+        let timeout = try body.int("timeout_ms", in: 1...s.configuration.readTimeoutMs) ?? s.configuration.readTimeoutMs
         let params = body.value("params")
         let store = try s.registry.get(c["id"])
         let maxBytes = s.configuration.queryMaxBytes

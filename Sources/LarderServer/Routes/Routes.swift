@@ -7,7 +7,7 @@ import LarderCore
 /// and from the objects it names, so the two cannot drift apart.
 ///
 /// Limits that come from the configuration (`--query-row-limit`,
-/// `--query-timeout-ms`, `--wait-timeout-max-ms`) are those of `c`.
+/// `--read-timeout-ms`, `--wait-timeout-max-ms`) are those of `c`.
 enum Routes {
     static func table(_ c: Configuration) -> [Operation] {
         let string = OpenAPI.string
