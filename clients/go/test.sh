@@ -31,13 +31,13 @@ fi
 export GOCACHE="$cache"
 
 go version
-unformatted=$(gofmt -l . testdata)
+unformatted=$(gofmt -l .)
 if [ -n "$unformatted" ]; then
     echo "gofmt: not formatted: $unformatted" >&2
     exit 1
 fi
 go vet ./...
-(cd testdata/sample && go vet ./...)
-(cd testdata/appcheck && go vet ./...)
-(cd testdata/selfstart && go vet ./...)
+for sample in larder/lardertest/testdata/*/; do
+    (cd "$sample" && go vet ./...)
+done
 go test -count=1 -timeout 5m ./...

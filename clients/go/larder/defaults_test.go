@@ -1,0 +1,51 @@
+package larder
+
+import (
+	"reflect"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/larder-dev/larder/clients/go/internal/testenv"
+)
+
+// helperDefaults are the entries of clients/defaults.json that lardertest's
+// TestDefaultsAreTheSharedOnes checks.
+var helperDefaults = []string{"artifact_name_max_chars", "artifacts_dir", "label_max_bytes", "run_variables"}
+
+// TestDefaultsAreTheSharedOnes checks the client's constants against
+// clients/defaults.json, the defaults every client shares.
+func TestDefaultsAreTheSharedOnes(t *testing.T) {
+	ms := func(d time.Duration) any { return float64(d.Milliseconds()) }
+	constants := map[string]any{
+		"default_url":            DefaultURL,
+		"request_timeout_ms":     ms(DefaultRequestTimeout),
+		"wait_timeout_ms":        ms(serverWaitDefault),
+		"build_timeout_ms":       ms(DefaultBuildTimeout),
+		"build_poll_ms":          ms(buildPoll),
+		"download_timeout_ms":    ms(DefaultDownloadTimeout),
+		"finish_attempts":        float64(finishAttempts),
+		"retry_after_default_ms": ms(retryAfterDefault),
+		"retry_after_max_ms":     ms(retryAfterMax),
+	}
+	table := testenv.SharedDefaults(t)
+	checked := append(keys(constants), helperDefaults...)
+	sort.Strings(checked)
+	if want := keys(table); !reflect.DeepEqual(checked, want) {
+		t.Fatalf("the constants checked (here and in lardertest) are %v, clients/defaults.json has %v", checked, want)
+	}
+	for name, got := range constants {
+		if want := table[name]; !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the client has %v, clients/defaults.json %v", name, got, want)
+		}
+	}
+}
+
+func keys(m map[string]any) []string {
+	names := make([]string, 0, len(m))
+	for name := range m {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Package lardertest gives each Go test its own Larder store, kept with its
+// artifact when the test fails. It is larder's testing half, as httptest is
+// net/http's, so that package larder itself does not import testing.
+package lardertest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/larder-dev/larder/clients/go/larder"
+)
+
+// testTimeout bounds each call StoreForTest makes (creating the store, and
+// keeping, saving or deleting it afterwards).
+const testTimeout = 2 * time.Minute
+
+// defaultArtifactsDir is where StoreForTest saves artifacts when
+// LARDER_ARTIFACTS is not set; artifactNameMax is the longest FileSafeName.
+const (
+	defaultArtifactsDir = "larder-artifacts"
+	artifactNameMax     = 120
+)
+
+// StoreForTest gives the test t a fresh store made with opts on the server
+// of TestClient: TestServer.URL or LARDER_URL when set, else one that
+// `larder up` starts for this run (once per process), with the token
+// LARDER_TOKEN. The store's label is TestLabel(t), RUN/PACKAGE/TEST (e.g.
+// 123/github.com/acme/shop/orders/TestCheckout/empty_cart), unless
+// opts.Label is set: then that, as it is. When there is no server, or the
+// store cannot be made, the test stops with t.Fatal.
+//
+// When the test ends (t.Cleanup), a store of a test that passed (or was
+// skipped) is deleted. A store of a test that failed is kept (PATCH keep) and
+// its artifact is saved into the directory LARDER_ARTIFACTS (default
+// "larder-artifacts", relative to the working directory, which under
+// `go test` is the package's directory) as <test name>-<store id>.zip, the
+// test name made file-name safe; t.Logf tells where.
+func StoreForTest(t testing.TB, opts larder.StoreOptions) *larder.Store {
+	t.Helper()
+	if opts.Label == "" {
+		opts.Label = testLabel(testPackage(), t.Name())
+	}
+	client, err := TestClient()
+	if err != nil {
+		t.Fatal(err)
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	store, err := client.CreateStore(ctx, opts)
+	if err != nil {
+		t.Fatalf("larder: creating a store for %s at %s: %v", t.Name(), client.URL, err)
+		return nil
+	}
+	t.Cleanup(func() { finishTestStore(t, store) })
+	return store
+}
+
+func finishTestStore(t testing.TB, store *larder.Store) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	if !t.Failed() {
+		if err := store.Delete(ctx); err != nil && !larder.IsNotFound(err) {
+			t.Logf("larder: deleting store %s: %v", store.ID, err)
+		}
+		return
+	}
+	if err := store.Keep(ctx); err != nil {
+		t.Logf("larder: keeping store %s of the failed test: %v", store.ID, err)
+	}
+	dir := os.Getenv("LARDER_ARTIFACTS")
+	if dir == "" {
+		dir = defaultArtifactsDir
+	}
+	path := filepath.Join(dir, FileSafeName(t.Name())+"-"+store.ID+".zip")
+	if err := store.Artifact(ctx, path); err != nil {
+		t.Logf("larder: store %s of the failed test is kept; saving its artifact to %s: %v", store.ID, path, err)
+		return
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	t.Logf("larder: store %s of the failed test is kept; artifact saved to %s", store.ID, path)
+}
+
+// FileSafeName is name with every character other than ASCII letters,
+// digits, '.', '-' and '_' replaced by '_' (a subtest's "/" included), and
+// at most 120 bytes long, as StoreForTest names artifacts.
+func FileSafeName(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	s := strings.Trim(b.String(), ".")
+	if len(s) > artifactNameMax {
+		s = s[:artifactNameMax]
+	}
+	if s == "" {
+		s = "test"
+	}
+	return s
+}

@@ -1,0 +1,7 @@
+module sample
+
+go 1.19
+
+require github.com/larder-dev/larder/clients/go v0.0.0
+
+replace github.com/larder-dev/larder/clients/go => ../../../..
