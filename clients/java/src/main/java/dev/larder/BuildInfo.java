@@ -2,6 +2,7 @@
 package dev.larder;
 
 import java.nio.file.Path;
+import java.time.Instant;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -12,12 +13,12 @@ import java.util.Map;
  * <p>{@link #state()} is {@code "building"} or {@code "ready"}. {@link #path()} is the file being built
  * (only in the answer to the caller who builds it, else null). {@link #version()} (the migration version
  * the server found in it, or null), {@link #counts()} (rows per user table) and {@link #sizeBytes()} are
- * known once it is ready (before: null, empty and null). The times are RFC 3339 strings, or null when
- * they do not apply: {@code expiresAt} is when an unfinished build's lease runs out.
+ * known once it is ready (before: null, empty and null). The times are null when they do not apply:
+ * {@code expiresAt} is when an unfinished build's lease runs out.
  */
 public record BuildInfo(String key, String state, String label, Path path, String version,
                         Map<String, Long> counts, Long sizeBytes,
-                        String startedAt, String finishedAt, String expiresAt) {
+                        Instant startedAt, Instant finishedAt, Instant expiresAt) {
     public BuildInfo {
         counts = counts == null ? Map.of() : Collections.unmodifiableMap(new LinkedHashMap<>(counts));
     }
@@ -37,15 +38,12 @@ public record BuildInfo(String key, String state, String label, Path path, Strin
         if (!(json.get("key") instanceof String key) || !(json.get("state") instanceof String state)) {
             throw new LarderException(0, "bad_response", "a build answer without key or state: " + Json.write(json), Map.of());
         }
-        String path = string(json.get("path"));
+        String path = Json.text(json.get("path"));
         Object size = json.get("size_bytes");
-        return new BuildInfo(key, state, string(json.get("label")), path == null ? null : Path.of(path),
-                string(json.get("version")), Json.asCounts(json.get("counts")),
+        return new BuildInfo(key, state, Json.text(json.get("label")), path == null ? null : Path.of(path),
+                Json.text(json.get("version")), Json.asCounts(json.get("counts")),
                 size instanceof Number n ? n.longValue() : null,
-                string(json.get("started_at")), string(json.get("finished_at")), string(json.get("expires_at")));
-    }
-
-    private static String string(Object v) {
-        return v == null ? null : String.valueOf(v);
+                Json.instant(json.get("started_at"), "started_at"), Json.instant(json.get("finished_at"), "finished_at"),
+                Json.instant(json.get("expires_at"), "expires_at"));
     }
 }

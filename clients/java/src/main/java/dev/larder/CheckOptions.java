@@ -10,7 +10,7 @@ import java.util.Map;
  */
 public final class CheckOptions {
     private String snapshot;
-    private Map<String, Object> expect;
+    private Expectations expect;
     private boolean skipDataCheck;
 
     private CheckOptions() {}
@@ -27,11 +27,10 @@ public final class CheckOptions {
     }
 
     /**
-     * The expectations, in the {@code .expect.json} shape: {@code version}, {@code counts},
-     * {@code min_counts}, {@code assert} (SQL true after migrating), {@code before} (SQL true on the
-     * upload as it arrived), {@code drops}, {@code moves}, {@code deletes}. Null sends none.
+     * The expectations, as a {@code .expect.json} says them: the version, counts, SQL true after migrating
+     * and before (on the upload as it arrived), data dropped, moved or deleted on purpose. Null sends none.
      */
-    public CheckOptions expect(Map<String, Object> expect) {
+    public CheckOptions expect(Expectations expect) {
         this.expect = expect;
         return this;
     }
@@ -44,10 +43,24 @@ public final class CheckOptions {
 
     Map<String, Object> toJson(Reference against) {
         Map<String, Object> body = new LinkedHashMap<>();
-        body.put("against", against.toJson());
+        body.put("against", json(against));
         if (snapshot != null) body.put("snapshot", snapshot);
-        if (expect != null) body.put("expect", expect);
+        if (expect != null) body.put("expect", expect.toJson());
         if (skipDataCheck) body.put("data", false);
         return body;
+    }
+
+    /** The {@code against} object of each kind of reference. */
+    static Map<String, Object> json(Reference against) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        if (against instanceof Reference.Build b) {
+            m.put("build", b.key());
+        } else if (against instanceof Reference.Template t) {
+            m.put("template", t.name());
+            if (t.version() != null) m.put("version", t.version());
+        } else if (against instanceof Reference.LiveStore l) {
+            m.put("store", l.id());
+        }
+        return m;
     }
 }

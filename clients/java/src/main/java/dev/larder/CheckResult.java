@@ -30,10 +30,10 @@ public record CheckResult(String template, String kind, String snapshot, String 
             throw new LarderException(0, "bad_response", "a check result without passed: " + Json.write(json), Map.of());
         }
         Object ms = json.get("ms");
-        return new CheckResult(string(json.get("template")), string(json.get("kind")), string(json.get("snapshot")),
-                string(json.get("from_version")), string(json.get("to_version")), passed,
-                ms instanceof Number n ? n.doubleValue() : 0, strings(json.get("failures")), strings(json.get("notes")),
-                null, false, json);
+        return new CheckResult(Json.text(json.get("template")), Json.text(json.get("kind")), Json.text(json.get("snapshot")),
+                Json.text(json.get("from_version")), Json.text(json.get("to_version")), passed,
+                ms instanceof Number n ? n.doubleValue() : 0, Json.texts(json.get("failures"), "failures"),
+                Json.texts(json.get("notes"), "notes"), null, false, json);
     }
 
     /** This result with the store {@link Larder#checkSnapshot} uploaded, kept or not. */
@@ -56,15 +56,5 @@ public record CheckResult(String template, String kind, String snapshot, String 
             b.append("\n    ").append(f);
         }
         return b.toString();
-    }
-
-    private static String string(Object v) {
-        return v == null ? null : String.valueOf(v);
-    }
-
-    private static List<String> strings(Object v) {
-        List<String> out = new ArrayList<>();
-        for (Object o : Json.asList(v, "failures")) out.add(String.valueOf(o));
-        return out;
     }
 }

@@ -76,14 +76,14 @@ public record DiffResult(String base, Schema schema, Map<String, TableDiff> tabl
                 List<Row> rows = new ArrayList<>();
                 for (Object r : Json.asList(t.get("rows"), "diff rows")) {
                     Map<String, Object> row = Json.asObject(r, "diff row");
-                    rows.add(new Row(string(row.get("op")), objectOrNull(row.get("key")),
+                    rows.add(new Row(Json.text(row.get("op")), objectOrNull(row.get("key")),
                             objectOrNull(row.get("old")), objectOrNull(row.get("new"))));
                 }
-                tables.put(e.getKey(), new TableDiff(count(t.get("inserted")), count(t.get("updated")),
-                        count(t.get("deleted")), Boolean.TRUE.equals(t.get("truncated")), rows));
+                tables.put(e.getKey(), new TableDiff(Json.number(t.get("inserted")), Json.number(t.get("updated")),
+                        Json.number(t.get("deleted")), Boolean.TRUE.equals(t.get("truncated")), rows));
             }
         }
-        return new DiffResult(string(json.get("base")),
+        return new DiffResult(Json.text(json.get("base")),
                 new Schema(changes(schema.get("added")), changes(schema.get("removed")), changes(schema.get("changed"))),
                 tables);
     }
@@ -92,7 +92,7 @@ public record DiffResult(String base, Schema schema, Map<String, TableDiff> tabl
         List<SchemaChange> out = new ArrayList<>();
         for (Object o : Json.asList(list, "schema changes")) {
             Map<String, Object> c = Json.asObject(o, "schema change");
-            out.add(new SchemaChange(string(c.get("type")), string(c.get("name")), string(c.get("table")),
+            out.add(new SchemaChange(Json.text(c.get("type")), Json.text(c.get("name")), Json.text(c.get("table")),
                     c.get("old"), c.get("new")));
         }
         return out;
@@ -104,13 +104,5 @@ public record DiffResult(String base, Schema schema, Map<String, TableDiff> tabl
 
     private static Map<String, Object> copy(Map<String, Object> m) {
         return m == null ? null : Collections.unmodifiableMap(new LinkedHashMap<>(m));
-    }
-
-    private static String string(Object v) {
-        return v instanceof String s ? s : null;
-    }
-
-    private static long count(Object v) {
-        return v instanceof Number n ? n.longValue() : 0L;
     }
 }

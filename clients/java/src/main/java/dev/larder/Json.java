@@ -3,6 +3,9 @@ package dev.larder;
 
 import java.math.BigDecimal;
 import java.math.BigInteger;
+import java.time.Instant;
+import java.time.OffsetDateTime;
+import java.time.format.DateTimeParseException;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.LinkedHashMap;
@@ -350,6 +353,33 @@ public final class Json {
         if (v == null) return Collections.emptyList();
         if (v instanceof List<?>) return (List<Object>) v;
         throw new LarderException(0, "bad_response", "expected a JSON array for " + what + ", got " + describe(v), Map.of());
+    }
+
+    /** A string member as it is, another non-null value as its text, null as null. */
+    static String text(Object v) {
+        return v == null ? null : v instanceof String s ? s : String.valueOf(v);
+    }
+
+    /** A JSON array of strings (null: empty), unmodifiable. */
+    static List<String> texts(Object v, String what) {
+        List<String> out = new ArrayList<>();
+        for (Object o : asList(v, what)) out.add(text(o));
+        return Collections.unmodifiableList(out);
+    }
+
+    /** A JSON number as a long; 0 when absent. */
+    static long number(Object v) {
+        return v instanceof Number n ? n.longValue() : 0L;
+    }
+
+    /** An RFC 3339 time (the server writes UTC, {@code ...Z}); null when absent. */
+    static Instant instant(Object v, String what) {
+        if (v == null) return null;
+        try {
+            return OffsetDateTime.parse(String.valueOf(v)).toInstant();
+        } catch (DateTimeParseException e) {
+            throw new LarderException(0, "bad_response", what + " is not an RFC 3339 time: " + v, Map.of(), e);
+        }
     }
 
     /** Reads a {@code {"table": n}} object as an ordered map of longs. */

@@ -101,14 +101,17 @@ public final class Larder {
         return url;
     }
 
-    /** {@code GET /health}. */
-    public Map<String, Object> health() {
-        return Json.asObject(call("GET", "/health", null, Duration.ZERO), "health");
+    /** {@code GET /health}: whether the server is ok, its version, how many stores it holds ... */
+    public Health health() {
+        return Health.from(Json.asObject(call("GET", "/health", null, Duration.ZERO), "health"));
     }
 
-    /** {@code GET /templates}: {@code {"templates": [...]}}. */
-    public Map<String, Object> templates() {
-        return Json.asObject(call("GET", "/templates", null, Duration.ZERO), "templates");
+    /** {@code GET /templates}: the templates the server serves, by name. */
+    public List<TemplateInfo> templates() {
+        Map<String, Object> answer = Json.asObject(call("GET", "/templates", null, Duration.ZERO), "templates");
+        List<TemplateInfo> templates = new ArrayList<>();
+        for (Object t : Json.asList(answer.get("templates"), "templates")) templates.add(TemplateInfo.from(Json.asObject(t, "template")));
+        return List.copyOf(templates);
     }
 
     /**
@@ -118,8 +121,7 @@ public final class Larder {
      */
     public Store createStore(StoreOptions options) {
         StoreOptions o = options == null ? StoreOptions.create() : options;
-        Map<String, Object> info = Json.asObject(call("POST", "/stores", o.toJson(), o.serverWait()), "store");
-        return new Store(this, info);
+        return storeAnswer(call("POST", "/stores", o.toJson(), o.serverWait()));
     }
 
     /** {@code POST /stores}: a new store from {@code template} with {@code fixtures}. */
@@ -134,7 +136,7 @@ public final class Larder {
 
     /** {@code GET /stores/{id}}: an existing store (404 {@code store_not_found} when there is none). */
     public Store store(String id) {
-        return new Store(this, Json.asObject(call("GET", storePath(id), null, Duration.ZERO), "store"));
+        return storeAnswer(call("GET", storePath(id), null, Duration.ZERO));
     }
 
     // ---------------------------------------------------------------- app-built templates
@@ -246,7 +248,7 @@ public final class Larder {
                 .header("Content-Type", "application/vnd.sqlite3")
                 .method("POST", body);
         HttpResponse<String> response = send(request, HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8), "POST", path);
-        return new Store(this, Json.asObject(parse(response, "POST", path), "store"));
+        return storeAnswer(parse(response, "POST", path));
     }
 
     /** {@link #upload(Path, String)} without a label. */
@@ -304,7 +306,7 @@ public final class Larder {
     public CheckResult checkSnapshot(Path file, SnapshotCheck check) {
         BuildStep migrate = check.migrator();
         String name = String.valueOf(file.getFileName());
-        Map<String, Object> expect = check.expectations() != null ? check.expectations() : readExpect(file);
+        Expectations expect = check.expectations() != null ? check.expectations() : readExpect(file);
         Store store = upload(file, check.storeLabel() != null ? check.storeLabel() : name);
         try {
             migrate.run(store.path());
@@ -362,13 +364,13 @@ public final class Larder {
     }
 
     /** {@code NAME.expect.json} beside {@code NAME.sqlite}, parsed; null when there is none. */
-    static Map<String, Object> readExpect(Path file) {
+    static Expectations readExpect(Path file) {
         String name = file.getFileName().toString();
         Path expect = file.resolveSibling((name.endsWith(".sqlite") ? name.substring(0, name.length() - 7) : name) + ".expect.json");
         if (!Files.exists(expect)) return null;
         try {
-            return Json.asObject(Json.parse(Files.readString(expect, StandardCharsets.UTF_8)), expect.toString());
-        } catch (IOException | Json.JsonException e) {
+            return Expectations.parse(Files.readString(expect, StandardCharsets.UTF_8));
+        } catch (IOException | IllegalArgumentException e) {
             throw new LarderException(0, "bad_expect", expect + ": " + e.getMessage(), Map.of(), e);
         }
     }
@@ -467,6 +469,10 @@ public final class Larder {
             Thread.currentThread().interrupt();
             throw new LarderException(0, "interrupted", what + " was interrupted", Map.of(), e);
         }
+    }
+
+    private Store storeAnswer(Object answer) {
+        return new Store(this, StoreInfo.from(Json.asObject(answer, "store")));
     }
 
     static String buildPath(String key) {

@@ -9,9 +9,11 @@ import java.util.Map;
 
 /**
  * The answer of {@link Store#query}: column names, rows (values as {@link Json#parse} reads them:
- * {@code Long}, {@code Double}, {@code String}, {@code null} ...) and the number of rows changed.
+ * {@code Long}, {@code Double}, {@code String}, {@code null}; a blob is a map {@code {"base64": "..."}}),
+ * the number of rows changed, and whether the server left rows out ({@code truncated}: the answer
+ * reached its row or size limit).
  */
-public record QueryResult(List<String> columns, List<List<Object>> rows, long changes) {
+public record QueryResult(List<String> columns, List<List<Object>> rows, long changes, boolean truncated) {
     public QueryResult {
         columns = Collections.unmodifiableList(new ArrayList<>(columns));
         List<List<Object>> copy = new ArrayList<>(rows.size());

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 package dev.larder;
 
-import java.util.LinkedHashMap;
-import java.util.Map;
 import java.util.Objects;
 
 /**
@@ -16,47 +14,50 @@ import java.util.Objects;
  * Reference.store(other)               // another store, as it is now
  * }</pre>
  */
-public final class Reference {
-    private final Map<String, Object> json;
+public sealed interface Reference permits Reference.Build, Reference.Template, Reference.LiveStore {
+    /** A ready app-built template ({@link Larder#build(String, BuildStep)}), by its key. */
+    record Build(String key) implements Reference {
+        public Build {
+            Objects.requireNonNull(key, "key");
+        }
+    }
 
-    private Reference(Map<String, Object> json) {
-        this.json = json;
+    /** A fresh build of a template at {@code version}; a null version is the template's latest (none is sent). */
+    record Template(String name, String version) implements Reference {
+        public Template {
+            Objects.requireNonNull(name, "template");
+        }
+    }
+
+    /** A live store, by its id, as it is at the time of the check. */
+    record LiveStore(String id) implements Reference {
+        public LiveStore {
+            Objects.requireNonNull(id, "id");
+        }
     }
 
     /** A ready app-built template ({@link Larder#build(String, BuildStep)}). */
-    public static Reference build(String key) {
-        return new Reference(Map.of("build", Objects.requireNonNull(key, "key")));
+    static Reference build(String key) {
+        return new Build(key);
     }
 
     /** A fresh build of {@code template} at its latest version. */
-    public static Reference template(String template) {
-        return new Reference(Map.of("template", Objects.requireNonNull(template, "template")));
+    static Reference template(String template) {
+        return new Template(template, null);
     }
 
     /** A fresh build of {@code template} at {@code version} ({@code "latest"} or one of its versions). */
-    public static Reference template(String template, String version) {
-        Map<String, Object> m = new LinkedHashMap<>();
-        m.put("template", Objects.requireNonNull(template, "template"));
-        m.put("version", Objects.requireNonNull(version, "version"));
-        return new Reference(m);
+    static Reference template(String template, String version) {
+        return new Template(template, Objects.requireNonNull(version, "version"));
     }
 
     /** A live store, as it is now. */
-    public static Reference store(String id) {
-        return new Reference(Map.of("store", Objects.requireNonNull(id, "id")));
+    static Reference store(String id) {
+        return new LiveStore(id);
     }
 
     /** A live store, as it is now. */
-    public static Reference store(Store store) {
-        return store(store.id());
-    }
-
-    Map<String, Object> toJson() {
-        return json;
-    }
-
-    @Override
-    public String toString() {
-        return "Reference" + json;
+    static Reference store(Store store) {
+        return new LiveStore(store.id());
     }
 }

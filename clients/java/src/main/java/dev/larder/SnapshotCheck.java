@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 package dev.larder;
 
-import java.util.Map;
 import java.util.Objects;
 
 /**
@@ -15,7 +14,7 @@ import java.util.Objects;
 public final class SnapshotCheck {
     private final Reference against;
     private BuildStep migrate;
-    private Map<String, Object> expect;
+    private Expectations expect;
     private boolean skipDataCheck;
     private String label;
 
@@ -42,7 +41,7 @@ public final class SnapshotCheck {
      * The expectations ({@link CheckOptions#expect}) instead of those of {@code NAME.expect.json} beside
      * the file. Not for a directory: each snapshot has its own.
      */
-    public SnapshotCheck expect(Map<String, Object> expect) {
+    public SnapshotCheck expect(Expectations expect) {
         this.expect = expect;
         return this;
     }
@@ -81,7 +80,7 @@ public final class SnapshotCheck {
         return migrate;
     }
 
-    Map<String, Object> expectations() {
+    Expectations expectations() {
         return expect;
     }
 

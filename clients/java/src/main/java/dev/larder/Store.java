@@ -16,29 +16,21 @@ import java.util.StringJoiner;
  */
 public final class Store {
     private final Larder larder;
-    private final String id;
-    private final Path path;
-    private final Map<String, Object> created;
+    private final StoreInfo created;
 
-    Store(Larder larder, Map<String, Object> info) {
+    Store(Larder larder, StoreInfo created) {
         this.larder = larder;
-        Object id = info.get("id"), path = info.get("path");
-        if (!(id instanceof String) || !(path instanceof String)) {
-            throw new LarderException(0, "bad_response", "a store answer without id or path: " + Json.write(info), Map.of());
-        }
-        this.id = (String) id;
-        this.path = Path.of((String) path);
-        this.created = info;
+        this.created = created;
     }
 
     /** The store's id ({@code st_...}). */
     public String id() {
-        return id;
+        return created.id();
     }
 
     /** The live SQLite file, for code on the same machine to open with its own driver ({@code "jdbc:sqlite:" + path()}). */
     public Path path() {
-        return path;
+        return created.path();
     }
 
     /** The client this store belongs to. */
@@ -46,14 +38,14 @@ public final class Store {
         return larder;
     }
 
-    /** The answer this handle was made from (creation time: template, version, counts, links ...). */
-    public Map<String, Object> created() {
+    /** The answer this handle was made from: the store as it was then (template, version, counts, links ...). */
+    public StoreInfo created() {
         return created;
     }
 
-    /** {@code GET /stores/{id}}: the store as it is now (counts, keep, size_bytes, expires_at ...). */
-    public Map<String, Object> info() {
-        return Json.asObject(larder.call("GET", base(), null, Duration.ZERO), "store");
+    /** {@code GET /stores/{id}}: the store as it is now (counts, keep, size, expiry ...). */
+    public StoreInfo info() {
+        return storeAnswer(larder.call("GET", base(), null, Duration.ZERO));
     }
 
     /** {@code GET /stores/{id}/counts}: rows per user table, or only the tables named. */
@@ -100,8 +92,7 @@ public final class Store {
         for (Object c : Json.asList(answer.get("columns"), "columns")) columns.add(String.valueOf(c));
         List<List<Object>> rows = new ArrayList<>();
         for (Object r : Json.asList(answer.get("rows"), "rows")) rows.add(Json.asList(r, "row"));
-        Object changes = answer.get("changes");
-        return new QueryResult(columns, rows, changes instanceof Number n ? n.longValue() : 0L);
+        return new QueryResult(columns, rows, Json.number(answer.get("changes")), Boolean.TRUE.equals(answer.get("truncated")));
     }
 
     /** {@code POST /stores/{id}/fixtures {"fixtures": [...]}}: the template's named data fixtures, in order. */
@@ -127,13 +118,13 @@ public final class Store {
     }
 
     /** {@code POST /stores/{id}/migrate {"to": "latest"}}. */
-    public Map<String, Object> migrate() {
+    public MigrateResult migrate() {
         return migrate("latest");
     }
 
-    /** {@code POST /stores/{id}/migrate {"to": to}}: answers {@code {"from", "to", "applied": [...]}}. */
-    public Map<String, Object> migrate(String to) {
-        return Json.asObject(larder.call("POST", base() + "/migrate", Map.of("to", to), Duration.ZERO), "migrate");
+    /** {@code POST /stores/{id}/migrate {"to": to}}: the versions before and after, and the migrations run. */
+    public MigrateResult migrate(String to) {
+        return MigrateResult.from(Json.asObject(larder.call("POST", base() + "/migrate", Map.of("to", to), Duration.ZERO), "migrate"));
     }
 
     /**
@@ -141,8 +132,8 @@ public final class Store {
      * upload, with its creation fixtures), in place: same {@link #path()}, same file, so open connections
      * stay valid. Answers the store, as {@link #info()} does.
      */
-    public Map<String, Object> reset() {
-        return Json.asObject(larder.call("POST", base() + "/reset", null, Duration.ZERO), "store");
+    public StoreInfo reset() {
+        return storeAnswer(larder.call("POST", base() + "/reset", null, Duration.ZERO));
     }
 
     /**
@@ -173,18 +164,18 @@ public final class Store {
     }
 
     /** {@code PATCH /stores/{id} {"keep": true}}: the store outlives its ttl until deleted; answers the store. */
-    public Map<String, Object> keep() {
-        return Json.asObject(larder.call("PATCH", base(), Map.of("keep", true), Duration.ZERO), "store");
+    public StoreInfo keep() {
+        return storeAnswer(larder.call("PATCH", base(), Map.of("keep", true), Duration.ZERO));
     }
 
     /** {@code POST /stores/{id}/check}: this store, an upload the app's migrator migrated, judged; see {@link Larder#check}. */
     public CheckResult check(Reference against, CheckOptions options) {
-        return larder.check(id, against, options);
+        return larder.check(id(), against, options);
     }
 
     /** {@link #check(Reference, CheckOptions)} with the reference alone. */
     public CheckResult check(Reference against) {
-        return larder.check(id, against, null);
+        return larder.check(id(), against, null);
     }
 
     /** {@code DELETE /stores/{id}}: closes and removes every file of the store. */
@@ -193,7 +184,11 @@ public final class Store {
     }
 
     private String base() {
-        return Larder.storePath(id);
+        return Larder.storePath(id());
+    }
+
+    private static StoreInfo storeAnswer(Object answer) {
+        return StoreInfo.from(Json.asObject(answer, "store"));
     }
 
     private static String joinTables(String... tables) {
@@ -204,6 +199,6 @@ public final class Store {
 
     @Override
     public String toString() {
-        return "Store(" + id + ", " + path + ")";
+        return "Store(" + id() + ", " + path() + ")";
     }
 }

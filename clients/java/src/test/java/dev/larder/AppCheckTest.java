@@ -129,7 +129,7 @@ class AppCheckTest {
 
     static void assertKept(String id) {
         Store store = larder.store(id);
-        assertEquals(Boolean.TRUE, store.info().get("keep"), id + " is kept");
+        assertTrue(store.info().keep(), id + " is kept");
         store.delete();
     }
 
@@ -137,13 +137,13 @@ class AppCheckTest {
     void uploadKeepsTheFileAsItIsAndCheckAnswersPassedAndFailedResults() throws Exception {
         Store store = larder.upload(v1(), "java upload");
         try {
-            assertNull(store.created().get("template"));
-            assertEquals("java upload", store.created().get("label"));
+            assertNull(store.created().template());
+            assertEquals("java upload", store.created().label());
             assertEquals(Map.of("notes", 3L), store.counts());
 
             migrator(GOOD).run(store.path());
             CheckResult passed = store.check(Reference.build(good),
-                    CheckOptions.create().snapshot("v1.sqlite").expect(Json.asObject(Json.parse(V1_EXPECT), "expect")));
+                    CheckOptions.create().snapshot("v1.sqlite").expect(Expectations.parse(V1_EXPECT)));
             assertTrue(passed.passed(), passed.report());
             assertEquals("app", passed.kind());
             assertNull(passed.template());
@@ -162,6 +162,32 @@ class AppCheckTest {
         } finally {
             store.delete();
         }
+    }
+
+    @Test
+    void expectationsAndReferencesAreSentInTheApisShape() {
+        Expectations built = Expectations.create().version("0002").count("notes", 3).minCount("tags", 1)
+                .asserts("SELECT 1").before("SELECT 2").before("SELECT 3").drops("notes.tag", "old")
+                .move("users.fullname", "profiles.name").deletesAll("sessions").deletes("logs", 10);
+        assertEquals("{\"version\":\"0002\",\"counts\":{\"notes\":3},\"min_counts\":{\"tags\":1},\"assert\":[\"SELECT 1\"],"
+                + "\"before\":[\"SELECT 2\",\"SELECT 3\"],\"drops\":[\"notes.tag\",\"old\"],"
+                + "\"moves\":{\"users.fullname\":\"profiles.name\"},\"deletes\":{\"sessions\":\"*\",\"logs\":10}}", built.toString());
+        assertEquals(built, Expectations.parse(built.toString()));
+        // A parsed file is sent as it is, and takes more.
+        assertEquals(Json.parse("{\"before\": [\"SELECT count(*) = 3 FROM notes\", \"SELECT 4\"], \"counts\": {\"notes\": 3, \"tags\": 0}, "
+                        + "\"assert\": [\"SELECT count(*) = 0 FROM notes WHERE pinned\"]}"),
+                Json.parse(Expectations.parse(V1_EXPECT).count("tags", 0).before("SELECT 4").toString()));
+        assertThrows(IllegalArgumentException.class, () -> Expectations.parse("[]"));
+        assertThrows(IllegalArgumentException.class, () -> Expectations.parse("{"));
+
+        assertEquals(Map.of("build", "k"), CheckOptions.json(Reference.build("k")));
+        assertEquals(Map.of("template", "gallery"), CheckOptions.json(Reference.template("gallery")));
+        assertEquals(Map.of("template", "gallery", "version", "5"), CheckOptions.json(Reference.template("gallery", "5")));
+        assertEquals(Map.of("store", "st_x"), CheckOptions.json(Reference.store("st_x")));
+        assertEquals(new Reference.Template("gallery", "5"), Reference.template("gallery", "5"));
+        assertEquals(Map.of("against", Map.of("build", "k"), "snapshot", "v1.sqlite", "expect", Map.of("version", "2"), "data", false),
+                CheckOptions.create().snapshot("v1.sqlite").expect(Expectations.create().version("2")).skipDataCheck()
+                        .toJson(Reference.build("k")));
     }
 
     @Test
@@ -198,7 +224,7 @@ class AppCheckTest {
         assertEquals(List.of("v1.sqlite 0001→0002 true", "v2.sqlite 0002→0002 true"), all.stream()
                 .map(x -> x.snapshot() + " " + x.fromVersion() + "→" + x.toVersion() + " " + x.passed()).collect(Collectors.toList()));
         assertThrows(IllegalArgumentException.class, () -> larder.checkSnapshots(snapshots,
-                SnapshotCheck.against(Reference.build(good)).migrate(migrator(GOOD)).expect(Map.of())));
+                SnapshotCheck.against(Reference.build(good)).migrate(migrator(GOOD)).expect(Expectations.create())));
         assertThrows(IllegalArgumentException.class, () -> larder.checkSnapshot(v1(), SnapshotCheck.against(Reference.build(good))));
     }
 
@@ -228,7 +254,7 @@ class AppCheckTest {
     @Test
     void aFalseBeforeFailsNamingIt() {
         CheckResult r = larder.checkSnapshot(v1(), SnapshotCheck.against(Reference.build(good)).migrate(migrator(GOOD))
-                .expect(Map.of("before", List.of("SELECT count(*) = 5 FROM notes"))));
+                .expect(Expectations.create().before("SELECT count(*) = 5 FROM notes")));
         assertFalse(r.passed());
         assertEquals(List.of("before is false (got 0): SELECT count(*) = 5 FROM notes"), r.failures());
         assertEquals("v1.sqlite (0001 → 0002) failed the migration check; store " + r.storeId() + " is kept:\n"
@@ -268,10 +294,10 @@ class AppCheckTest {
         // Labelled RUN/PACKAGE/TEST: this class, the method that asked for the tests and the file.
         assertEquals(SharedServer.label(SharedServer.run(), "dev.larder.AppCheckTest",
                         "dynamicTestsFailWithEveryMessageTheVersionsAndTheKeptStore v1.sqlite"),
-                larder.store(m.group(1)).info().get("label"));
+                larder.store(m.group(1)).info().label());
         if (SharedServer.run() == null) {
             assertEquals("dev.larder.AppCheckTest/dynamicTestsFailWithEveryMessageTheVersionsAndTheKeptStore v1.sqlite",
-                    larder.store(m.group(1)).info().get("label"));
+                    larder.store(m.group(1)).info().label());
         }
         assertKept(m.group(1));
         tests.get(1).getExecutable().execute(); // passes

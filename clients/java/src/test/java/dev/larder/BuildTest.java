@@ -171,9 +171,9 @@ class BuildTest {
         Store one = larder.createStore(StoreOptions.create().build(key).label("java build copy one"));
         Store two = larder.createStore(StoreOptions.create().build(key).label("java build copy two").buildTimeout(Duration.ofSeconds(5)));
         try {
-            assertEquals(key, one.created().get("build"));
-            assertEquals(key, one.info().get("build"));
-            assertEquals(key, two.info().get("build"));
+            assertEquals(key, one.created().build());
+            assertEquals(key, one.info().build());
+            assertEquals(key, two.info().build());
             assertEquals(3L, one.counts("shop_product").get("shop_product"));
             assertEquals(3L, countProducts(two.path()));
             assertEquals(2L, one.query("SELECT count(*) FROM django_migrations WHERE app = 'shop'").scalar());

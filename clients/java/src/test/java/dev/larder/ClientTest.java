@@ -43,7 +43,19 @@ class ClientTest {
 
     @Test
     void health() {
-        assertEquals("ok", larder.health().get("status"));
+        Health health = larder.health();
+        assertEquals("ok", health.status());
+        assertTrue(health.isOk());
+        assertFalse(health.version().isEmpty(), health.toString());
+        assertNotNull(health.startedAt());
+    }
+
+    @Test
+    void templatesAreListedByName() {
+        TemplateInfo gallery = larder.templates().stream().filter(t -> t.name().equals("gallery")).findFirst().orElseThrow();
+        assertEquals("6", gallery.latest());
+        assertEquals(List.of("1", "2", "3", "4", "5", "6"), gallery.versions());
+        assertTrue(gallery.fixtures().containsAll(List.of("artists", "artworks")), gallery.toString());
     }
 
     @Test
@@ -56,12 +68,12 @@ class ClientTest {
             assertEquals(4L, counts.get("artists"));
             assertEquals(12L, counts.get("artworks"));
             assertEquals(Map.of("artists", 4L), store.counts("artists"));
-            Map<String, Object> info = store.info();
-            assertEquals(store.id(), info.get("id"));
-            assertEquals("gallery", info.get("template"));
-            assertEquals("6", info.get("version"));
-            assertEquals("java create", info.get("label"));
-            assertEquals(false, info.get("keep"));
+            StoreInfo info = store.info();
+            assertEquals(store.id(), info.id());
+            assertEquals("gallery", info.template());
+            assertEquals("6", info.version());
+            assertEquals("java create", info.label());
+            assertEquals(false, info.keep());
             assertEquals(store.id(), larder.store(store.id()).id());
         } finally {
             store.delete();
@@ -92,6 +104,7 @@ class ClientTest {
             QueryResult r = store.query("SELECT name, born FROM artists WHERE born = ?", 1917);
             assertEquals(List.of("name", "born"), r.columns());
             assertEquals(List.of(List.of("Leonora Carrington", 1917L)), r.rows());
+            assertFalse(r.truncated());
             // and the other way: what the API writes, JDBC reads
             store.query("UPDATE artists SET country = ? WHERE name = ?", "MX", "Leonora Carrington");
             try (Statement s = db.createStatement();
@@ -144,12 +157,12 @@ class ClientTest {
     void migratesAnOlderVersion() {
         Store store = larder.createStore(StoreOptions.forTemplate("gallery").version("3"));
         try {
-            assertEquals("3", store.info().get("version"));
-            Map<String, Object> m = store.migrate();
-            assertEquals("3", m.get("from"));
-            assertEquals("6", m.get("to"));
-            assertEquals(3, ((List<?>) m.get("applied")).size());
-            assertEquals("6", store.info().get("version"));
+            assertEquals("3", store.info().version());
+            MigrateResult m = store.migrate();
+            assertEquals("3", m.from());
+            assertEquals("6", m.to());
+            assertEquals(3, m.applied().size());
+            assertEquals("6", store.info().version());
         } finally {
             store.delete();
         }
@@ -374,12 +387,12 @@ class ClientTest {
                 }
                 store.load("albums");
 
-                Map<String, Object> info = store.reset();
-                assertEquals(store.id(), info.get("id"));
-                assertEquals(store.path().toString(), info.get("path"));
+                StoreInfo info = store.reset();
+                assertEquals(store.id(), info.id());
+                assertEquals(store.path(), info.path());
                 assertEquals(inode, Files.getAttribute(store.path(), "unix:ino"), "the same file");
-                assertEquals(List.of("artists", "artworks"), info.get("fixtures"));
-                Map<String, Long> counts = Json.asCounts(info.get("counts"));
+                assertEquals(List.of("artists", "artworks"), info.fixtures());
+                Map<String, Long> counts = info.counts();
                 assertEquals(List.of(4L, 12L, 0L), List.of(counts.get("artists"), counts.get("artworks"), counts.get("albums")));
 
                 // the connection held open across the reset sees the reset state
@@ -407,10 +420,10 @@ class ClientTest {
             fork = larder.createStore(StoreOptions.create().from(source).fixtures("artworks").label("java fork"));
             assertFalse(fork.id().equals(source.id()));
             assertFalse(fork.path().equals(source.path()));
-            Map<String, Object> info = fork.created();
-            assertEquals("gallery", info.get("template"));
-            assertEquals("java fork", info.get("label"));
-            assertEquals(List.of("artists", "artworks"), info.get("fixtures"));
+            StoreInfo info = fork.created();
+            assertEquals("gallery", info.template());
+            assertEquals("java fork", info.label());
+            assertEquals(List.of("artists", "artworks"), info.fixtures());
             assertEquals(Map.of("artists", 5L, "artworks", 12L), fork.counts("artists", "artworks"));
             assertEquals(List.of(List.of("Sonia Delaunay", 1885L)),
                     fork.query("SELECT name, born FROM artists WHERE id = 100").rows());
@@ -447,8 +460,8 @@ class ClientTest {
     @Test
     void keepArtifactAndDelete(@TempDir Path tmp) throws Exception {
         Store store = larder.createStore("gallery", "artists");
-        assertEquals(true, store.keep().get("keep"));
-        assertEquals(true, store.info().get("keep"));
+        assertEquals(true, store.keep().keep());
+        assertEquals(true, store.info().keep());
         Path zip = store.artifact(tmp.resolve("sub/dir/artifact.zip"));
         assertTrue(Files.size(zip) > 0);
         try (ZipFile z = new ZipFile(zip.toFile())) {

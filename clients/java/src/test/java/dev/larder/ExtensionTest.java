@@ -76,9 +76,9 @@ class ExtensionTest {
 
         // The failed test's store is kept ...
         Store kept = larder.store(failedId);
-        assertEquals(true, kept.info().get("keep"));
+        assertEquals(true, kept.info().keep());
         // No run prefix: PACKAGE/TEST.
-        assertEquals("dev.larder.sample.SampleGalleryTest/failsOnPurpose", kept.info().get("label"));
+        assertEquals("dev.larder.sample.SampleGalleryTest/failsOnPurpose", kept.info().label());
         assertEquals("dev.larder.sample.SampleGalleryTest/passes", Files.readString(ids.resolve("passes.label")));
         // ... and its artifact is in LARDER_ARTIFACTS, named after the test, holding store.sqlite.
         Path zip = artifacts.resolve("SampleGalleryTest.failsOnPurpose-" + failedId + ".zip");
@@ -180,8 +180,8 @@ class ExtensionTest {
 
         String failedId = s.id("failsOnPurpose");
         Store kept = larder.store(failedId);
-        assertEquals(true, kept.info().get("keep"));
-        assertEquals(run + "/dev.larder.sample.SampleGalleryTest/failsOnPurpose", kept.info().get("label"));
+        assertEquals(true, kept.info().keep());
+        assertEquals(run + "/dev.larder.sample.SampleGalleryTest/failsOnPurpose", kept.info().label());
         assertEquals(run + "/dev.larder.sample.SampleGalleryTest/failsOnPurpose", s.label("failsOnPurpose"));
         assertEquals(run + "/dev.larder.sample.SampleGalleryTest/passes", s.label("passes"));
         // The artifact keeps its name: the simple class name and the method.
@@ -206,7 +206,7 @@ class ExtensionTest {
         // The run's stores go at once, the kept one included; the other run's stays.
         assertEquals(1, deleteByPrefix(run + "/"));
         assertGone(larder, failedId);
-        assertEquals(true, larder.store(other.id()).info().get("keep"));
+        assertEquals(true, larder.store(other.id()).info().keep());
         other.delete();
     }
 
@@ -224,15 +224,15 @@ class ExtensionTest {
         github.finish();
 
         assertEquals(option + "/dev.larder.sample.SampleGalleryTest/failsOnPurpose",
-                larder.store(withOption.id("failsOnPurpose")).info().get("label"));
+                larder.store(withOption.id("failsOnPurpose")).info().label());
         assertEquals(option + "/dev.larder.sample.SampleGalleryTest/passes", withOption.label("passes"));
         assertEquals("123/dev.larder.sample.SampleGalleryTest/failsOnPurpose",
-                larder.store(github.id("failsOnPurpose")).info().get("label"));
+                larder.store(github.id("failsOnPurpose")).info().label());
         assertEquals("123/dev.larder.sample.SampleGalleryTest/passes", github.label("passes"));
 
         assertEquals(1, deleteByPrefix("123/"));
         assertGone(larder, github.id("failsOnPurpose"));
-        assertEquals(true, larder.store(withOption.id("failsOnPurpose")).info().get("keep"));
+        assertEquals(true, larder.store(withOption.id("failsOnPurpose")).info().keep());
         assertEquals(1, deleteByPrefix(option + "/"));
         assertGone(larder, withOption.id("failsOnPurpose"));
     }

@@ -14,7 +14,7 @@ public final class SampleRecord {
     public static void record(String name, Store store) throws IOException {
         String dir = System.getenv("LARDER_SAMPLE_IDS");
         if (dir == null) return;
-        Files.writeString(Path.of(dir, name + ".label"), String.valueOf(store.info().get("label")), StandardCharsets.UTF_8);
+        Files.writeString(Path.of(dir, name + ".label"), String.valueOf(store.info().label()), StandardCharsets.UTF_8);
         Files.writeString(Path.of(dir, name + ".id"), store.id());
     }
 }
