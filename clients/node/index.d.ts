@@ -1,7 +1,7 @@
-// Types of the Larder client (hand-written; the code is index.js).
+// Types of the Larder client, written by hand; test/types.test.js checks them against index.js.
 
-export declare const DEFAULT_URL: string;
 /** The defaults every Larder client shares (clients/defaults.json), in ms where they are times. */
+export declare const DEFAULT_URL: string;
 export declare const DEFAULT_REQUEST_TIMEOUT_MS: number;
 export declare const DEFAULT_DOWNLOAD_TIMEOUT_MS: number;
 export declare const SERVER_WAIT_DEFAULT_MS: number;
@@ -19,14 +19,15 @@ export interface StoreInfo {
   path: string;
   template: string | null;
   version: string | null;
-  snapshot?: string | null;
-  fixtures?: string[];
+  snapshot: string | null;
+  fixtures: string[];
   /** The key of the app-built template it is a copy of. */
-  build?: string | null;
+  build: string | null;
   label: string | null;
   counts: Counts;
   created_at: string;
-  expires_at: string;
+  /** Null when it is kept forever. */
+  expires_at: string | null;
   keep: boolean;
   size_bytes: number;
   links: Record<string, string>;
@@ -54,11 +55,7 @@ export interface CreateStoreOptions {
   /** Id of a live store to fork. Not with template or build. */
   from?: string;
   ttlSeconds?: number;
-  /**
-   * With `build`: how long the server waits, in ms, while that build is still
-   * running (server default 30000, at most 300000), then rejects with
-   * LarderTimeout (408).
-   */
+  /** With `build`: how long the server waits for that build, in ms (default 30000, at most 300000), before a LarderTimeout. */
   timeoutMs?: number;
 }
 
@@ -120,7 +117,7 @@ export interface CheckOptions {
 /** One check's result (200 passed, 422 failed). */
 export interface CheckResult {
   template: string | null;
-  kind: 'app' | 'snapshot' | 'round_trip';
+  kind: 'app' | 'snapshot' | 'round_trip' | 'template';
   snapshot: string | null;
   from_version: string | null;
   to_version: string | null;
@@ -168,6 +165,8 @@ export interface QueryResult {
   columns: string[];
   rows: unknown[][];
   changes: number;
+  /** True when the server cut the rows short (its row or size limit). */
+  truncated: boolean;
   [field: string]: unknown;
 }
 
@@ -185,7 +184,7 @@ export interface LoadResult {
 export interface MigrateResult {
   from: string | null;
   to: string | null;
-  applied: Array<{ version: string; name: string; ms: number }>;
+  applied: Array<{ version: string; name: string; ms: number; direction: 'up' | 'down' | 'repeatable' }>;
 }
 
 export interface DiffRow {
@@ -231,6 +230,36 @@ export interface DiffOptions {
   tables?: string[] | string;
 }
 
+export interface Health {
+  status: 'ok';
+  version: string;
+  sqlite_version: string;
+  stores: number;
+  /** Templates in the fixtures folder. */
+  templates: number;
+  started_at: string;
+}
+
+/** A template, as GET /templates lists it. */
+export interface TemplateSummary {
+  name: string;
+  /** The migration tool whose layout it has: "golang-migrate", "prisma", "plain", ... */
+  format: string;
+  versions: string[];
+  latest: string | null;
+  fixtures: string[];
+  default_fixtures: string[];
+  snapshots: string[];
+}
+
+/** GET /stores/{id}/schema: tables first, then views and triggers, as far as the answer's size limit allows. */
+export interface StoreSchema {
+  tables: Array<Record<string, unknown>>;
+  views: Array<Record<string, unknown>>;
+  triggers: Array<Record<string, unknown>>;
+  truncated: boolean;
+}
+
 export interface ErrorOptions {
   status?: number;
   code?: string;
@@ -265,23 +294,14 @@ export declare class Larder {
   readonly url: string;
   readonly token: string | null;
   timeoutMs: number;
-  health(): Promise<{ status: string; version: string; sqlite_version: string; stores: number }>;
-  templates(): Promise<Array<Record<string, unknown>>>;
+  health(): Promise<Health>;
+  templates(): Promise<TemplateSummary[]>;
   createStore(options?: CreateStoreOptions): Promise<Store>;
   getStore(id: string): Promise<Store>;
   listStores(filter?: { label?: string; template?: string; limit?: number; cursor?: string }): Promise<StoreInfo[]>;
   /**
-   * Makes sure the app-built template `key` ([A-Za-z0-9._-]{1,128}, your
-   * fingerprint of the migrations) is built, and resolves with `key`, for
-   * `createStore({ build: key })`. One client of all those asking at once
-   * builds it: `migrate(path)` runs the application's own migrator on the
-   * empty SQLite file `path` (and must close its connections); the others
-   * wait until it is ready, or build it themselves when that build fails.
-   * A `migrate` that throws discards the build and its error rejects; a build
-   * that cannot be finished (409 conflict: a connection still holds a write
-   * transaction; 422 sql_error: integrity_check failed) is discarded and
-   * rejects with that LarderError; waiting longer than `timeoutMs` rejects
-   * with LarderTimeout.
+   * Makes sure the app-built template `key` (your fingerprint of the migrations) is built, by this
+   * client's `migrate(path)` or another's, and resolves with `key` for `createStore({ build: key })`.
    */
   build(key: string, migrate: (path: string) => unknown | Promise<unknown>, options?: BuildOptions): Promise<string>;
   /** GET /builds: every build, building or ready. */
@@ -292,15 +312,9 @@ export declare class Larder {
   discardBuild(key: string): Promise<void>;
   /** POST /stores with the SQLite file (a path, or its bytes) as the body: a store of the file as it is. */
   upload(file: string | URL | Uint8Array, options?: { label?: string; ttlSeconds?: number }): Promise<Store>;
-  /**
-   * POST /stores/{id}/check: judges an uploaded store the app's own migrator
-   * migrated; resolves with the result whether it passed (200) or not (422).
-   */
+  /** POST /stores/{id}/check: judges an upload the app migrated; resolves with the result, passed or not. */
   check(store: Store | string, against: CheckReference, options?: CheckOptions): Promise<CheckResult>;
-  /**
-   * Uploads `path`, runs `migrate(store.path)`, checks it; deletes the store
-   * when it passed, keeps it when it failed.
-   */
+  /** Uploads `path`, runs `migrate(store.path)` and checks it; the store is kept when it failed. */
   checkSnapshot(path: string, options: CheckSnapshotOptions): Promise<SnapshotResult>;
   /** checkSnapshot for every *.sqlite of `dir`, in file name order. */
   checkSnapshots(dir: string, options: CheckSnapshotsOptions): Promise<SnapshotResult[]>;
@@ -339,7 +353,7 @@ export declare class Store {
   reset(): Promise<StoreInfo>;
   /** What changed since the store was created; rejects with a 400 LarderError for an unknown table or a bad limit. */
   diff(options?: DiffOptions): Promise<Diff>;
-  schema(): Promise<{ tables: Array<Record<string, unknown>> }>;
+  schema(): Promise<StoreSchema>;
   /** Streams the artifact zip (store.sqlite, manifest.json) into `path`; resolves with its absolute path. */
   artifact(path: string, options?: { compression?: 'deflate' | 'store' }): Promise<string>;
   keep(): Promise<StoreInfo>;

@@ -1,6 +1,5 @@
 // Larder client for Node 18+: isolated throwaway SQLite stores over HTTP.
-// ESM, no dependencies: global fetch, node:fs, node:stream.
-// The HTTP contract is API.md of the Larder repository.
+// The HTTP contract is docs/api.md of the Larder repository.
 
 import { createWriteStream, existsSync, readdirSync } from 'node:fs';
 import { mkdir, readFile, rm } from 'node:fs/promises';
@@ -8,26 +7,21 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 
-// The defaults every Larder client shares (clients/defaults.json;
-// test/defaults.test.js checks that these agree with it).
+// The defaults every Larder client shares: clients/defaults.json, which test/defaults.test.js compares.
 export const DEFAULT_URL = 'http://127.0.0.1:7464';
 
-// How long the client waits for an answer to an ordinary request (twice the
-// server's default operation limit, 60 s); a request the server holds for a
-// wait gets that wait on top. A download (the artifact) may take at least
-// DEFAULT_DOWNLOAD_TIMEOUT_MS.
+// Longer than the server's own limit on an operation, so its error arrives first; a request the
+// server holds for a wait gets that wait on top.
 export const DEFAULT_REQUEST_TIMEOUT_MS = 120_000;
 export const DEFAULT_DOWNLOAD_TIMEOUT_MS = 300_000;
 // How long the server holds a wait that names no timeout_ms.
 export const SERVER_WAIT_DEFAULT_MS = 30_000;
-// build(): how long it waits, in all, for a build another client runs, and
-// how long each long poll of that wait may take (well below the 300 s after
-// which fetch gives up on an answer's headers).
+// build() waits for another client's build in long polls short enough that fetch never gives
+// up on an answer's headers.
 export const BUILD_TIMEOUT_DEFAULT_MS = 300_000;
 export const BUILD_POLL_MS = 30_000;
-// build(): how many times it asks to finish a build while the server answers
-// 409 conflict (a connection still writing the file), pausing as Retry-After
-// says (this when it says nothing, at most the maximum).
+// A build's finish answers 409 while a connection still writes the file: ask again, as
+// Retry-After says, within these bounds.
 export const BUILD_FINISH_ATTEMPTS = 5;
 export const RETRY_AFTER_DEFAULT_MS = 1_000;
 export const RETRY_AFTER_MAX_MS = 10_000;
@@ -57,7 +51,7 @@ export class LarderTimeout extends LarderError {
   }
 }
 
-// Options of createStore, as the caller names them -> JSON field.
+// createStore's options -> the JSON fields they are sent as.
 const CREATE_FIELDS = {
   template: 'template',
   fixtures: 'fixtures',
@@ -76,9 +70,8 @@ function pick(options, fields, what) {
     if (!Object.hasOwn(fields, key)) {
       throw new TypeError(`${what}: unknown option '${key}'; known: ${Object.keys(fields).join(', ')}`);
     }
-    // Only what the caller gave: the server refuses unknown fields and
-    // nulls where they are not allowed. An explicit null is sent (a snapshot
-    // kept at its own version is {"version": null}).
+    // The server refuses nulls where it takes none, so send only what was given; an explicit
+    // null is given ({"version": null} keeps a snapshot at its own version).
     if (value !== undefined) body[fields[key]] = value;
   }
   return body;
@@ -90,10 +83,7 @@ function tableList(tables) {
 }
 
 export class Larder {
-  /**
-   * @param {{url?: string, token?: string, timeoutMs?: number}} [options]
-   *   url defaults to LARDER_URL, then http://127.0.0.1:7464; token to LARDER_TOKEN.
-   */
+  /** `url` defaults to LARDER_URL, then DEFAULT_URL; `token` to LARDER_TOKEN. */
   constructor({ url, token, timeoutMs } = {}) {
     this.url = String(url || process.env.LARDER_URL || DEFAULT_URL).replace(/\/+$/, '');
     this.token = token ?? (process.env.LARDER_TOKEN || null);
@@ -101,9 +91,8 @@ export class Larder {
   }
 
   /**
-   * Sends one request and answers the fetch Response of a 2xx; anything
-   * else becomes a LarderError (LarderTimeout when `timeoutClass` is set and
-   * the server answered 408).
+   * One request, answering the Response of a 2xx; anything else rejects with a LarderError
+   * (a LarderTimeout for a 408 when `timeoutClass` is set). The caller must call res.larderDone().
    */
   async fetch(method, path, { query, body, raw, contentType, allow, timeoutMs, timeoutClass = false } = {}) {
     let url = this.url + path;
@@ -212,14 +201,10 @@ export class Larder {
     return (await this.request('GET', '/templates')).templates;
   }
 
-  /**
-   * POST /stores. Every option is optional; only the given ones are sent.
-   * @returns {Promise<Store>}
-   */
+  /** POST /stores, sending only the options given. */
   async createStore(options = {}) {
     const body = pick(options, CREATE_FIELDS, 'createStore');
-    // A build may still be running on the server: it waits for it up to
-    // `timeoutMs` (timeout_ms; 30 s when not given), then answers 408.
+    // With a build still running the server holds the request up to timeout_ms, then answers 408.
     const waits = body.build !== undefined;
     const info = await this.request('POST', '/stores', {
       body,
@@ -240,26 +225,8 @@ export class Larder {
   }
 
   /**
-   * Makes sure the app-built template `key` (your fingerprint of the
-   * migrations, [A-Za-z0-9._-]{1,128}) is built, and answers `key`, for
-   * createStore({build: key}). Of all the clients asking for the same key at
-   * once, one is told to build it: its `migrate(path)` (sync or async) opens
-   * the empty SQLite file `path` with the application's own driver, runs the
-   * migrator and fixtures, commits and closes its connections; the build is
-   * then finished (checked and made immutable). The others wait until it is
-   * ready; when that build fails, they ask again, and one of them builds.
-   *
-   * When `migrate` throws, the build is discarded and the error rethrown;
-   * when it cannot be finished (409 a connection still holds a write
-   * transaction, after BUILD_FINISH_ATTEMPTS tries Retry-After apart; 422 the
-   * file fails integrity_check), the build is discarded
-   * and that LarderError rejects. Waiting for another client's build longer
-   * than `timeoutMs` (default 300000) rejects with LarderTimeout.
-   *
-   * @param {string} key
-   * @param {(path: string) => unknown} migrate
-   * @param {{label?: string, timeoutMs?: number}} [options]
-   * @returns {Promise<string>} key
+   * Makes sure the app-built template `key` is built, by this client's `migrate(path)` or by
+   * another client's, and answers `key` for createStore({build: key}).
    */
   async build(key, migrate, { label, timeoutMs = BUILD_TIMEOUT_DEFAULT_MS } = {}) {
     if (typeof migrate !== 'function') {
@@ -295,13 +262,7 @@ export class Larder {
     await this.request('DELETE', buildPath(key));
   }
 
-  /**
-   * POST /stores with a SQLite file as the body (application/vnd.sqlite3):
-   * a store that is the file as it is (no template, not migrated). `file` is
-   * a path, or the bytes (Buffer / Uint8Array). Options: `label`,
-   * `ttlSeconds`.
-   * @returns {Promise<Store>}
-   */
+  /** POST /stores with a SQLite file (a path, or its bytes) as the body: a store of the file as it is. */
   async upload(file, options = {}) {
     const { label, ttlSeconds } = pick(options, { label: 'label', ttlSeconds: 'ttl_seconds' }, 'upload');
     const bytes = typeof file === 'string' || file instanceof URL ? await readFile(file) : file;
@@ -315,16 +276,8 @@ export class Larder {
   }
 
   /**
-   * POST /stores/{id}/check: judges a store (an upload) that the
-   * application's own migrator migrated against `against`: {build: KEY},
-   * {template: NAME, version: V} (V "latest" when absent) or {store: ID or
-   * Store}. Options: `snapshot` (the name the result carries), `expect` (the
-   * .expect.json shape), `data` (false skips the data-kept rule). Resolves
-   * with the result, passed (200) or not (422): {template: null, kind:
-   * "app", snapshot, from_version, to_version, passed, ms, failures, notes}.
-   * What cannot be judged rejects with a LarderError (400 not_an_upload, 404
-   * unknown_build / unknown_template / unknown_version / store_not_found,
-   * 409 while the build is still building).
+   * POST /stores/{id}/check: resolves with the result whether the migrated upload passed (200) or
+   * failed (422), and rejects only when nothing could be judged.
    */
   async check(store, against, options = {}) {
     const id = typeof store === 'string' ? store : store?.id;
@@ -342,21 +295,8 @@ export class Larder {
   }
 
   /**
-   * Checks one old database the team keeps (`path`, a .sqlite file) the way
-   * the application will meet it: uploads it as a store, runs
-   * `options.migrate(storePath)` (the app's own migrator, sync or async, on
-   * the store's file; it must close its connections), then check()s it
-   * against the reference: `build` (a key), `template` (+ `version`,
-   * default "latest") or `store` (an id or Store), exactly one. `expect`
-   * defaults to NAME.expect.json beside the file, parsed, when there is one
-   * (null: none); `data: false` skips the data-kept rule; `label` labels the
-   * store (default: the file's name). A store that passes is deleted; one
-   * that fails is kept (PATCH keep) for a look. Resolves with the check's
-   * result plus `store` (the store's id) and `kept`. When the migrator
-   * throws, the store is kept and an Error naming the snapshot and the store
-   * rejects (its `cause` the migrator's error); when the check cannot run
-   * (an unknown build, say) the store is deleted and the LarderError
-   * rejects.
+   * An old database as the app will meet it: uploaded, migrated by `options.migrate`, checked. A store
+   * that failed, or whose migration threw, is kept for a look; the others are deleted.
    */
   async checkSnapshot(path, options = {}) {
     const { migrate, build, template, version, store, expect, data, label, snapshot } = checkOptions(options, 'checkSnapshot');
@@ -385,12 +325,7 @@ export class Larder {
     return { ...result, store: uploaded.id, kept: !result.passed };
   }
 
-  /**
-   * checkSnapshot() for every *.sqlite file of `dir`, one after another in
-   * file name order, each with its own NAME.expect.json; resolves with their
-   * results in that order. The options are checkSnapshot's, without
-   * `expect`, `snapshot` and `label`.
-   */
+  /** checkSnapshot() for every *.sqlite of `dir` in file name order, each with its own NAME.expect.json. */
   async checkSnapshots(dir, options = {}) {
     refuseSnapshotOnly(options, 'checkSnapshots');
     const results = [];
@@ -458,10 +393,7 @@ async function readExpect(path) {
   }
 }
 
-/**
- * A failed check as a test failure's text: the snapshot and its versions,
- * the kept store, then every failure, one per line.
- */
+/** A failed check as a test failure's text: the snapshot, its versions, the kept store, then each failure. */
 export function formatCheckFailure(result) {
   const name = result.snapshot ?? 'snapshot';
   const versions = `${result.from_version ?? '?'} → ${result.to_version ?? '?'}`;
@@ -486,9 +418,8 @@ async function runBuild(client, key, path, migrate) {
   try {
     await finishBuild(client, `${base}/finish`);
   } catch (err) {
-    // Nobody will finish it: discard it rather than keep the others
-    // waiting until its lease runs out. (No answer at all: it may have
-    // been finished; the lease settles it.)
+    // Nobody will finish it: discard it rather than keep the others waiting out its lease. With
+    // no answer at all it may have been finished, and the lease settles it.
     if (err?.status >= 400 && err.code !== 'unknown_build') await client.request('DELETE', base).catch(() => {});
     throw err;
   }
@@ -570,10 +501,8 @@ export class Store {
   }
 
   /**
-   * Long poll until `condition` ("artworks>=13", several joined by commas)
-   * holds; answers the counts then. Rejects with LarderTimeout (its
-   * `counts` the last ones) when it does not hold within `timeoutMs`
-   * (server default 30000).
+   * Long polls until `condition` ("artworks>=13", several joined by commas) holds, answering the
+   * counts; a LarderTimeout, with the last counts, when it does not hold in time.
    */
   async wait(condition, { timeoutMs, tables } = {}) {
     const answer = await this.client.request('GET', `${this.base}/counts`, {
@@ -608,13 +537,7 @@ export class Store {
     return this.info;
   }
 
-  /**
-   * GET /stores/{id}/diff: what changed since the store was created:
-   * {base, schema: {added, removed, changed}, tables: {t: {inserted, updated,
-   * deleted, truncated, rows: [{op, key, old, new}]}}}, changed tables only.
-   * `limit` (0..10000, server default 100) caps the rows listed per table,
-   * not the counts; `tables` narrows (array or "a,b").
-   */
+  /** GET /stores/{id}/diff: what changed since the store was created; `limit` caps the rows listed, not the counts. */
   diff({ limit, tables } = {}) {
     return this.client.request('GET', `${this.base}/diff`, { query: { limit, tables: tableList(tables) } });
   }
@@ -624,10 +547,7 @@ export class Store {
     return this.client.request('GET', `${this.base}/schema`);
   }
 
-  /**
-   * GET /stores/{id}/artifact, streamed into the file `path` (parent
-   * directories made); answers the absolute path.
-   */
+  /** GET /stores/{id}/artifact, streamed into the file `path`; answers its absolute path. */
   async artifact(path, { compression } = {}) {
     const target = resolve(path);
     await mkdir(dirname(target), { recursive: true });

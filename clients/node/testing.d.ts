@@ -1,7 +1,7 @@
-// Types of 'larder-sqlite/test', the node:test helper (the code is testing.js).
+// Types of 'larder-sqlite/test', written by hand; test/types.test.js checks them against testing.js.
 
 import type { TestContext } from 'node:test';
-import type { describe as nodeDescribe, test as nodeTest, it as nodeIt } from 'node:test';
+import type { describe as nodeDescribe, it as nodeIt } from 'node:test';
 import type { CheckResult, CheckSnapshotsOptions, CreateStoreOptions, Larder, SnapshotResult, Store } from './index.js';
 
 export interface WithStoreOptions extends CreateStoreOptions {
@@ -12,9 +12,8 @@ export interface WithStoreOptions extends CreateStoreOptions {
 }
 
 /**
- * A fresh store for the test, labelled RUN/PACKAGE/TEST (storeLabel(t)) unless
- * `label` is given; deleted in t.after when the test passed, kept with its
- * artifact saved when it failed.
+ * A fresh store for the test, labelled storeLabel(t) unless `label` is given: deleted after a pass,
+ * kept with its artifact saved after a failure.
  */
 export declare function withStore(t: TestContext, options?: WithStoreOptions): Promise<Store>;
 
@@ -27,20 +26,16 @@ export declare const DEFAULT_ARTIFACTS_DIR: string;
 export declare const ARTIFACT_NAME_MAX: number;
 
 /**
- * Where a label's run prefix comes from when configure({run}) names none: the
- * first [variable, condition] pair whose variables are both set and non-empty
- * (an empty condition: none). LARDER_RUN, then GitHub Actions, GitLab CI,
- * Buildkite, Jenkins and CircleCI run ids.
+ * Where a label's run prefix comes from when configure({run}) names none: the first [variable,
+ * condition] pair whose variables are both set (an empty condition: none).
  */
 export declare const RUN_VARIABLES: ReadonlyArray<readonly [string, string]>;
 /** The longest label the server takes: 256 (bytes of UTF-8). */
 export declare const LABEL_MAX_BYTES: number;
 
 /**
- * The label the helper gives the store of the test of context `t`:
- * RUN/PACKAGE/TEST, or PACKAGE/TEST without a run prefix. PACKAGE: the test
- * file relative to process.cwd(); TEST: the test's name path (t.fullName:
- * describes and parent tests joined with " > "). At most LABEL_MAX_BYTES.
+ * The label the helper gives the store of the test of context `t`: RUN/PACKAGE/TEST (the test file
+ * and the test's name path), or PACKAGE/TEST without a run prefix; at most LABEL_MAX_BYTES.
  */
 export declare function storeLabel(t: TestContext): string;
 
@@ -50,11 +45,14 @@ export declare function runPrefix(env?: Record<string, string | undefined>): str
 /** `label` cut to `maxBytes` (default LABEL_MAX_BYTES) of UTF-8 at a character boundary, keeping its start. */
 export declare function cutLabel(label: string, maxBytes?: number): string;
 
-/** A test name as artifact file names use it: [A-Za-z0-9._-], at most 120 characters. */
+/** A test name as artifact file names use it: [A-Za-z0-9._-], at most ARTIFACT_NAME_MAX characters. */
 export declare function fileSafeName(name: string): string;
 
-/** node:test's `test`, whose failures withStore sees on every Node version. */
-export declare const test: typeof nodeTest;
+/**
+ * node:test's `test`, whose failures withStore sees on every Node version; with `skip`, `todo` and
+ * `only` but not node:test's other members (`mock`, ...), which is the shape node:test gives `it`.
+ */
+export declare const test: typeof nodeIt;
 /** node:test's `it`, wrapped as `test` is. */
 export declare const it: typeof nodeIt;
 /** node:test's `describe`, which lets labels name the suites a test is in on a Node without t.fullName. */
@@ -73,10 +71,8 @@ export interface TestSnapshotsOptions extends CheckSnapshotsOptions {
 }
 
 /**
- * Registers one node:test test per *.sqlite of `dir`, named by the file:
- * Larder.checkSnapshot, failing with a SnapshotCheckError (snapshot, versions,
- * kept store, each failure on a line). Each snapshot's store is labelled
- * RUN/PACKAGE/TEST. Answers the file names.
+ * Registers one node:test test per *.sqlite of `dir`, named by the file, that fails with a
+ * SnapshotCheckError when Larder.checkSnapshot does; answers the file names.
  */
 export declare function testSnapshots(dir: string, options: TestSnapshotsOptions): string[];
 
@@ -88,38 +84,21 @@ export interface HelperSettings {
   token?: string | null;
   /** How long an ordinary request may take, in ms (default 120000). */
   timeoutMs?: number;
-  /**
-   * The larder binary that starts a server when no URL is given; default
-   * LARDER_BINARY, then the one shipped in this package for this platform
-   * (linux-x64), then `larder` on PATH.
-   */
+  /** The larder binary that starts a server; default LARDER_BINARY, the packaged one, `larder` on PATH. */
   binary?: string;
-  /** The fixtures folder of a server the helper starts (`--fixtures`); default LARDER_FIXTURES, else what `larder up` finds (fixtures/, test/fixtures/, ...). */
+  /** The fixtures folder of a server the helper starts; default LARDER_FIXTURES, else what `larder up` finds. */
   fixtures?: string;
   /** More `larder serve` settings for a server the helper starts, e.g. ['--build-lease-seconds', '60']. */
   serverArgs?: string[];
-  /**
-   * The run prefix of the labels the helper gives (RUN/PACKAGE/TEST); default:
-   * the first of RUN_VARIABLES that is set (LARDER_RUN, a CI system's run id).
-   */
+  /** The run prefix of the labels the helper gives; default: the first of RUN_VARIABLES that is set. */
   run?: string | null;
 }
 
-/**
- * Sets what the helper's own client uses (call it before the first test
- * needs a store); calling it again drops the client made so far.
- */
+/** Sets what the helper's own client uses, before the first test needs it; calling it again drops that client. */
 export declare function configure(settings?: HelperSettings): void;
 
 /**
- * The client withStore and testSnapshots use when given none, made once per
- * process: of the URL configured or in LARDER_URL, else of the server
- * `BINARY up --for <pid> [--for <runner pid>] [--fixtures DIR]` prints
- * (started when none runs for this test run). Rejects with a LarderError:
- * code "no_server" when there is neither a URL nor a binary, code
- * "server_start_failed" (details.stderr: what `larder up` said, its last
- * run; details.attempts: how many runs) when `larder up` fails. A `larder
- * up` that exits non-zero is run again, up to three runs 0.2 s and 0.5 s
- * apart; a failure is not kept: the next call runs it anew.
+ * The client withStore and testSnapshots use when given none, made once per process: of the URL
+ * configured, else of the server `larder up` prints. Rejects with a LarderError ("no_server", "server_start_failed").
  */
 export declare function defaultLarder(): Promise<Larder>;

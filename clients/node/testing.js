@@ -1,36 +1,5 @@
-// node:test helper of the Larder client: `import { withStore, test } from 'larder-sqlite/test'`.
-//
-// withStore(t, options) gives the test a fresh store and registers a
-// t.after hook: the store is deleted when the test passed, or kept and its
-// artifact saved to LARDER_ARTIFACTS (default larder-artifacts/) as
-// `<test name>-<store id>.zip` when it failed. The store is labelled
-// RUN/PACKAGE/TEST (storeLabel).
-//
-// Whether the test failed is read, in that hook, from three sources:
-//  - TestContext.passed (Node 20.12+, 21.7+): false once the test function
-//    threw or rejected, missed its plan or timed out;
-//  - failures this module saw itself: a test run through `test`/`it` of this
-//    module, and subtests (t.test) of a context that withStore or `test`
-//    has seen, whose failure does not reach the parent's `passed` before
-//    the parent's after hooks run;
-//  - t.signal aborted (the test timed out or was cancelled);
-//  - a subtest still running when the after hooks run (not awaited:
-//    node:test cancels it and fails the parent).
-// On a Node without TestContext.passed, only tests run through `test`/`it`
-// of this module can tell; withStore refuses plain node:test tests there
-// rather than guessing.
-//
-// testSnapshots(dir, options) registers one node:test test per old database
-// (*.sqlite) of `dir`: the app's own migrator migrates an uploaded copy and
-// the server judges it (Larder.checkSnapshot).
-//
-// The server: a test that names no client gets defaultLarder(), of the URL
-// configured (configure({url})) or in LARDER_URL, else of a server this
-// process starts through `larder up` (see "The server the helper uses").
-//
-// Labels: every store the helper makes for a test is labelled
-// RUN/PACKAGE/TEST (clients/README.md, "How a test helper labels its
-// stores"; see "Labels" below).
+// The node:test helper (larder-sqlite/test): each test its own store, deleted after a pass and
+// kept, with its artifact saved, after a failure; the README says how and why.
 
 import * as nodeTest from 'node:test';
 import { AsyncLocalStorage } from 'node:async_hooks';
@@ -40,14 +9,11 @@ import { delimiter, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Larder, LarderError, formatCheckFailure, snapshotFiles } from './index.js';
 
-// Shared with the other clients (clients/defaults.json): where artifacts go
-// when neither `artifacts` nor LARDER_ARTIFACTS says, and the longest test
-// name in an artifact's file name.
+// Shared with the other clients (clients/defaults.json).
 export const DEFAULT_ARTIFACTS_DIR = 'larder-artifacts';
 export const ARTIFACT_NAME_MAX = 120;
-// Where the run prefix of a label comes from when configure({run}) names
-// none: the first [variable, only when this one is set too] pair whose
-// variables are both non-empty (an empty second name: no condition).
+// [variable, condition]: a CI system's run id counts only on that system, where its condition
+// variable is set too (an empty name: no condition).
 export const RUN_VARIABLES = Object.freeze(
   [
     ['LARDER_RUN', ''],
@@ -78,7 +44,10 @@ function markFailed(t) {
   }
 }
 
-/** Whether the test of context `t` has failed (so far). */
+/**
+ * Whether the test of context `t` has failed so far. node:test tells an after hook nothing, so
+ * this reads t.passed (Node 20.12+), the failures this module saw itself, and t.signal.
+ */
 export function testFailed(t) {
   const state = states.get(t);
   if (state?.failed || state?.pending > 0) return true;
@@ -86,15 +55,15 @@ export function testFailed(t) {
   return Boolean(t.signal?.aborted);
 }
 
-/** A file-name-safe form of a test name: [A-Za-z0-9._-], at most 120 characters. */
+/** A file-name-safe form of a test name: [A-Za-z0-9._-], at most ARTIFACT_NAME_MAX characters. */
 export function fileSafeName(name) {
   let safe = String(name ?? '').replace(/[^A-Za-z0-9._-]/g, '_').replace(/^\.+|\.+$/g, '');
   if (safe.length > ARTIFACT_NAME_MAX) safe = safe.slice(0, ARTIFACT_NAME_MAX);
   return safe || 'test';
 }
 
-// Wraps a test function so that its failure is recorded for `ctx`, with
-// the arity node:test looks at (two parameters: callback style).
+// A test function whose failure is recorded for `t`, keeping the arity node:test reads (two
+// parameters: callback style).
 function wrapFn(fn, parent) {
   if (typeof fn !== 'function') return fn;
   const enter = (t) => {
@@ -131,7 +100,7 @@ function wrapFn(fn, parent) {
   }, fn);
 }
 
-// node:test names a test or suite given no name by its function: keep the name.
+// node:test names a test or suite given no name after its function: keep the name.
 function named(wrapper, fn) {
   try {
     Object.defineProperty(wrapper, 'name', { value: fn.name, configurable: true });
@@ -185,18 +154,14 @@ function wrapRunner(run) {
   return wrapped;
 }
 
-/**
- * node:test's `test`, whose function's failures withStore sees on every
- * Node version (also `test.skip`, `test.todo`, `test.only`).
- */
+/** node:test's `test` (and its skip, todo and only), whose failures withStore sees on every Node version. */
 export const test = wrapRunner(nodeTest.test);
 /** node:test's `it`, wrapped as `test` is. */
 export const it = wrapRunner(nodeTest.it);
 export { before, after, beforeEach, afterEach } from 'node:test';
 
-// The names of the describe()s (this module's) a test was registered in, for
-// a Node whose TestContext has no fullName. node:test runs a test in the
-// async context it was made in, so the store reaches the test's function.
+// The names of this module's describe()s around a test, for a Node whose TestContext has no
+// fullName: node:test runs a test in the async context it was made in.
 const suiteNames = new AsyncLocalStorage();
 
 function wrapSuite(run) {
@@ -219,38 +184,15 @@ function wrapSuite(run) {
   return wrapped;
 }
 
-/**
- * node:test's `describe` (also `.skip`, `.todo`, `.only`), which, on a Node
- * whose TestContext has no `fullName`, lets the helper's labels name the
- * suites a test is in.
- */
+/** node:test's `describe` (and its skip, todo and only), which lets labels name suites where t.fullName is missing. */
 export const describe = wrapSuite(nodeTest.describe);
 
-// --- Labels -----------------------------------------------------------------
-//
-// clients/README.md, "How a test helper labels its stores": RUN/PACKAGE/TEST,
-// cut to LABEL_MAX_BYTES at a UTF-8 character boundary.
-//  - RUN: configure({run}), else the first RUN_VARIABLES pair that is set,
-//    else none (the label is then PACKAGE/TEST).
-//  - PACKAGE: the test file, relative to process.cwd(), with `/`: the
-//    context's filePath (Node 22.6+); else, in a process `node --test`
-//    started for one test file (NODE_TEST_CONTEXT set), that file
-//    (process.argv[1]); else the outermost frame of the caller's stack that
-//    is neither this module, Node's own nor under node_modules (for
-//    testSnapshots: of the call that registered the tests); else
-//    process.argv[1].
-//  - TEST: the context's fullName (names of the enclosing describes and
-//    tests and its own, joined with " > "); on a Node without it (18), the
-//    names this module saw: the describes of this module the test is in,
-//    the tests whose subtest it is (t.test of a context withStore or `test`
-//    has seen), its own name.
+// Labels: RUN/PACKAGE/TEST, as every client's helper makes them (clients/README.md, "How a
+// test helper labels its stores"), so that a CI run's stores can be found and removed at once.
 
 const SELF = fileURLToPath(import.meta.url);
 
-/**
- * The run prefix of the helper's labels: configure({run}), else the first
- * of RUN_VARIABLES whose variables are set in `env`, else null.
- */
+/** The run prefix of the labels: configure({run}), else the first of RUN_VARIABLES set in `env`, else null. */
 export function runPrefix(env = process.env) {
   if (typeof settings.run === 'string' && settings.run !== '') return settings.run;
   for (const [name, condition] of RUN_VARIABLES) {
@@ -338,35 +280,24 @@ function labelOf(t, fallbackFile) {
 }
 
 /**
- * The label the helper gives the store of the test of context `t`:
- * RUN/PACKAGE/TEST (PACKAGE/TEST without a run prefix), at most
- * LABEL_MAX_BYTES bytes. Call it from the test (its file is found from the
- * caller's stack where the context does not say).
+ * The label the helper gives the store of the test of context `t`. Call it from the test: where
+ * the context does not name its file, the caller's stack does.
  */
 export function storeLabel(t) {
   return labelOf(t, callerFile);
 }
 
-// --- The server the helper uses ---------------------------------------------
-//
-// clients/README.md, "Where a test helper's server comes from": a URL when one
-// is given (configure({url}), else LARDER_URL), and the helper starts nothing;
-// otherwise, once per process, `BINARY up --for PID [--for RUNNER_PID]
-// [--fixtures DIR]` in the working directory prints the URL of the server this
-// run shares, starting it when none runs. BINARY: configure({binary}), else
-// LARDER_BINARY, else the one shipped in this package for this platform
-// (server/<platform>-<arch>/larder), else `larder` on PATH.
+// The server: the URL given, else the one `larder up` prints, so that every process of a run
+// shares one server (clients/README.md, "Where a test helper's server comes from").
 
 /** The one sentence when there is neither a URL nor a binary. */
 const NO_SERVER =
   "Larder: no server to use: set LARDER_URL to a running server's URL, or install the larder binary (set LARDER_BINARY to it, or put it on PATH)";
 
-// How long `larder up` may take: it waits up to 60 s for a server it starts,
-// after waiting its turn on the run's lock.
+// `larder up` may wait its turn on the run's lock, then for the server it starts.
 const UP_TIMEOUT_MS = 120_000;
-// The pauses before running a `larder up` that exited non-zero again, within
-// one call: one that joins a server as it stops can fail, and a moment later
-// it starts a new one (issue 43).
+// A `larder up` that joins a server as it stops fails, and a moment later starts a new one:
+// run it again after these pauses (issue 43).
 const UP_RETRY_DELAYS_MS = [200, 500];
 
 const SETTINGS = ['url', 'token', 'timeoutMs', 'binary', 'fixtures', 'serverArgs', 'run'];
@@ -374,16 +305,8 @@ let settings = {};
 let sharedClient = null; // Promise<Larder>, made at first need
 
 /**
- * Settings of the client the helper makes when a test names none (withStore
- * and testSnapshots without `larder`): `url` (else LARDER_URL; when neither,
- * the helper starts a server), `token` (else LARDER_TOKEN), `timeoutMs`, and
- * for a server it starts: `binary` (else LARDER_BINARY, the packaged one,
- * `larder` on PATH), `fixtures` (else LARDER_FIXTURES, else the conventional
- * folder `larder up` finds) and `serverArgs` (more `larder serve` settings,
- * e.g. ['--build-lease-seconds', '60']). `run`: the run prefix of the
- * labels the helper gives (else the first of RUN_VARIABLES that is set).
- * Call it before the first test needs a store; calling it again drops the
- * client made so far.
+ * Settings of the client the helper makes when a test names none, and of the server it starts;
+ * calling it again drops the client made so far.
  */
 export function configure(options = {}) {
   for (const key of Object.keys(options ?? {})) {
@@ -400,19 +323,15 @@ export function configure(options = {}) {
 }
 
 /**
- * The client withStore and testSnapshots use when they are given none: of
- * the URL configured or in LARDER_URL, else of the server `larder up` starts
- * (or finds) for this run. Made once per process; a failure to start the
- * server rejects the calls waiting for that try, and the next call tries
- * anew.
- * @returns {Promise<Larder>}
+ * The client withStore and testSnapshots use when given none, made once per process. A failure
+ * is not kept, so that a server that could not start this time is tried again by the next test.
  */
 export function defaultLarder() {
   if (!sharedClient) {
     const made = makeDefaultClient();
     sharedClient = made;
     made.catch(() => {
-      // Not kept: the next test runs `larder up` again (unless configure() replaced it meanwhile).
+      // Unless configure() replaced it meanwhile.
       if (sharedClient === made) sharedClient = null;
     });
   }
@@ -471,9 +390,8 @@ function findBinary() {
   return found ? [found, 'PATH'] : null;
 }
 
-// The process that runs this run's test processes and lives for the whole
-// run: the `node --test` runner (it sets NODE_TEST_CONTEXT in the processes
-// it starts), Jest's parent (JEST_WORKER_ID in a worker process it forked).
+// The process that runs the test processes and outlives them, so that test files run one after
+// another keep one server: node --test's runner (NODE_TEST_CONTEXT), Jest's (JEST_WORKER_ID).
 function runnerPid() {
   const ppid = process.ppid;
   if (!ppid || ppid <= 1) return null;
@@ -541,14 +459,8 @@ function runUp(binary, source, args) {
 }
 
 /**
- * Creates a store for the test of context `t`, labelled RUN/PACKAGE/TEST
- * (storeLabel(t); unless `label` is given), and cleans it up in t.after:
- * deleted when the test passed; kept, with its artifact saved, when it failed.
- *
- * @param {import('node:test').TestContext} t
- * @param {object} [options] createStore options, plus `larder` (a Larder client;
- *   default: defaultLarder(), which starts a server when no URL is given) and `artifacts` (directory;
- *   default LARDER_ARTIFACTS, then larder-artifacts/ in the working directory)
+ * A store for the test of context `t` (createStore's options, plus `larder` and `artifacts`): deleted
+ * after a pass, kept with its artifact saved after a failure, so that a failure can be looked into.
  */
 export async function withStore(t, options = {}) {
   if (!t || typeof t.after !== 'function') {
@@ -603,16 +515,8 @@ export class SnapshotCheckError extends Error {
 }
 
 /**
- * Registers one node:test test per *.sqlite file of `dir` (file name order,
- * the file's name as the test's name; call it at the top of a test file or
- * inside a describe). Each test runs Larder.checkSnapshot on its file with
- * `options` (migrate, build | template + version | store, data; expect from
- * each NAME.expect.json) and fails with a SnapshotCheckError whose message
- * is the snapshot, its versions, the kept store and every failure, one per
- * line. `larder`: the client (default: defaultLarder()). Each snapshot's
- * store is labelled RUN/PACKAGE/TEST, as withStore labels a test's store.
- * A directory without *.sqlite files is an error: a mistyped path would
- * otherwise pass.
+ * Registers one node:test test per *.sqlite of `dir`, each running Larder.checkSnapshot on its file.
+ * A directory without snapshots is an error, lest a mistyped path pass.
  */
 export function testSnapshots(dir, options = {}) {
   const { larder, ...checkOptions } = options;
