@@ -7,23 +7,20 @@ import XCTest
 
 /// The dashboard and the browser's sign-in, without sockets (the browser
 /// test, Tests/blackbox/test_dashboard.py, drives them over real HTTP).
-final class DashboardTests: XCTestCase {
+final class DashboardTests: XCTestCase, RouterTestCase {
     var root: String!
     var context: ServerContext!
     var router: Router!
 
     override func setUpWithError() throws {
-        root = NSTemporaryDirectory() + "larder-dashboard-\(UUID().uuidString)"
+        root = scratchRoot("dashboard")
         router = try makeRouter { $0.token = "sesame" }
     }
 
     override func tearDownWithError() throws { try? FileManager.default.removeItem(atPath: root) }
 
     func makeRouter(_ configure: (inout Configuration) -> Void) throws -> Router {
-        var c = Configuration()
-        c.root = root
-        c.fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path + "/fixtures"
-        c.logLevel = "critical"
+        var c = serverConfiguration(root: root)
         configure(&c)
         context?.registry.close() // the root is one server's at a time
         context = try ServerContext(configuration: c)
@@ -31,25 +28,10 @@ final class DashboardTests: XCTestCase {
         return Router(server: context)
     }
 
-    struct Answer {
-        var status: Int
-        var headers: [(name: String, value: String)]
-        var text: String
-        func header(_ name: String) -> String? { headers.first { $0.name.lowercased() == name.lowercased() }?.value }
-        var code: String? { (try? JSONValue.parse(Array(text.utf8)))?["error"]?["code"]?.stringValue }
-    }
-
-    func call(_ method: String, _ path: String, query: [(String, String)] = [], headers: [String: String] = [:], body: String = "") -> Answer {
-        let reply = router.route(Request(method: method, path: path, query: query.map { (name: $0.0, value: $0.1) }, headers: headers, body: Array(body.utf8)))
-        guard let response = reply.answeredHere() else { XCTFail("\(method) \(path) did not answer"); return Answer(status: -1, headers: [], text: "") }
-        guard let bytes = response.bodyBytes else { return Answer(status: response.status, headers: response.headers, text: "") }
-        return Answer(status: response.status, headers: response.headers, text: String(decoding: bytes, as: UTF8.self))
-    }
-
     let bearer = ["authorization": "Bearer sesame"]
     let form = ["content-type": "application/x-www-form-urlencoded"]
 
-    func signIn(_ body: String) -> Answer { call("POST", "/sign-in", headers: form, body: body) }
+    func signIn(_ body: String) -> RouterAnswer { call("POST", "/sign-in", headers: form, body: body) }
 
     func testTheDashboardWithoutTheTokenIsASignInForm() {
         let answer = call("GET", "/")

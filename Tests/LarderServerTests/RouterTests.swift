@@ -11,26 +11,21 @@ final class RouterTests: XCTestCase {
     var router: Router!
 
     override func setUpWithError() throws {
-        root = NSTemporaryDirectory() + "larder-router-\(UUID().uuidString)"
-        var c = Configuration()
-        c.root = root
-        c.fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path + "/fixtures"
+        root = scratchRoot("router")
+        var c = serverConfiguration(root: root)
         c.token = "sesame"
-        c.logLevel = "critical"
         router = Router(server: try ServerContext(configuration: c))
     }
 
     override func tearDownWithError() throws { try? FileManager.default.removeItem(atPath: root) }
 
     func call(_ method: String, _ path: String, query: [(String, String)] = [], body: String = "", type: String? = "application/json",
-              token: String? = "sesame") -> (Int, JSONValue?) {
+              token: String? = "sesame", file: StaticString = #filePath, line: UInt = #line) -> (Int, JSONValue?) {
         var headers: [String: String] = [:]
         if let type { headers["content-type"] = type }
         if let token { headers["authorization"] = "Bearer " + token }
-        let reply = router.route(Request(method: method, path: path, query: query.map { (name: $0.0, value: $0.1) }, headers: headers, body: Array(body.utf8)))
-        guard let response = reply.answeredHere() else { return (-1, nil) }
-        guard let bytes = response.bodyBytes else { return (response.status, nil) }
-        return (response.status, try? JSONValue.parse(bytes))
+        let answer = router.call(method, path, query: query, headers: headers, body: body, file: file, line: line)
+        return (answer.status, answer.json)
     }
 
     func code(_ answer: (Int, JSONValue?)) -> String? { answer.1?["error"]?["code"]?.stringValue }
