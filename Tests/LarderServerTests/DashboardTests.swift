@@ -187,11 +187,11 @@ final class DashboardTests: XCTestCase, RouterTestCase {
         // Row counts as last read, per table in the title; never read: a dash.
         let store = try context.registry.get(made.id)
         store.remember(counts: [("artists", 4), ("<b>", 12)])
-        let row = Dashboard.row(store)
+        let row = Dashboard.row(store).markup
         XCTAssertTrue(row.contains("<td class=\"num\" title=\"artists: 4\n&lt;b&gt;: 12\">16</td>"), row)
         XCTAssertTrue(row.contains(Dashboard.byteCount(store.sizeBytes)))
         let (unread, _) = try context.provisioner.createEmpty(label: nil, ttlSeconds: nil)
-        if unread.lastCounts == nil { XCTAssertTrue(Dashboard.row(unread).contains(">—</td>")) }
+        if unread.lastCounts == nil { XCTAssertTrue(Dashboard.row(unread).markup.contains(">—</td>")) }
     }
 
     func testKeptStoresBuildsAndTheFilterShowWhatTheyAre() throws {

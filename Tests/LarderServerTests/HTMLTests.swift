@@ -4,11 +4,21 @@ import SQLite
 @testable import LarderServer
 import XCTest
 
-/// The dashboard's HTML writer: what it escapes and encodes.
-final class HTMLTests: XCTestCase {
+/// The dashboard's HTML writer: what it escapes and encodes, and pages
+/// built with it holding text that would be markup if it were not.
+final class HTMLTests: XCTestCase, RouterTestCase {
     /// Text that ends a cell, opens a script, and closes either quote of an attribute.
     let hostile = #"</td><script>alert("x")</script>&'"#
     let escaped = "&lt;/td&gt;&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;&#39;"
+
+    var root: String!
+    var context: ServerContext!
+    var router: Router!
+
+    override func tearDownWithError() throws {
+        context?.registry.close()
+        if let root { try? FileManager.default.removeItem(atPath: root) }
+    }
 
     func testTextIsEscaped() {
         for (text, markup) in [("<script>", "&lt;script&gt;"), ("\"", "&quot;"), ("'", "&#39;"), ("&", "&amp;"), ("</td>", "&lt;/td&gt;")] {
@@ -59,5 +69,52 @@ final class HTMLTests: XCTestCase {
             }
         }.markup
         XCTAssertEqual(markup, "<!doctype html><p class=\"fail\">a &lt; b <a href=\"/\">home</a>&amp;</p>")
+    }
+
+    /// A store label, a build's label, a template's name in the checks, a
+    /// label filter, and a table, column and values a test wrote: text on every page.
+    func testPagesShowHostileTextAsText() throws {
+        root = scratchRoot("html")
+        var c = serverConfiguration(root: root)
+        c.token = "sesame"
+        context = try ServerContext(configuration: c)
+        router = Router(server: context)
+        let bearer = ["authorization": "Bearer sesame"]
+
+        var request = Provisioner.Request()
+        request.template = "gallery"
+        request.fixtures = ["artists"]
+        let (store, _) = try context.provisioner.create(context.provisioner.plan(request), label: hostile, ttlSeconds: nil)
+        guard case .build = try context.builds.claim(key: "k", label: hostile) else { return XCTFail("claims it") }
+        let report = MigrationCheck.Report(template: hostile, snapshot: hostile, fromVersion: hostile, toVersion: "2", milliseconds: 1,
+                                           failures: [hostile])
+        context.lastCheck.withLock { $0 = (Timestamp.now, [report]) }
+        let db = try Connection(path: store.databasePath, mode: .readWrite)
+        let name = hostile.replacingOccurrences(of: "\"", with: "\"\"")
+        try db.execute("""
+            CREATE TABLE "\(name)" ("\(name)" TEXT PRIMARY KEY);
+            INSERT INTO "\(name)" VALUES ('\(hostile.replacingOccurrences(of: "'", with: "''"))');
+            UPDATE artists SET name = '\(hostile.replacingOccurrences(of: "'", with: "''"))' WHERE id = 1;
+            """)
+
+        let dashboard = router.call("GET", "/", query: [("label_prefix", hostile)], headers: bearer).text
+        let storePage = router.call("GET", "/stores/\(store.id)/page", headers: bearer).text
+        let chosen = router.call("GET", "/stores/\(store.id)/page", query: [("table", hostile)], headers: bearer).text
+        let checks = Dashboard.checksPage([report], at: nil, template: hostile)
+        for (what, page) in [("the dashboard", dashboard), ("a store's page", storePage), ("a table's rows", chosen), ("the checks", checks)] {
+            XCTAssertFalse(page.contains(hostile), what)
+            XCTAssertFalse(page.contains("<script>alert"), what)
+            XCTAssertTrue(page.contains(escaped), "\(what): \(page)")
+        }
+        XCTAssertTrue(dashboard.contains(#"<td class="label">\#(escaped)</td>"#), dashboard)
+        XCTAssertTrue(dashboard.contains("<td><code>k</code></td><td>building</td><td>\(escaped)</td>"), "the build's label")
+        XCTAssertTrue(dashboard.contains(#"<input name="label_prefix" value="\#(escaped)""#), dashboard)
+        XCTAssertTrue(dashboard.contains(#"data-delete-prefix="\#(escaped)""#), dashboard)
+        XCTAssertTrue(dashboard.contains("<td>\(escaped)</td><td>\(escaped)</td><td>\(escaped)</td>"), "the last check's template, snapshot, version")
+        XCTAssertTrue(storePage.contains("<del>Hilma af Klint</del> → <ins>\(escaped)</ins>"), storePage)
+        XCTAssertTrue(storePage.contains(#"<h3 id="t-\#(escaped)">"#), storePage)
+        XCTAssertTrue(checks.contains("<h2>\(escaped)</h2>") && checks.contains(#"<li class="fail">\#(escaped)</li>"#), checks)
+        XCTAssertTrue(checks.contains("action=\"/checks/page?template=%3C%2Ftd%3E"), checks)
+        XCTAssertTrue(chosen.contains("<th>\(escaped)</th>") && chosen.contains("<td>\(escaped)</td>"), chosen)
     }
 }

@@ -23,45 +23,75 @@ extension Dashboard {
         let run = try CheckRoutes.checks(c.server, template: template)
         return .later {
             _ = try run()
-            let back = "/checks/page" + (template.map { "?template=" + percentEncoded($0) } ?? "")
-            return Response(status: 303, headers: [("Location", back), ("Cache-Control", "no-store")])
+            let back: Href = "/checks/page\(query: [("template", template)])"
+            return Response(status: 303, headers: [("Location", back.text), ("Cache-Control", "no-store")])
         }
     }
 
     /// The page of `results` (nil: no run yet), run at `at`; its button runs `template`'s, or all.
     static func checksPage(_ results: [MigrationCheck.Report]?, at: Timestamp? = nil, template: String? = nil) -> String {
-        let action = "/checks/page" + (template.map { "?template=" + escape(percentEncoded($0)) } ?? "")
-        let button = "<form method=\"post\" action=\"\(action)\"><button type=\"submit\">run the migration checks"
-            + (template.map { " of " + escape($0) } ?? "") + "</button></form>"
+        let button = HTML { h in
+            h.element("form", ["method": "post", "action": .url("/checks/page\(query: [("template", template)])")]) { h in
+                h.element("button", ["type": "submit"]) { h in
+                    h.text("run the migration checks")
+                    if let template { h.text(" of " + template) }
+                }
+            }
+        }
         guard let results else {
-            return head + "<header><h1><a href=\"/\">Larder</a> · migration checks</h1></header><main>"
-                + "<p>no check has run since the server started</p>" + button + "</main></body></html>\n"
+            return document { h in
+                h.raw("<header><h1><a href=\"/\">Larder</a> · migration checks</h1></header>")
+                h.element("main") { h in
+                    h.raw("<p>no check has run since the server started</p>")
+                    h.append(button)
+                }
+            }
         }
         return checksPage(results, at: at, button: button)
     }
 
-    static func checksPage(_ results: [MigrationCheck.Report], at: Timestamp? = nil, button: String = "") -> String {
+    static func checksPage(_ results: [MigrationCheck.Report], at: Timestamp? = nil, button: HTML = HTML()) -> String {
         let failed = results.filter { !$0.passed }.count
-        var html = head + "<header><h1><a href=\"/\">Larder</a> · migration checks</h1></header><main>"
-        html += "<p class=\"\(failed == 0 ? "pass" : "fail")\">\(results.count - failed) passed, \(failed) failed · "
-        if let at { html += "run \(at.rfc3339) · " }
-        html += "<a href=\"/checks/migrations\">JSON</a> · <a href=\"/checks/migrations?format=junit\">JUnit XML</a></p>"
-        html += button
-        if results.isEmpty { html += "<p>nothing to check: no template has snapshots or down migrations</p>" }
         var groups: [String] = []
         for r in results where !groups.contains(r.group) { groups.append(r.group) }
-        for group in groups {
-            html += "<h2>\(escape(group))</h2><table class=\"checks\"><tr><th>check</th><th>from</th><th>to</th><th>ms</th><th>result</th></tr>"
-            for r in results where r.group == group {
-                html += "<tr><td>\(escape(r.title))</td><td>\(escape(r.fromVersion ?? "—"))</td><td>\(escape(r.toVersion ?? "—"))</td>"
-                html += "<td class=\"num\">\(Int(r.milliseconds.rounded()))</td>"
-                html += r.passed ? "<td class=\"pass\">passed</td>" : "<td class=\"fail\">failed</td>"
-                html += "</tr>"
-                let lines = r.failures.map { "<li class=\"fail\">\(escape($0))</li>" } + r.notes.map { "<li>note: \(escape($0))</li>" }
-                if !lines.isEmpty { html += "<tr><td colspan=\"5\"><ul>\(lines.joined())</ul></td></tr>" }
+        return document { h in
+            h.raw("<header><h1><a href=\"/\">Larder</a> · migration checks</h1></header>")
+            h.element("main") { h in
+                h.element("p", ["class": failed == 0 ? "pass" : "fail"]) { h in
+                    h.text("\(results.count - failed) passed, \(failed) failed · ")
+                    if let at { h.text("run \(at.rfc3339) · ") }
+                    h.raw("<a href=\"/checks/migrations\">JSON</a> · <a href=\"/checks/migrations?format=junit\">JUnit XML</a>")
+                }
+                h.append(button)
+                if results.isEmpty { h.raw("<p>nothing to check: no template has snapshots or down migrations</p>") }
+                for group in groups { h.append(checks(of: group, results.filter { $0.group == group })) }
             }
-            html += "</table>"
         }
-        return html + "</main></body></html>\n"
+    }
+
+    /// One template's checks, a row each, its failures and notes in a row under it.
+    static func checks(of group: String, _ results: [MigrationCheck.Report]) -> HTML {
+        HTML { h in
+            h.element("h2", text: group)
+            h.element("table", ["class": "checks"]) { h in
+                h.raw("<tr><th>check</th><th>from</th><th>to</th><th>ms</th><th>result</th></tr>")
+                for r in results {
+                    h.element("tr") { h in
+                        for column in [r.title, r.fromVersion ?? "—", r.toVersion ?? "—"] { h.element("td", text: column) }
+                        h.element("td", ["class": "num"], text: String(Int(r.milliseconds.rounded())))
+                        h.raw(r.passed ? "<td class=\"pass\">passed</td>" : "<td class=\"fail\">failed</td>")
+                    }
+                    guard !r.failures.isEmpty || !r.notes.isEmpty else { continue }
+                    h.element("tr") { h in
+                        h.element("td", ["colspan": "5"]) { h in
+                            h.element("ul") { h in
+                                for failure in r.failures { h.element("li", ["class": "fail"], text: failure) }
+                                for note in r.notes { h.element("li", text: "note: " + note) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }

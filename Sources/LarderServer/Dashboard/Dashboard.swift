@@ -15,34 +15,13 @@ enum Dashboard {
     /// The routes whose answer is a page: a browser without the token gets the sign-in page there.
     static let pages: Set<String> = ["/", "/stores/{id}/page", "/checks/page"]
 
-    /// Text for HTML, in one pass over its bytes.
-    static func escape(_ s: String) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(s.utf8.count)
-        for byte in s.utf8 {
-            switch byte {
-            case UInt8(ascii: "&"): out += Array("&amp;".utf8)
-            case UInt8(ascii: "<"): out += Array("&lt;".utf8)
-            case UInt8(ascii: ">"): out += Array("&gt;".utf8)
-            case UInt8(ascii: "\""): out += Array("&quot;".utf8)
-            case UInt8(ascii: "'"): out += Array("&#39;".utf8)
-            default: out.append(byte)
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
     /// Which stores the list shows: `?label_prefix=` and `?template=`, both optional.
     struct Filter: Sendable {
         var labelPrefix: String?
         var template: String?
         var isEmpty: Bool { labelPrefix == nil && template == nil }
         /// The filter as query items, for links that keep it.
-        var query: String {
-            [("label_prefix", labelPrefix), ("template", template)].compactMap { name, value in
-                value.map { "\(name)=\(percentEncoded($0))" }
-            }.joined(separator: "&")
-        }
+        var items: [(StaticString, String?)] { [("label_prefix", labelPrefix), ("template", template)] }
     }
 
     /// `GET /` (the token check has passed): `?cursor=` pages to older stores, `?label_prefix=` and `?template=` filter them.
@@ -67,116 +46,234 @@ enum Dashboard {
 
     static func page(_ s: ServerContext, cursor: String? = nil, filter: Filter = Filter(), pageSize: Int = Dashboard.pageSize) throws -> String {
         let page = try s.registry.list(labelPrefix: filter.labelPrefix, template: filter.template, limit: pageSize, cursor: cursor)
+        return document { h in
+            h.append(header(signedIn: s.session != nil))
+            // The script refreshes the page in place by swapping this element, found by its id, for a fresh one.
+            h.element("main", ["id": "live"]) { h in
+                h.append(summary(s))
+                h.append(templates(s))
+                h.raw("<h2>Stores</h2>")
+                h.append(filterForm(s, filter))
+                h.append(paging(page, cursor: cursor, filter: filter))
+                if !page.stores.isEmpty { h.append(storeTable(page.stores)) }
+                h.append(builds(s.builds.list()))
+                if let last = s.lastCheck.withLock({ $0 }) { h.append(lastCheck(last.results, at: last.at)) }
+            }
+            h.inline(.script)
+        }
+    }
+
+    /// The status line sits in the header, beside the live part, so its
+    /// messages neither shift the list nor go with a refresh.
+    static func header(signedIn: Bool) -> HTML {
+        HTML { h in
+            h.element("header") { h in
+                h.raw("<h1>Larder</h1><p id=\"status\" role=\"status\"></p>")
+                if signedIn { h.raw("<form method=\"post\" action=\"/sign-out\"><button type=\"submit\">sign out</button></form>") }
+            }
+        }
+    }
+
+    /// The server's version, its live stores, when it started, and links to what else it serves.
+    static func summary(_ s: ServerContext) -> HTML {
+        HTML { h in
+            h.element("p") { h in
+                h.text("Larder \(LarderVersion.current) · \(s.registry.count) live store(s) · started \(s.startedAt.rfc3339) · ")
+                h.raw("<a href=\"/openapi.json\">OpenAPI</a> · <a href=\"/metrics\">metrics</a> · <a href=\"/checks/page\">run migration checks</a>")
+            }
+        }
+    }
+
+    static func templates(_ s: ServerContext) -> HTML {
+        HTML { h in
+            h.raw("<h2>Templates</h2>")
+            h.element("table") { h in
+                h.raw("<tr><th>name</th><th>format</th><th>latest</th><th>fixtures</th><th>snapshots</th></tr>")
+                for name in s.catalog.names() {
+                    h.element("tr") { h in
+                        guard let t = try? s.catalog.template(name) else {
+                            h.element("td", text: name)
+                            h.element("td", ["colspan": "4", "class": "fail"], text: "cannot be read")
+                            return
+                        }
+                        for column in [t.name, t.migrations.format.rawValue, t.migrations.latest ?? "-",
+                                       t.fixtureNames.joined(separator: ", "), t.snapshotNames.joined(separator: ", ")] {
+                            h.element("td", text: column)
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Which stores this page shows, links to the newest and to older ones,
+    /// and the button that deletes every store the filter matches.
+    static func paging(_ page: StoreRegistry.Page, cursor: String?, filter: Filter) -> HTML {
         let total = page.matching
         // Where this page starts: the stores from the cursor on, counted
         // without opening any of them.
         let first = max(total - page.remaining, 0) + 1
-
-        // The status line sits in the header, beside the live part, so its
-        // messages neither shift the list nor go with a refresh.
-        var html = head + "<header><h1>Larder</h1><p id=\"status\" role=\"status\"></p>"
-        if s.session != nil {
-            html += "<form method=\"post\" action=\"/sign-out\"><button type=\"submit\">sign out</button></form>"
-        }
-        html += "</header><main id=\"live\">"
-        html += "<p>Larder \(escape(LarderVersion.current)) · \(s.registry.count) live store(s) · started \(s.startedAt.rfc3339) · "
-        html += "<a href=\"/openapi.json\">OpenAPI</a> · <a href=\"/metrics\">metrics</a> · <a href=\"/checks/page\">run migration checks</a></p>"
-
-        html += "<h2>Templates</h2><table><tr><th>name</th><th>format</th><th>latest</th><th>fixtures</th><th>snapshots</th></tr>"
-        for name in s.catalog.names() {
-            if let t = try? s.catalog.template(name) {
-                html += "<tr><td>\(escape(t.name))</td><td>\(escape(t.migrations.format.rawValue))</td><td>\(escape(t.migrations.latest ?? "-"))</td>"
-                html += "<td>\(escape(t.fixtureNames.joined(separator: ", ")))</td><td>\(escape(t.snapshotNames.joined(separator: ", ")))</td></tr>"
-            } else {
-                html += "<tr><td>\(escape(name))</td><td colspan=\"4\" class=\"fail\">cannot be read</td></tr>"
+        return HTML { h in
+            h.element("p", ["class": "paging"]) { h in
+                if page.stores.isEmpty {
+                    h.text(total == 0 ? (filter.isEmpty ? "no live stores" : "no stores match") : "no stores on this page (of \(total))")
+                } else {
+                    h.text("stores \(first)–\(first + page.stores.count - 1) of \(total)" + (filter.isEmpty ? "" : " matching"))
+                }
+                if cursor != nil {
+                    h.text(" · ")
+                    h.element("a", ["href": .url("/\(query: filter.items)")], text: "newest")
+                }
+                if let next = page.nextCursor {
+                    h.text(" · ")
+                    h.element("a", ["rel": "next", "href": .url("/\(query: filter.items + [("cursor", next)])")], text: "older →")
+                }
+                // One CI run's stores at once: what DELETE /stores?label_prefix= removes, kept ones too.
+                if let prefix = filter.labelPrefix, filter.template == nil, total > 0 {
+                    h.text(" · ")
+                    h.element("button", ["type": "button", "data-delete-prefix": .text(prefix), "data-count": "\(total)"],
+                              text: "delete these \(total) stores")
+                }
             }
         }
-        html += "</table>"
+    }
 
-        html += "<h2>Stores</h2>" + filterForm(s, filter) + "<p class=\"paging\">"
-        if page.stores.isEmpty {
-            html += total == 0 ? (filter.isEmpty ? "no live stores" : "no stores match") : "no stores on this page (of \(total))"
-        } else {
-            html += "stores \(first)–\(first + page.stores.count - 1) of \(total)" + (filter.isEmpty ? "" : " matching")
-        }
-        let keep = filter.query
-        if cursor != nil { html += " · <a href=\"/\(keep.isEmpty ? "" : "?" + escape(keep))\">newest</a>" }
-        if let next = page.nextCursor {
-            html += " · <a rel=\"next\" href=\"/?\(keep.isEmpty ? "" : escape(keep) + "&amp;")cursor=\(escape(percentEncoded(next)))\">older →</a>"
-        }
-        // One CI run's stores at once: what DELETE /stores?label_prefix= removes, kept ones too.
-        if let prefix = filter.labelPrefix, filter.template == nil, total > 0 {
-            html += " · <button type=\"button\" data-delete-prefix=\"\(escape(prefix))\" data-count=\"\(total)\">delete these \(total) stores</button>"
-        }
-        html += "</p>"
-        if !page.stores.isEmpty {
-            html += "<table class=\"stores\"><tr><th>id</th><th>label</th><th>template</th><th>version</th><th>rows</th><th>size</th>"
-            html += "<th>created</th><th>expires</th><th>download</th><th></th></tr>"
-            for store in page.stores { html += row(store) }
-            html += "</table>"
-        }
-
-        let builds = s.builds.list()
-        if !builds.isEmpty {
-            html += "<h2>Builds</h2><table class=\"builds\"><tr><th>key</th><th>state</th><th>label</th><th>version</th><th>rows</th><th>size</th><th>finished</th></tr>"
-            for b in builds {
-                html += "<tr><td><code>\(escape(b.key))</code></td><td>\(escape(b.state.rawValue))</td><td>\(escape(b.label ?? ""))</td>"
-                html += "<td>\(escape(b.version ?? ""))</td><td class=\"num\">\(b.counts.map { String($0.reduce(Int64(0)) { $0 + $1.1 }) } ?? "—")</td>"
-                html += "<td class=\"num\">\(b.sizeBytes.map(byteCount) ?? "—")</td><td>\(b.finishedAt.map(time) ?? "building")</td></tr>"
+    static func storeTable(_ stores: [Store]) -> HTML {
+        HTML { h in
+            h.element("table", ["class": "stores"]) { h in
+                h.raw("<tr><th>id</th><th>label</th><th>template</th><th>version</th><th>rows</th><th>size</th>")
+                h.raw("<th>created</th><th>expires</th><th>download</th><th></th></tr>")
+                for store in stores { h.append(row(store)) }
             }
-            html += "</table>"
         }
-
-        if let last = s.lastCheck.withLock({ $0 }) {
-            html += "<h2>Last migration check</h2><p>\(last.at.rfc3339) · <a href=\"/checks/page\">run again</a></p><table><tr><th>template</th><th>check</th><th>from</th><th>to</th><th>result</th></tr>"
-            for r in last.results {
-                html += "<tr><td>\(escape(r.group))</td><td>\(escape(r.subject))</td><td>\(escape(r.fromVersion ?? "?"))</td><td>\(escape(r.toVersion ?? "?"))</td>"
-                html += r.passed ? "<td class=\"pass\">passed</td></tr>" : "<td class=\"fail\">\(escape(r.failures.joined(separator: "; ")))</td></tr>"
-            }
-            html += "</table>"
-        }
-        return html + "</main><script>" + script + "</script></body></html>\n"
     }
 
     /// One store's row. Row counts are those Larder last read: the page
     /// never opens a store's database.
-    static func row(_ store: Store) -> String {
+    static func row(_ store: Store) -> HTML {
         let r = store.record
-        let id = escape(r.id)
-        var html = "<tr\(r.keep ? " class=\"kept\"" : "")><td><a href=\"/stores/\(id)/page\"><code>\(id)</code></a></td>"
-        html += "<td class=\"label\">\(r.keep ? "<span class=\"badge\">kept</span> " : "")\(escape(r.label ?? ""))</td>"
-        html += "<td>\(r.build.map { "build <code>\(escape($0))</code>" } ?? escape(r.template ?? ""))</td><td>\(escape(r.version ?? ""))</td>"
-        if let counts = store.lastCounts {
-            let tables = counts.isEmpty ? "no tables" : counts.map { "\($0.0): \($0.1)" }.joined(separator: "\n")
-            html += "<td class=\"num\" title=\"\(escape(tables))\">\(counts.reduce(Int64(0)) { $0 + $1.1 })</td>"
-        } else {
-            html += "<td class=\"num\" title=\"not read yet\">—</td>"
+        return HTML { h in
+            h.element("tr", ["class": r.keep ? "kept" : nil]) { h in
+                h.element("td") { h in
+                    h.element("a", ["href": .url("/stores/\(path: r.id)/page")]) { h in h.element("code", text: r.id) }
+                }
+                h.element("td", ["class": "label"]) { h in
+                    if r.keep { h.raw("<span class=\"badge\">kept</span> ") }
+                    h.text(r.label ?? "")
+                }
+                h.element("td") { h in
+                    if let build = r.build {
+                        h.text("build ")
+                        h.element("code", text: build)
+                    } else {
+                        h.text(r.template ?? "")
+                    }
+                }
+                h.element("td", text: r.version ?? "")
+                if let counts = store.lastCounts {
+                    let tables = counts.isEmpty ? "no tables" : counts.map { "\($0.0): \($0.1)" }.joined(separator: "\n")
+                    h.element("td", ["class": "num", "title": .text(tables)], text: String(counts.reduce(Int64(0)) { $0 + $1.1 }))
+                } else {
+                    h.raw("<td class=\"num\" title=\"not read yet\">—</td>")
+                }
+                h.element("td", ["class": "num"], text: byteCount(store.sizeBytes))
+                h.element("td") { h in h.append(time(r.createdAt)) }
+                h.element("td") { h in h.append(expiry(r)) }
+                h.element("td") { h in
+                    h.element("a", ["href": .url("/stores/\(path: r.id)/artifact")], text: "zip")
+                    h.text(" · ")
+                    h.element("a", ["href": .url("/stores/\(path: r.id)/database")], text: "sqlite")
+                }
+                h.element("td") { h in h.element("button", ["type": "button", "data-delete": .text(r.id)], text: "delete") }
+            }
         }
-        html += "<td class=\"num\">\(byteCount(store.sizeBytes))</td>"
-        html += "<td>\(time(r.createdAt))</td><td>\(r.keptForever ? "kept forever" : (r.keep ? "kept, " : "") + time(r.expiresAt))</td>"
-        html += "<td><a href=\"/stores/\(id)/artifact\">zip</a> · <a href=\"/stores/\(id)/database\">sqlite</a></td>"
-        html += "<td><button type=\"button\" data-delete=\"\(id)\">delete</button></td></tr>"
-        return html
+    }
+
+    /// The app-built templates, ready and under way.
+    static func builds(_ builds: [BuildRegistry.Info]) -> HTML {
+        HTML { h in
+            guard !builds.isEmpty else { return }
+            h.raw("<h2>Builds</h2>")
+            h.element("table", ["class": "builds"]) { h in
+                h.raw("<tr><th>key</th><th>state</th><th>label</th><th>version</th><th>rows</th><th>size</th><th>finished</th></tr>")
+                for b in builds {
+                    h.element("tr") { h in
+                        h.element("td") { h in h.element("code", text: b.key) }
+                        h.element("td", text: b.state.rawValue)
+                        h.element("td", text: b.label ?? "")
+                        h.element("td", text: b.version ?? "")
+                        h.element("td", ["class": "num"], text: b.counts.map { String($0.reduce(Int64(0)) { $0 + $1.1 }) } ?? "—")
+                        h.element("td", ["class": "num"], text: b.sizeBytes.map(byteCount) ?? "—")
+                        h.element("td") { h in
+                            if let finished = b.finishedAt { h.append(time(finished)) } else { h.text("building") }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The last run of the migration checks, a line per check.
+    static func lastCheck(_ results: [MigrationCheck.Report], at: Timestamp) -> HTML {
+        HTML { h in
+            h.raw("<h2>Last migration check</h2>")
+            h.element("p") { h in
+                h.text(at.rfc3339 + " · ")
+                h.raw("<a href=\"/checks/page\">run again</a>")
+            }
+            h.element("table") { h in
+                h.raw("<tr><th>template</th><th>check</th><th>from</th><th>to</th><th>result</th></tr>")
+                for r in results {
+                    h.element("tr") { h in
+                        for column in [r.group, r.subject, r.fromVersion ?? "?", r.toVersion ?? "?"] { h.element("td", text: column) }
+                        if r.passed {
+                            h.raw("<td class=\"pass\">passed</td>")
+                        } else {
+                            h.element("td", ["class": "fail"], text: r.failures.joined(separator: "; "))
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// The filter of the list: a label prefix and a template, as a GET form.
-    static func filterForm(_ s: ServerContext, _ filter: Filter) -> String {
-        var html = "<form class=\"filter\" method=\"get\" action=\"/\"><label>label starts with "
-        html += "<input name=\"label_prefix\" value=\"\(escape(filter.labelPrefix ?? ""))\" placeholder=\"RUN/\"></label> "
-        html += "<label>template <select name=\"template\"><option value=\"\">any</option>"
-        for name in s.catalog.names() {
-            html += "<option\(name == filter.template ? " selected" : "")>\(escape(name))</option>"
+    static func filterForm(_ s: ServerContext, _ filter: Filter) -> HTML {
+        HTML { h in
+            h.element("form", ["class": "filter", "method": "get", "action": .url("/")]) { h in
+                h.element("label") { h in
+                    h.text("label starts with ")
+                    h.void("input", ["name": "label_prefix", "value": .text(filter.labelPrefix ?? ""), "placeholder": "RUN/"])
+                }
+                h.text(" ")
+                h.element("label") { h in
+                    h.text("template ")
+                    h.element("select", ["name": "template"]) { h in
+                        h.raw("<option value=\"\">any</option>")
+                        for name in s.catalog.names() {
+                            h.element("option", ["selected": name == filter.template ? .bare : nil], text: name)
+                        }
+                    }
+                }
+                h.raw(" <button type=\"submit\">filter</button>")
+                if !filter.isEmpty { h.raw(" <a href=\"/\">all stores</a>") }
+            }
         }
-        html += "</select></label> <button type=\"submit\">filter</button>"
-        if !filter.isEmpty { html += " <a href=\"/\">all stores</a>" }
-        return html + "</form>"
     }
 
     /// `2026-11-22 05:48:35`, the whole RFC 3339 time in a tooltip.
-    static func time(_ t: Timestamp) -> String {
+    static func time(_ t: Timestamp) -> HTML {
         let full = t.rfc3339
-        let short = full.prefix(19).replacing("T", with: " ")
-        return "<time datetime=\"\(full)\" title=\"\(full)\">\(short)</time>"
+        return HTML { h in h.element("time", ["datetime": .text(full), "title": .text(full)], text: full.prefix(19).replacing("T", with: " ")) }
+    }
+
+    /// When a store goes: a time, or that it is kept.
+    static func expiry(_ r: StoreRecord) -> HTML {
+        HTML { h in
+            if r.keptForever { return h.text("kept forever") }
+            if r.keep { h.text("kept, ") }
+            h.append(time(r.expiresAt))
+        }
     }
 
     /// `196 KB`, `1.5 MB`: binary units, two or three digits.
@@ -191,46 +288,45 @@ enum Dashboard {
         return (value < 10 ? value.fixed(1) : String(Int(value.rounded()))) + " " + units[unit]
     }
 
-    /// A query value as it goes into a URL, every byte but ASCII letters and
-    /// digits as %XX (the cursor is digits, but the page must not trust that).
-    static func percentEncoded(_ s: String) -> String {
-        let hex = Array("0123456789ABCDEF".utf8)
-        var out: [UInt8] = []
-        for byte in s.utf8 {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                out.append(byte)
-            default:
-                out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 15)]]
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
     // MARK: - Signing in
 
     /// The answer to a browser without the token: a form that posts it to
     /// `/sign-in` (never in a URL). `message` says why it is shown again.
     static func signInPage(_ s: ServerContext, request: Request, message: String? = nil) -> Response {
         let stale = (s.session?.values(in: request) ?? []).isEmpty ? nil : "This browser's sign-in is no longer valid (the server restarted?). Sign in again."
-        var html = head + "<header><h1>Larder</h1></header><main id=\"sign-in\"><p>This server needs its token.</p>"
-        if let text = message ?? stale { html += "<p class=\"fail\" role=\"alert\">\(escape(text))</p>" }
-        html += """
-        <form method="post" action="/sign-in"><label>Token <input type="password" name="token" autocomplete="current-password" \
-        required autofocus></label> <button type="submit">sign in</button></form></main></body></html>
-
-        """
-        var response = self.html(401, html)
+        let page = document { h in
+            h.raw("<header><h1>Larder</h1></header>")
+            h.element("main", ["id": "sign-in"]) { h in
+                h.raw("<p>This server needs its token.</p>")
+                if let text = message ?? stale { h.element("p", ["class": "fail", "role": "alert"], text: text) }
+                h.raw("""
+                <form method="post" action="/sign-in"><label>Token <input type="password" name="token" autocomplete="current-password" \
+                required autofocus></label> <button type="submit">sign in</button></form>
+                """)
+            }
+        }
+        var response = html(401, page)
         response.addHeader("WWW-Authenticate", "Bearer")
         return response
     }
 
     // MARK: - What every page shares
 
-    static let head = """
-    <!doctype html><html lang="en"><head><meta charset="utf-8"><title>Larder</title>
-    <meta name="viewport" content="width=device-width, initial-scale=1"><style>\(style)</style></head><body>
-    """
+    /// A whole page: the head every page shares (its style inline), then
+    /// what `body` writes in `<body>`.
+    static func document(_ body: (inout HTML) throws -> Void) rethrows -> String {
+        var h = HTML()
+        h.raw("<!doctype html>")
+        try h.element("html", ["lang": "en"]) { h in
+            h.element("head") { h in
+                h.raw("<meta charset=\"utf-8\"><title>Larder</title>\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">")
+                h.inline(.style)
+            }
+            try h.element("body", [:], body)
+        }
+        h.raw("\n")
+        return h.markup
+    }
 
     /// The static parts, package resources compiled into the binary (nothing
     /// to find at run time): `dashboard.css` and `dashboard.js` beside this file.

@@ -33,130 +33,226 @@ extension Dashboard {
         let (counts, previews) = try store.withReader {
             try Inspector.preview($0, tables: tablesShown, rows: rowsPerTable, chosen: chosen, offset: offset, textBytes: cellCharacters * 4)
         }
-        let shown = previews.map { ($0.table, $0.columns, $0.rows.map { $0.map(cell) }) }
-        let r = store.record
-        let id = escape(r.id)
-        var html = head + "<header><h1><a href=\"/\">Larder</a> · store <code>\(id)</code></h1></header><main>"
-        html += "<table class=\"meta\">"
-        let facts: [(String, String)] = [
-            ("label", escape(r.label ?? "")), ("template", escape(r.template ?? "")), ("version", escape(r.version ?? "")),
-            ("snapshot", escape(r.snapshot ?? "")), ("fixtures", escape(r.fixtures.joined(separator: ", "))),
-            ("created as", escape(r.creationDescription)), ("created", time(r.createdAt)),
-            ("expires", r.keptForever ? "kept forever" : (r.keep ? "kept, " : "") + time(r.expiresAt)), ("size", byteCount(store.sizeBytes)),
-            ("path", "<code>\(escape(s.registry.clientPath(store.databasePath)))</code>"),
-        ]
-        for (name, value) in facts { html += "<tr><th>\(name)</th><td>\(value)</td></tr>" }
-        html += "</table><p><a href=\"/stores/\(id)/artifact\">download zip</a> · <a href=\"/stores/\(id)/database\">download sqlite</a> · "
-        html += "<a href=\"/stores/\(id)/diff\">diff as JSON</a> · <a href=\"/stores/\(id)\">store as JSON</a></p>"
-
-        html += "<h2>What the test changed</h2>"
-        switch diff {
-        case .failure(let error):
-            html += "<p class=\"fail\">\(escape((LarderError.classify(error)?.message) ?? "\(error)"))</p>"
-        case .success(let diff):
-            html += changes(diff)
+        let id = store.record.id
+        return document { h in
+            h.element("header") { h in
+                h.element("h1") { h in
+                    h.raw("<a href=\"/\">Larder</a> · store ")
+                    h.element("code", text: id)
+                }
+            }
+            h.element("main") { h in
+                h.append(facts(s, store))
+                h.element("p") { h in
+                    h.element("a", ["href": .url("/stores/\(path: id)/artifact")], text: "download zip")
+                    h.text(" · ")
+                    h.element("a", ["href": .url("/stores/\(path: id)/database")], text: "download sqlite")
+                    h.text(" · ")
+                    h.element("a", ["href": .url("/stores/\(path: id)/diff")], text: "diff as JSON")
+                    h.text(" · ")
+                    h.element("a", ["href": .url("/stores/\(path: id)")], text: "store as JSON")
+                }
+                h.raw("<h2>What the test changed</h2>")
+                switch diff {
+                case .failure(let error):
+                    h.element("p", ["class": "fail"], text: (LarderError.classify(error)?.message) ?? "\(error)")
+                case .success(let diff):
+                    h.append(changes(diff))
+                }
+                tables(id: id, counts: counts, previews: previews, chosen: chosen, offset: offset, into: &h)
+            }
         }
+    }
 
-        html += "<h2>Tables</h2>"
-        if counts.isEmpty { html += "<p>no tables</p>" }
-        if counts.count > tablesShown { html += "<p>the first \(tablesShown) of \(counts.count) tables</p>" }
-        for (name, columns, rows) in shown {
-            if html.utf8.count > pageMaxBytes {
-                html += "<p>the page stops here, past \(byteCount(Int64(pageMaxBytes))): the rest is in the store's JSON and its download</p>"
+    /// The store's record, a line a fact.
+    static func facts(_ s: ServerContext, _ store: Store) -> HTML {
+        let r = store.record
+        let facts: [(StaticString, HTML)] = [
+            ("label", HTML(text: r.label ?? "")), ("template", HTML(text: r.template ?? "")), ("version", HTML(text: r.version ?? "")),
+            ("snapshot", HTML(text: r.snapshot ?? "")), ("fixtures", HTML(text: r.fixtures.joined(separator: ", "))),
+            ("created as", HTML(text: r.creationDescription)), ("created", time(r.createdAt)),
+            ("expires", expiry(r)), ("size", HTML(text: byteCount(store.sizeBytes))),
+            ("path", HTML { h in h.element("code", text: s.registry.clientPath(store.databasePath)) }),
+        ]
+        return HTML { h in
+            h.element("table", ["class": "meta"]) { h in
+                for (name, value) in facts {
+                    h.element("tr") { h in
+                        h.element("th") { h in h.raw(name) }
+                        h.element("td") { h in h.append(value) }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Each table's name and row count, then a page of its rows with links
+    /// to the pages before and after; written into the page `h` so that it
+    /// stops when the page grows past `pageMaxBytes`.
+    static func tables(id: String, counts: [(String, Int64)], previews: [Inspector.Preview], chosen: String?, offset: Int,
+                       into h: inout HTML) {
+        h.raw("<h2>Tables</h2>")
+        if counts.isEmpty { h.raw("<p>no tables</p>") }
+        if counts.count > tablesShown { h.element("p", text: "the first \(tablesShown) of \(counts.count) tables") }
+        for preview in previews {
+            if h.byteCount > pageMaxBytes {
+                h.element("p") { h in
+                    h.text("the page stops here, past \(byteCount(Int64(pageMaxBytes)))")
+                    h.raw(": the rest is in the store's JSON and its download")
+                }
                 break
             }
+            let name = preview.table, rows = preview.rows
             let total = counts.first { $0.0 == name }?.1 ?? 0
             let skip = name == chosen ? offset : 0
-            html += "<h3 id=\"t-\(escape(name))\">\(shortName(name)) <span class=\"count\">\(total) row(s)</span></h3>"
+            h.element("h3", ["id": "t-\(name)"]) { h in
+                h.append(shortName(name))
+                h.text(" ")
+                h.element("span", ["class": "count"], text: "\(total) row(s)")
+            }
             if rows.isEmpty && total == 0 { continue }
-            html += "<table class=\"rows\"><tr>" + columns.map { "<th>\(shortName($0))</th>" }.joined() + "</tr>"
-            for row in rows { html += "<tr>" + row.map { "<td>\($0)</td>" }.joined() + "</tr>" }
-            html += "</table><p class=\"paging\">rows \(rows.isEmpty ? skip : skip + 1)–\(skip + rows.count) of \(total)"
-            let link = "/stores/\(id)/page?table=\(escape(percentEncoded(name)))&amp;offset="
-            if skip > 0 { html += " · <a href=\"\(link)\(max(skip - rowsPerTable, 0))#t-\(escape(name))\">← earlier</a>" }
-            if Int64(skip + rows.count) < total { html += " · <a rel=\"next\" href=\"\(link)\(skip + rowsPerTable)#t-\(escape(name))\">later →</a>" }
-            html += "</p>"
+            h.element("table", ["class": "rows"]) { h in
+                h.element("tr") { h in
+                    for column in preview.columns { h.element("th") { h in h.append(shortName(column)) } }
+                }
+                for row in rows {
+                    h.element("tr") { h in
+                        for value in row { h.element("td") { h in h.append(cell(value)) } }
+                    }
+                }
+            }
+            func link(from offset: Int) -> Href { "/stores/\(path: id)/page\(query: [("table", name)])&offset=\(offset)#t-\(fragment: name)" }
+            h.element("p", ["class": "paging"]) { h in
+                h.text("rows \(rows.isEmpty ? skip : skip + 1)–\(skip + rows.count) of \(total)")
+                if skip > 0 {
+                    h.text(" · ")
+                    h.element("a", ["href": .url(link(from: max(skip - rowsPerTable, 0)))], text: "← earlier")
+                }
+                if Int64(skip + rows.count) < total {
+                    h.text(" · ")
+                    h.element("a", ["rel": "next", "href": .url(link(from: skip + rowsPerTable))], text: "later →")
+                }
+            }
         }
-        return html + "</main></body></html>\n"
     }
 
     /// The diff: schema changes as a list, then per changed table its
     /// counts and its rows, every column of either side.
-    static func changes(_ diff: StoreDiff.Changes) -> String {
-        if diff.schema.isEmpty && diff.tables.isEmpty { return "<p class=\"pass\">nothing: the store is as it was created</p>" }
-        var html = ""
-        if !diff.schema.isEmpty {
-            html += "<ul class=\"schema\">"
-            for change in diff.schema {
-                if html.utf8.count > pageMaxBytes / 2 {
-                    html += "<li>and more: the whole list is in the diff as JSON</li>"
-                    break
+    static func changes(_ diff: StoreDiff.Changes) -> HTML {
+        HTML { h in
+            if diff.schema.isEmpty && diff.tables.isEmpty { return h.raw("<p class=\"pass\">nothing: the store is as it was created</p>") }
+            if !diff.schema.isEmpty {
+                h.element("ul", ["class": "schema"]) { h in
+                    for change in diff.schema {
+                        if h.byteCount > pageMaxBytes / 2 {
+                            h.raw("<li>and more: the whole list is in the diff as JSON</li>")
+                            break
+                        }
+                        h.element("li", ["class": .text(change.kind.rawValue)]) { h in
+                            h.text(change.type.replacing("_", with: " ") + " ")
+                            h.element("code") { h in
+                                if let table = change.table {
+                                    h.append(shortName(table))
+                                    h.text(".")
+                                }
+                                h.append(shortName(change.name))
+                            }
+                            h.text(" " + change.kind.rawValue)
+                        }
+                    }
                 }
-                let what = (change.table.map { "\(shortName($0))." } ?? "") + shortName(change.name)
-                html += "<li class=\"\(change.kind.rawValue)\">\(change.type.replacing("_", with: " ")) <code>\(what)</code> \(change.kind.rawValue)</li>"
             }
-            html += "</ul>"
+            for (name, t) in diff.tables { h.append(changes(of: name, t)) }
         }
-        for (name, t) in diff.tables {
-            html += "<h3>\(shortName(name)) <span class=\"count\">\(t.inserted) inserted · \(t.updated) updated · \(t.deleted) deleted</span></h3>"
-            guard !t.rows.isEmpty else { continue }
+    }
+
+    /// One changed table: its counts, then its changed rows.
+    static func changes(of name: String, _ t: StoreDiff.TableChanges) -> HTML {
+        HTML { h in
+            h.element("h3") { h in
+                h.append(shortName(name))
+                h.text(" ")
+                h.element("span", ["class": "count"], text: "\(t.inserted) inserted · \(t.updated) updated · \(t.deleted) deleted")
+            }
+            guard !t.rows.isEmpty else { return }
             var columns: [String] = []
             for row in t.rows {
                 for side in ["old", "new"] {
                     for (column, _) in row[side]?.objectMembers ?? [] where !columns.contains(column) { columns.append(column) }
                 }
             }
-            html += "<table class=\"diff\"><tr><th>op</th><th>key</th>" + columns.map { "<th>\(shortName($0))</th>" }.joined() + "</tr>"
-            for row in t.rows {
-                let op = row["op"]?.stringValue ?? ""
-                let key = (row["key"]?.objectMembers ?? []).map { "\(escape($0.0))=\(cell($0.1))" }.joined(separator: ", ")
-                html += "<tr class=\"\(op)\"><td>\(op)</td><td>\(key)</td>"
-                for column in columns {
-                    let old = row["old"]?[column], new = row["new"]?[column]
-                    if op == "update", let old, let new, old != new {
-                        html += "<td class=\"changed\"><del>\(cell(old))</del> → <ins>\(cell(new))</ins></td>"
-                    } else {
-                        html += "<td>\((new ?? old).map(cell) ?? "")</td>"
+            h.element("table", ["class": "diff"]) { h in
+                h.element("tr") { h in
+                    h.raw("<th>op</th><th>key</th>")
+                    for column in columns { h.element("th") { h in h.append(shortName(column)) } }
+                }
+                for row in t.rows {
+                    let op = row["op"]?.stringValue ?? ""
+                    h.element("tr", ["class": .text(op)]) { h in
+                        h.element("td", text: op)
+                        h.element("td") { h in
+                            for (n, (column, value)) in (row["key"]?.objectMembers ?? []).enumerated() {
+                                if n > 0 { h.text(", ") }
+                                h.text(column + "=")
+                                h.append(cell(value))
+                            }
+                        }
+                        for column in columns {
+                            let old = row["old"]?[column], new = row["new"]?[column]
+                            if op == "update", let old, let new, old != new {
+                                h.element("td", ["class": "changed"]) { h in
+                                    h.element("del") { h in h.append(cell(old)) }
+                                    h.text(" → ")
+                                    h.element("ins") { h in h.append(cell(new)) }
+                                }
+                            } else {
+                                h.element("td") { h in if let value = new ?? old { h.append(cell(value)) } }
+                            }
+                        }
                     }
                 }
-                html += "</tr>"
             }
-            html += "</table>"
-            if Int64(t.rows.count) < t.total { html += "<p class=\"paging\">the first \(t.rows.count) of \(t.total) changed rows</p>" }
+            if Int64(t.rows.count) < t.total { h.element("p", ["class": "paging"], text: "the first \(t.rows.count) of \(t.total) changed rows") }
         }
-        return html
     }
 
-    /// Column `i` of a statement's current row as a cell, copying no more
-    /// of a long value than is shown.
-    static func cell(_ value: Inspector.Cell) -> String {
+    /// A previewed value as a cell, copying no more of a long value than is shown.
+    static func cell(_ value: Inspector.Cell) -> HTML {
         switch value {
         case .null: return cell(JSONValue.null)
-        case .blob(let bytes): return "<span class=\"null\">BLOB (\(bytes) bytes)</span>"
+        case .blob(let bytes): return note("BLOB (\(bytes) bytes)")
         case .text(let text, let bytes): return bytes <= cellCharacters * 4 ? cell(.string(text)) : cut(text, bytes: bytes)
         case .number(let number): return cell(number)
         }
     }
 
     /// A name (a table's, a column's), cut as a cell's text is.
-    static func shortName(_ name: String) -> String {
-        name.count > cellCharacters ? escape(String(name.prefix(cellCharacters))) + "…" : escape(name)
+    static func shortName(_ name: String) -> HTML {
+        name.count > cellCharacters ? HTML(text: name.prefix(cellCharacters) + "…") : HTML(text: name)
     }
 
     /// The first `cellCharacters` characters of `text`, and the whole size.
-    static func cut(_ text: String, bytes: Int) -> String {
-        escape(String(text.prefix(cellCharacters))) + "<span class=\"null\">… (\(bytes) bytes)</span>"
+    static func cut(_ text: String, bytes: Int) -> HTML {
+        HTML { h in
+            h.text(text.prefix(cellCharacters))
+            h.append(note("… (\(bytes) bytes)"))
+        }
+    }
+
+    /// What stands for a value not shown as it is (NULL, a BLOB, the rest of a long text).
+    static func note(_ text: String) -> HTML {
+        HTML { h in h.element("span", ["class": "null"], text: text) }
     }
 
     /// A value as a cell: NULL marked, BLOBs by size, long text cut.
-    static func cell(_ value: JSONValue) -> String {
+    static func cell(_ value: JSONValue) -> HTML {
         switch value {
-        case .null: return "<span class=\"null\">NULL</span>"
+        case .null: return note("NULL")
         case .string(let text):
-            return text.count > cellCharacters ? cut(text, bytes: text.utf8.count) : escape(text)
+            return text.count > cellCharacters ? cut(text, bytes: text.utf8.count) : HTML(text: text)
         default:
-            if let encoded = value["base64"]?.stringValue { return "<span class=\"null\">BLOB (\(encoded.utf8.count / 4 * 3) bytes)</span>" }
-            return escape(value.jsonText)
+            if let encoded = value["base64"]?.stringValue { return note("BLOB (\(encoded.utf8.count / 4 * 3) bytes)") }
+            return HTML(text: value.jsonText)
         }
     }
 }
