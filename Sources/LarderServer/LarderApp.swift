@@ -57,7 +57,7 @@ public final class LarderApp: Sendable {
         context.waiter.cancelAll()
         context.builds.cancelWaits()
         server.stop()
-        context.pool.stop()
+        context.workers.stop()
         context.artifacts.stop()
         context.registry.close()
     }

@@ -25,9 +25,9 @@ final class ServerContext: Sendable {
     let baseURL = Mutex<String>("")
     let startedAt = Timestamp.now
     /// Where artifacts are made: as many at once as there are cores, apart from other request work.
-    let artifacts = WorkPool(maxThreads: max(ProcessInfo.processInfo.activeProcessorCount, 2), keptThreads: 0)
-    /// Where `.later` work runs: a thread each, at most four per store.
-    let pool = WorkPool()
+    let artifacts = Workers(maxThreads: max(ProcessInfo.processInfo.activeProcessorCount, 2), keptThreads: 0)
+    /// Where `.later` work runs: a thread each, at most four per store or build.
+    let workers = Workers()
     let lastCheck = Mutex<(at: Timestamp, results: [MigrationCheck.Report])?>(nil)
 
     let logger: Logger

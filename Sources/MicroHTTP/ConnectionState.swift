@@ -4,7 +4,7 @@ import FileSystem
 import Synchronization
 
 /// The state of one request on one connection, from its first callback to
-/// libmicrohttpd's "completed" notice. Reached from the pool thread that owns
+/// libmicrohttpd's "completed" notice. Reached from the request thread that owns
 /// the connection and, for suspended requests, from the thread that answers.
 final class ConnectionState: @unchecked Sendable {
     enum Phase { case reading, suspended, answered }

@@ -45,7 +45,7 @@ public struct Response: Sendable {
 }
 
 /// What a handler gives back: an answer now, or work that answers later from
-/// another thread while the connection is suspended (no pool thread is held).
+/// another thread while the connection is suspended (no request thread is held).
 public enum Reply: Sendable {
     case now(Response)
     case later(@Sendable (Responder) -> Void)

@@ -2,7 +2,7 @@
 import CMicroHTTPD
 
 // C callbacks for libmicrohttpd. They are plain functions outside main.swift
-// (a closure there would be main-actor isolated and trap on a pool thread),
+// (a closure there would be main-actor isolated and trap on a request thread),
 // and reach their Swift object through the `cls` pointer.
 
 let accessHandler: MHD_AccessHandlerCallback = { cls, connection, url, method, _, uploadData, uploadSize, contextSlot in

@@ -5,9 +5,9 @@ import FileSystem
 import FoundationEssentials
 import Synchronization
 
-/// An HTTP/1.1 server on libmicrohttpd: an epoll thread pool answers requests;
+/// An HTTP/1.1 server on libmicrohttpd: its request threads (an epoll thread pool) answer requests;
 /// handlers that take long answer `.later`, which suspends the connection so
-/// no pool thread waits.
+/// no request thread waits.
 public final class Server: @unchecked Sendable {
     public struct Settings: Sendable {
         public var host = "127.0.0.1"
@@ -66,7 +66,7 @@ public final class Server: @unchecked Sendable {
         }
     }
 
-    /// Binds and starts the pool. `port` is the bound port afterwards (useful with port 0).
+    /// Binds and starts the request threads. `port` is the bound port afterwards (useful with port 0).
     public func start() throws {
         var s = larder_mhd_settings()
         let host = settings.host == "localhost" ? "127.0.0.1" : settings.host

@@ -33,6 +33,19 @@ final class DashboardTests: XCTestCase, RouterTestCase {
 
     func signIn(_ body: String) -> RouterAnswer { call("POST", "/sign-in", headers: form, body: body) }
 
+    func testA401IsWhatTheOperationDeclaresAndTheDocumentSays() throws {
+        let document = try XCTUnwrap(try JSONValue.parse(context.openAPI))
+        for (method, path, form) in [("GET", "/", true), ("GET", "/checks/page", true), ("GET", "/stores/st_x/page", true),
+                                     ("POST", "/checks/page", false), ("GET", "/stores", false)] {
+            let answer = call(method, path)
+            XCTAssertEqual(answer.status, 401, "\(method) \(path)")
+            XCTAssertEqual(answer.code == nil, form, "\(method) \(path): the sign-in form, or the JSON error")
+            let documented = path.replacingOccurrences(of: "st_x", with: "{id}")
+            let said = document["paths"]?[documented]?[method.lowercased()]?["responses"]?["401"]?["content"]
+            XCTAssertEqual(said?["text/html"] != nil, form, "the document says what \(method) \(documented) answers")
+        }
+    }
+
     func testTheDashboardWithoutTheTokenIsASignInForm() {
         let answer = call("GET", "/")
         XCTAssertEqual(answer.status, 401)

@@ -9,7 +9,7 @@ import Synchronization
 /// `store.json` and `base.sqlite` (its creation state). Work that cannot interleave (migrations, fixtures, writes
 /// through the query endpoint, deletion) runs one at a time; a second such
 /// request meanwhile is a `conflict`. Reads, resets and copies take a
-/// connection from the store's pool; other work opens its own.
+/// connection the store keeps open; other work opens its own.
 public final class Store: Sendable {
     public let id: String
     /// Its place in creation order (the record's, which never changes).
@@ -258,6 +258,9 @@ public final class Store: Sendable {
         }
     }
 
+    /// Whether an operation runs on it now (a deletion would wait for it to stop).
+    public var hasWorkUnderWay: Bool { state.withLock { !$0.active.isEmpty || $0.operation != nil } }
+
     /// Marks the store deleted (every later operation is `store_not_found`), interrupts
     /// the operations under way and waits up to `graceMs` for them to end.
     func markDeleted(graceMs: Int = 2000) {
@@ -280,13 +283,13 @@ public final class Store: Sendable {
         Store.openReaders.subtract(dropped, ordering: .relaxed)
     }
 
-    /// Runs `body` with a read connection from this store's pool, within
+    /// Runs `body` with a read connection this store keeps open (or a new one), within
     /// `readTimeoutMs` (a store may hold views a client made to be slow).
     /// A read that finds the file system full (its `-shm` cannot be made)
     /// tries once more after the room that others hold is given back.
     public func withReader<T>(_ body: (Connection) throws -> T) throws -> T {
         try withoutActuallyEscaping(body) { body in
-            let read = { try self.withPooled { db in try db.limited(milliseconds: self.readTimeoutMs, "reading the store") { try body(db) } } }
+            let read = { try self.withKeptConnection { db in try db.limited(milliseconds: self.readTimeoutMs, "reading the store") { try body(db) } } }
             do {
                 return try read()
             } catch where pressure != nil && DiskPressure.isOutOfRoom(error) {
@@ -296,19 +299,19 @@ public final class Store: Sendable {
         }
     }
 
-    /// Runs `body` with a hardened connection to the live file from this
-    /// store's pool (a new one when none is idle), given back after it while
+    /// Runs `body` with a hardened connection to the live file that this
+    /// store keeps open (a new one when none is idle), given back after it while
     /// healthy, in autocommit, the store alive and the process-wide cap allows.
-    func withPooled<T>(_ body: (Connection) throws -> T) throws -> T {
+    func withKeptConnection<T>(_ body: (Connection) throws -> T) throws -> T {
         if isDeleted { throw notFound }
-        let pooled = readers.withLock { $0.popLast() }
-        if pooled != nil { Store.openReaders.subtract(1, ordering: .relaxed) }
+        let kept = readers.withLock { $0.popLast() }
+        if kept != nil { Store.openReaders.subtract(1, ordering: .relaxed) }
         let db: Connection
         do {
-            if let pooled {
-                // A pooled connection holds the files as they were: what is there now is checked all the same.
+            if let kept {
+                // A kept connection holds the files as they were: what is there now is checked all the same.
                 try checkFiles()
-                db = pooled
+                db = kept
             } else {
                 db = try connect(busyTimeoutMs: Int32(clamping: busyTimeoutMs))
             }
@@ -319,7 +322,7 @@ public final class Store: Sendable {
         var healthy = true
         defer {
             let kept = healthy && readers.withLock { r -> Bool in
-                guard r.count < 4, Store.openReaders.load(ordering: .relaxed) < Store.maxOpenReaders, pressure?.poolsConnections ?? true,
+                guard r.count < 4, Store.openReaders.load(ordering: .relaxed) < Store.maxOpenReaders, pressure?.keepsConnections ?? true,
                       !isDeleted, db.isAutocommit else { return false }
                 r.append(db)
                 return true
@@ -330,7 +333,7 @@ public final class Store: Sendable {
             return try body(db)
         } catch let error as SQLiteError where error.isIOFailure {
             // A full disk can leave the shared memory or the file in a state
-            // that pooled connections keep failing on: start over with fresh ones.
+            // that kept connections keep failing on: start over with fresh ones.
             healthy = false
             dropReaders()
             throw isDeleted ? notFound : error
@@ -455,7 +458,7 @@ extension Store {
         func removeAll() { targets.forEach(FileSystem.removeDatabase) }
         var exactCounts: [(String, Int64)]?
         do {
-            try withPooled { db in try tracking(db) {
+            try withKeptConnection { db in try tracking(db) {
                 try db.execute("BEGIN")
                 defer { try? db.execute("ROLLBACK") }
                 _ = try db.scalar("SELECT count(*) FROM sqlite_schema") // the read transaction starts here

@@ -80,7 +80,7 @@ public struct StoreEditor: Sendable {
             try registry.save(store)
         }
         do {
-            return try registry.operate(store, exclusive: "reset", timeoutMs: registry.limits.operationTimeoutMs, pooled: true) { db in
+            return try registry.operate(store, exclusive: "reset", timeoutMs: registry.limits.operationTimeoutMs, kept: true) { db in
                 try store.withBaseCounts {
                     try db.restore(from: try Connection.immutable(path: store.basePath))
                     try restored()

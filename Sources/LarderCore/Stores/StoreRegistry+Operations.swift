@@ -14,14 +14,14 @@ extension StoreRegistry {
     ///   waited for up to `--busy-timeout-ms`, then answers `conflict`.
     /// - With `--max-disk-bytes`, the store may grow only by what is left of
     ///   the quota (`max_page_count`); past it, `quota_exceeded`. A full file system is `insufficient_storage`.
-    /// - `pooled`: on a connection of the store's pool (kept open between
-    ///   requests) instead of a new one, for work that runs none of a
+    /// - `kept`: on a connection the store keeps open between
+    ///   requests instead of a new one, for work that runs none of a
     ///   client's SQL (a reset).
-    public func operate<T>(_ store: Store, exclusive: String?, timeoutMs: Int, pooled: Bool = false,
+    public func operate<T>(_ store: Store, exclusive: String?, timeoutMs: Int, kept: Bool = false,
                            _ body: (Connection) throws -> T) throws -> T {
         if store.isDeleted { throw store.notFound }
-        if pooled {
-            return try store.withPooled { db in try run(body, on: db, store: store, exclusive: exclusive, timeoutMs: timeoutMs) }
+        if kept {
+            return try store.withKeptConnection { db in try run(body, on: db, store: store, exclusive: exclusive, timeoutMs: timeoutMs) }
         }
         let db: Connection
         do { db = try store.connect(busyTimeoutMs: Int32(min(timeoutMs, limits.busyTimeoutMs))) } catch { throw store.isDeleted ? store.notFound : error }
@@ -34,7 +34,7 @@ extension StoreRegistry {
         let sizeBefore = store.sizeBytes
         defer { if !store.isDeleted { noteGrowth(store.sizeBytes - sizeBefore) } }
         var pageLimit: Int64?, unlimited: Int64?
-        // (The connection may go back to a pool: its limit goes back too.)
+        // (The connection may be kept for later: its limit goes back too.)
         defer { if let unlimited, pageLimit != nil { try? db.execute("PRAGMA max_page_count = \(unlimited)") } }
         do {
             // A throwaway test database: Larder's commits need not wait for

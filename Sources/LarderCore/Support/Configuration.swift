@@ -171,7 +171,7 @@ public struct Configuration: Sendable {
         .int("max-body-bytes", \.maxBodyBytes, 1...Int(Int32.max) * 4, "Largest request body (uploads included), in bytes."),
         .int("max-stores", \.maxStores, 1...10_000_000, "Most live stores at once; past it POST /stores answers quota_exceeded."),
         .bytes("max-disk-bytes", \.maxDiskBytes, "Most bytes the stores may take on disk: their files, their own bases, ready copies, builds under way and the trash, writes into live stores included (0: no limit); past it quota_exceeded."),
-        .int("threads", \.threads, 1...256, "libmicrohttpd's pool threads."),
+        .int("threads", \.threads, 1...256, "Request threads (libmicrohttpd's thread pool), which answer fast work and hand the rest to the workers."),
         .int("connection-limit", \.connectionLimit, 1...1_000_000, "Most open connections."),
         .int("connection-timeout-seconds", \.connectionTimeoutSeconds, 1...86_400, "Idle connections are closed after this many seconds."),
         .int("header-timeout-seconds", \.headerTimeoutSeconds, 1...3_600,

@@ -12,8 +12,6 @@ import Text
 enum Dashboard {
     /// Stores shown per page.
     static let pageSize = 200
-    /// The routes whose answer is a page: a browser without the token gets the sign-in page there.
-    static let pages: Set<String> = ["/", "/stores/{id}/page", "/checks/page"]
 
     /// Which stores the list shows: `?label_prefix=` and `?template=`, both optional.
     struct Filter: Sendable {

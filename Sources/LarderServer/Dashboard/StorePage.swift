@@ -18,11 +18,11 @@ extension Dashboard {
     static let pageMaxBytes = 8 << 20
 
     static func storePage(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.server, id = c["id"]
+        let s = c.server, id = try c.parameter("id")
         let store = try s.registry.get(id)
         let chosen = request.queryValue("table")
         let offset = try request.queryInt("offset", in: 0...Int(Int32.max)) ?? 0
-        // It opens the database: off the pool.
+        // It opens the database: on the workers.
         return .later { html(200, try storePage(s, store, table: chosen, offset: offset)) }
     }
 

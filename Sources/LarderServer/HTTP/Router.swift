@@ -7,9 +7,9 @@ import Synchronization
 
 /// What a route handler gives back.
 enum Outcome {
-    /// Answer at once, on the pool thread (fast work only).
+    /// Answer at once, on the request thread (fast work only).
     case now(Response)
-    /// Run on a worker thread while the connection is suspended.
+    /// Run on the workers while the connection is suspended (the operation's `Lane`).
     case later(@Sendable () throws -> Response)
     /// Register a callback that answers whenever it likes (long polls);
     /// answers how to cancel the wait should the client leave first.
@@ -27,15 +27,24 @@ struct RouteContext: Sendable {
     /// The server's logger with the request's id on every line (made when a route logs).
     var logger: Logger { server.logger.with(requestID: requestID) }
 
-    /// A path parameter by the name the route gives it (`{id}` → "id").
-    subscript(_ name: String) -> String { parameters[name] ?? "" }
+    /// A path parameter by the name the route gives it (`{id}` → "id");
+    /// a name the route does not have is a mistake of the route table's.
+    func parameter(_ name: String) throws -> String {
+        guard let value = parameters[name] else {
+            throw LarderError(.internalError, "the route has no path parameter '\(name)'")
+        }
+        return value
+    }
 }
 
 /// One route's handler.
 typealias RouteHandler = @Sendable (Request, RouteContext) throws -> Outcome
 
-/// Matches method and path to a handler; translates errors into the
-/// contract's error body; counts requests for /metrics.
+/// Routes a request through its steps: who may ask (origin, token, the
+/// dashboard's sign-in form), what is asked (route, method, query names),
+/// then where its work runs (the operation's lane). Every answer, error or
+/// not, is finished in one place: the contract's error body, the request
+/// id, the log line and the metrics.
 final class Router: Sendable {
     struct Route {
         let name: String
@@ -52,6 +61,9 @@ final class Router: Sendable {
         self.server = server
         var routes: [Route] = []
         for op in Routes.table(server.configuration) {
+            if case .workers(let line) = op.lane, let parameter = line.parameter {
+                precondition(op.path.contains("{\(parameter)}"), "\(op.method) \(op.path): its line is named by {\(parameter)}, which it lacks")
+            }
             if let i = routes.firstIndex(where: { $0.name == op.path }) {
                 routes[i].methods[op.method] = op
             } else {
@@ -65,84 +77,83 @@ final class Router: Sendable {
     }
 
     func route(_ request: Request) -> Reply {
-        let started = ContinuousClock.now
-        let segments = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
-        let requestID = Router.requestID(given: request.header("x-request-id")) { "r\(requestCounter.wrappingAdd(1, ordering: .relaxed).newValue)" }
-        var name = "unmatched"
-        let finish: @Sendable (String, Response) -> Response = { [server] name, response in
-            let elapsed = (ContinuousClock.now - started).components
-            let seconds = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
-            server.metrics.record(route: name, status: response.status, seconds: seconds)
-            var line: Logger.Metadata = ["request_id": .string(requestID), "method": .string(request.method), "path": .string(request.path),
-                                         "status": .stringConvertible(response.status), "ms": .stringConvertible((seconds * 1e6).rounded() / 1e3)]
-            if let code = response.errorCode { line["error"] = .string(code) }
-            server.logger.info("request", metadata: line)
-            var answered = response
-            answered.addHeader("X-Request-Id", requestID)
-            return answered
-        }
-        // Every error, whenever it comes, becomes the contract's body here.
-        let failed: @Sendable (Error) -> Response = { [server] in errorResponse(larderError($0, requestID: requestID, logger: server.logger)) }
+        let exchange = Exchange(server: server, request: request,
+                                requestID: Router.requestID(given: request.header("x-request-id")) { "r\(requestCounter.wrappingAdd(1, ordering: .relaxed).newValue)" })
         do {
             // Who may ask comes before what exists: no probing of routes
             // without the token, or from a foreign web page.
             try server.origins.check(request)
-            guard let (route, parameters) = match(segments) else {
-                try authorize(request, route: nil)
+            guard let (route, parameters) = match(request) else {
+                try authorize(request, nil)
                 throw LarderError(.notFound, "no route for \(request.method) \(request.path)", details: [("path", .string(request.path))])
             }
-            name = route.name
-            do {
-                try authorize(request, route: route)
-            } catch let error as LarderError where error.code == .unauthorized && Dashboard.pages.contains(route.name) && (request.method == "GET" || request.method == "HEAD") {
-                // A browser at the dashboard gets a way in, not a JSON error.
-                return .now(finish(name, Dashboard.signInPage(server, request: request)))
-            }
-            guard let endpoint = Router.operation(route, request.method) else {
-                var response = errorResponse(LarderError(.methodNotAllowed, "\(request.method) is not allowed on \(route.name)",
-                                                         details: [("allowed", JSONValue(route.methods.keys.sorted()))]))
-                response.addHeader("Allow", route.methods.keys.sorted().joined(separator: ", "))
-                return .now(finish(name, response))
-            }
+            exchange.name = route.name
+            let endpoint = Router.operation(route, request.method)
+            if let form = try signInFormInstead(request, endpoint) { return .now(exchange.finish(form)) }
+            guard let endpoint else { return .now(exchange.finish(Router.methodNotAllowed(request, route))) }
             try request.checkQuery(allowed: endpoint.queryNames)
-            let context = RouteContext(server: server,
-                                       parameters: Dictionary(zip(route.parameterNames, parameters), uniquingKeysWith: { a, _ in a }),
-                                       requestID: requestID)
-            switch try endpoint.handler(request, context) {
-            case .now(let response):
-                return .now(finish(name, response))
-            case .later(let work):
-                let routeName = name
-                // One store's work waits in its own line (see WorkPool).
-                let lane = context.parameters["id"].map { "store " + $0 } ?? context.parameters["key"].map { "build " + $0 }
-                let pool = server.pool
-                return .later { responder in
-                    pool.submit(lane: lane) {
-                        let response: Response
-                        do { response = try work() } catch { response = failed(error) }
-                        responder.send(finish(routeName, response))
-                    }
-                }
-            case .whenReady(let register):
-                let routeName = name
-                return .later { responder in
-                    let cancel = register { result in
-                        let response: Response
-                        switch result {
-                        case .success(let answer): response = answer
-                        case .failure(let error): response = failed(error)
-                        }
-                        responder.send(finish(routeName, response))
-                    }
-                    // A client that leaves releases its wait at once (499: client closed request).
-                    responder.onHangup {
-                        cancel()
-                        responder.send(finish(routeName, Response(status: 499)))
-                    }
+            let context = RouteContext(server: server, parameters: Dictionary(zip(route.parameterNames, parameters), uniquingKeysWith: { a, _ in a }),
+                                       requestID: exchange.requestID)
+            return try run(endpoint.handler(request, context), in: endpoint.lane, context, exchange)
+        } catch {
+            return .now(exchange.finish(exchange.failed(error)))
+        }
+    }
+
+    /// The token check, but for a browser at a dashboard page, which gets
+    /// the sign-in form instead of the JSON error (the operation says so).
+    private func signInFormInstead(_ request: Request, _ endpoint: Operation?) throws -> Response? {
+        do {
+            try authorize(request, endpoint)
+            return nil
+        } catch let error as LarderError where error.code == .unauthorized && endpoint?.signInForm == true {
+            return Dashboard.signInPage(server, request: request)
+        }
+    }
+
+    /// 405, with the methods the route has in `Allow`.
+    private static func methodNotAllowed(_ request: Request, _ route: Route) -> Response {
+        let allowed = route.methods.keys.sorted()
+        var response = errorResponse(LarderError(.methodNotAllowed, "\(request.method) is not allowed on \(route.name)",
+                                                 details: [("allowed", JSONValue(allowed))]))
+        response.addHeader("Allow", allowed.joined(separator: ", "))
+        return response
+    }
+
+    /// Answers what the handler gave back, in the operation's lane.
+    private func run(_ outcome: Outcome, in lane: Lane, _ context: RouteContext, _ exchange: Exchange) throws -> Reply {
+        switch outcome {
+        case .now(let response):
+            return .now(exchange.finish(response))
+        case .later(let work):
+            guard case .workers(let line) = lane else {
+                throw LarderError(.internalError, "\(exchange.name) runs on the request thread, and its handler gave work for the workers")
+            }
+            let key = line.parameter.flatMap { name in context.parameters[name].map { "\(line) " + $0 } }
+            let workers = server.workers
+            return .later { responder in
+                workers.submit(line: key) {
+                    let response: Response
+                    do { response = try work() } catch { response = exchange.failed(error) }
+                    responder.send(exchange.finish(response))
                 }
             }
-        } catch {
-            return .now(finish(name, failed(error)))
+        case .whenReady(let register):
+            return .later { responder in
+                let cancel = register { result in
+                    let response: Response
+                    switch result {
+                    case .success(let answer): response = answer
+                    case .failure(let error): response = exchange.failed(error)
+                    }
+                    responder.send(exchange.finish(response))
+                }
+                // A client that leaves releases its wait at once (499: client closed request).
+                responder.onHangup {
+                    cancel()
+                    responder.send(exchange.finish(Response(status: 499)))
+                }
+            }
         }
     }
 
@@ -164,7 +175,8 @@ final class Router: Sendable {
         Dictionary(uniqueKeysWithValues: routes.flatMap { route in route.methods.map { ($0.key + " " + route.name, $0.value.queryNames) } })
     }
 
-    private func match(_ segments: [String]) -> (Route, [String])? {
+    private func match(_ request: Request) -> (Route, [String])? {
+        let segments = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         outer: for route in routes where route.pattern.count == segments.count {
             var parameters: [String] = []
             for (p, s) in zip(route.pattern, segments) {
@@ -182,10 +194,48 @@ final class Router: Sendable {
     }
 
     /// The token as a Bearer header, or the sign-in cookie a browser got for it.
-    private func authorize(_ request: Request, route: Route?) throws {
-        guard let token = server.configuration.token, route.flatMap({ Router.operation($0, request.method) })?.open != true else { return }
+    private func authorize(_ request: Request, _ endpoint: Operation?) throws {
+        guard let token = server.configuration.token, endpoint?.open != true else { return }
         if constantTimeEqual(request.header("authorization") ?? "", "Bearer " + token) { return }
         if server.session?.admits(request) == true { return }
         throw LarderError(.unauthorized, "this server needs 'Authorization: Bearer <token>' (a browser signs in at /)")
+    }
+}
+
+/// One request on its way through the router: its id and its clock, and
+/// what every answer gets on its way out.
+private final class Exchange: @unchecked Sendable {
+    let server: ServerContext
+    let method: String
+    let path: String
+    let requestID: String
+    let started = ContinuousClock.now
+    /// The route's name for logs and metrics, once matched (set before any work is handed on).
+    var name = "unmatched"
+
+    init(server: ServerContext, request: Request, requestID: String) {
+        self.server = server
+        method = request.method
+        path = request.path
+        self.requestID = requestID
+    }
+
+    /// The contract's error body for any error, whenever it comes.
+    func failed(_ error: Error) -> Response {
+        errorResponse(larderError(error, requestID: requestID, logger: server.logger))
+    }
+
+    /// The answer as sent: its request id, its log line and its metrics.
+    func finish(_ response: Response) -> Response {
+        let elapsed = (ContinuousClock.now - started).components
+        let seconds = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+        server.metrics.record(route: name, status: response.status, seconds: seconds)
+        var line: Logger.Metadata = ["request_id": .string(requestID), "method": .string(method), "path": .string(path),
+                                     "status": .stringConvertible(response.status), "ms": .stringConvertible((seconds * 1e6).rounded() / 1e3)]
+        if let code = response.errorCode { line["error"] = .string(code) }
+        server.logger.info("request", metadata: line)
+        var answered = response
+        answered.addHeader("X-Request-Id", requestID)
+        return answered
     }
 }

@@ -6,7 +6,7 @@ import MicroHTTP
 import Zip
 
 /// `/artifact` (a streamed zip) and `/database` (the raw snapshot). The
-/// snapshot and the compression run on a worker, never on a pool thread.
+/// snapshot and the compression run on a worker, never on a request thread.
 enum ArtifactRoutes {
     /// How many bytes of row values an artifact's `diff.json` holds at most.
     static let diffMaxBytes = 1 << 20
@@ -17,7 +17,7 @@ enum ArtifactRoutes {
     }
 
     static func artifact(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.server, id = c["id"]
+        let s = c.server, id = try c.parameter("id")
         let method: ZipWriter.Method
         switch request.queryValue("compression") ?? "deflate" {
         case "deflate": method = .deflate
@@ -25,13 +25,13 @@ enum ArtifactRoutes {
         case let other: throw LarderError.badRequest("compression must be 'deflate' or 'store', not '\(other)'")
         }
         let store = try s.registry.get(id)
-        // Artifacts are made on a pool of their own, as many at once as
+        // Artifacts are made on workers of their own, as many at once as
         // there are cores: a burst of downloads cannot take the threads that
         // queries and uploads need.
         return .whenReady { respond in
             // Still queued when the client leaves: never started.
             let left = Latch()
-            s.artifacts.submit(lane: nil) {
+            s.artifacts.submit(line: nil) {
                 guard !left.isSet else { return }
                 let stream: BodyStream, writer: ArtifactWriter
                 do {
@@ -62,10 +62,10 @@ enum ArtifactRoutes {
     /// Makes the zip a few MiB ahead of what the client has read, one round
     /// at a time on `queue`: a client that stops reading stops the work and
     /// holds no thread. Answers the first round, to start once the answer is sent.
-    static func pace(_ writer: ArtifactWriter, into stream: BodyStream, on pool: WorkPool,
+    static func pace(_ writer: ArtifactWriter, into stream: BodyStream, on workers: Workers,
                      failed: @escaping @Sendable (Error) -> Void) -> @Sendable () -> Void {
         let round: @Sendable () -> Void = {
-            pool.submit(lane: nil) {
+            workers.submit(line: nil) {
                 do {
                     repeat {
                         if try writer.step() { stream.finish(); return }
@@ -82,7 +82,7 @@ enum ArtifactRoutes {
 
     static func database(_ request: Request, _ c: RouteContext) throws -> Outcome {
         let s = c.server
-        let store = try s.registry.get(c["id"])
+        let store = try s.registry.get(c.parameter("id"))
         return .later {
             let snapshot = try DatabaseSnapshot(store: store, temporaryDirectory: s.layout.temporary)
             let sums = try snapshot.checksums()

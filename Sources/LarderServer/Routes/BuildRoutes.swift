@@ -11,7 +11,7 @@ enum BuildRoutes {
         let body = try JSONBody(request, allowed: ["key", "label"])
         guard let key = try body.string("key") else { throw LarderError.badRequest("a build needs a 'key' (your fingerprint of its migrations)") }
         let label = try body.string("label")
-        // Making the builder's empty file is a few file calls: on the pool.
+        // Making the builder's empty file is a few file calls: on the request thread.
         switch try s.builds.claim(key: key, label: label) {
         case .build(let info): return .now(json(201, BuildAnswer.json(s, info)))
         case .building(let info): return .now(json(202, BuildAnswer.json(s, info)))
@@ -19,16 +19,16 @@ enum BuildRoutes {
         }
     }
 
-    /// `POST /builds/{key}/finish`: checks and copies the whole database, off the pool.
+    /// `POST /builds/{key}/finish`: checks and copies the whole database, on the workers.
     static func finish(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.server, key = c["key"]
+        let s = c.server, key = try c.parameter("key")
         _ = try JSONBody(request, allowed: [])
         try BuildRegistry.check(key: key)
         return .later { json(200, BuildAnswer.json(s, try s.builds.finish(key))) }
     }
 
     static func discard(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        try c.server.builds.discard(c["key"])
+        try c.server.builds.discard(c.parameter("key"))
         return .now(Response(status: 204))
     }
 
@@ -41,7 +41,7 @@ enum BuildRoutes {
     /// answers once the build is no longer building: ready (200), discarded
     /// (404), or still building after N ms (408).
     static func show(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.server, key = c["key"]
+        let s = c.server, key = try c.parameter("key")
         let info = try s.builds.info(key)
         guard let wait = request.queryValue("wait") else {
             if request.queryValue("timeout_ms") != nil { throw LarderError.badRequest("'timeout_ms' goes with 'wait'", reason: .timeoutWithoutWait) }
@@ -65,7 +65,7 @@ enum BuildRoutes {
     }
 
     /// `POST /stores {"build": KEY, "timeout_ms": N}`: a copy of a ready
-    /// build at once; while it builds, the request waits suspended (no pool
+    /// build at once; while it builds, the request waits suspended (no request
     /// thread held) up to `timeout_ms`, then copies.
     static func createStore(_ c: RouteContext, key: String, timeoutMs: Int?, label: String?, ttlSeconds: Int?) throws -> Outcome {
         let s = c.server
@@ -80,8 +80,8 @@ enum BuildRoutes {
             s.builds.whenReady(key, timeoutMs: timeout) { result in
                 switch result {
                 case .success(let entry):
-                    // Told on the finishing request's thread: the copy goes to the pool.
-                    s.pool.submit(lane: "build " + key) { respond(Result { try make(entry) }) }
+                    // Told on the finishing request's thread: the copy goes to the workers.
+                    s.workers.submit(line: "build " + key) { respond(Result { try make(entry) }) }
                 case .failure(let error):
                     respond(.failure(error))
                 }

@@ -26,7 +26,7 @@ enum CheckRoutes {
     }
 
     /// The migration checks of the fixtures folder (of `template`, which must
-    /// exist: asked now), to run off the pool; the run is remembered as the
+    /// exist: asked now), to run on the workers; the run is remembered as the
     /// dashboard's last.
     static func checks(_ s: ServerContext, template: String?, roundTrips: Bool = true, dataCheck: Bool = true) throws
         -> @Sendable () throws -> [MigrationCheck.Report] {
@@ -41,7 +41,7 @@ enum CheckRoutes {
 
     /// `POST /stores/{id}/check`: judges a store the app's own migrator migrated.
     static func judge(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.server, id = c["id"]
+        let s = c.server, id = try c.parameter("id")
         let junitAsked = try junitAsked(request)
         let body = try JSONBody(request, allowed: ["against", "snapshot", "expect", "data"])
         let reference = try CheckRoutes.reference(body.value("against"))

@@ -5,7 +5,7 @@ import MicroHTTP
 /// `/stores/{id}/fixtures`: named fixtures, inline SQL or rows, all or nothing.
 enum FixtureRoutes {
     static func fixtures(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.server, id = c["id"]
+        let s = c.server, id = try c.parameter("id")
         let body = try JSONBody(request, allowed: ["fixtures", "sql", "rows"])
         let given = ["fixtures", "sql", "rows"].filter { body.has($0) }
         guard given.count == 1 else {

@@ -7,7 +7,7 @@ import Text
 enum InspectRoutes {
     static func counts(_ request: Request, _ c: RouteContext) throws -> Outcome {
         let s = c.server
-        let store = try s.registry.get(c["id"])
+        let store = try s.registry.get(c.parameter("id"))
         let tables = request.queryValue("tables").map(names)
         guard let waitText = request.queryValue("wait") else {
             if request.queryValue("timeout_ms") != nil { throw LarderError.badRequest("'timeout_ms' goes with 'wait'", reason: .timeoutWithoutWait) }
@@ -40,7 +40,7 @@ enum InspectRoutes {
     }
 
     static func schema(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let store = try c.server.registry.get(c["id"])
+        let store = try c.server.registry.get(c.parameter("id"))
         let maxBytes = c.server.configuration.queryMaxBytes
         return .later { json(200, try store.withReader { try Inspector.schema($0, maxBytes: maxBytes) }) }
     }
@@ -52,8 +52,8 @@ enum InspectRoutes {
         options.limit = try request.queryInt("limit", in: 0...10_000) ?? 100
         options.maxBytes = s.configuration.queryMaxBytes
         options.tables = try tableList(request)
-        let store = try s.registry.get(c["id"])
-        // Proportional to the tables' sizes: off the pool.
+        let store = try s.registry.get(c.parameter("id"))
+        // Proportional to the tables' sizes: on the workers.
         return .later { [options] in json(200, try store.diff(options).json(base: store.record.creationDescription)) }
     }
 
@@ -77,7 +77,7 @@ enum InspectRoutes {
         let limit = try body.int("max_rows", in: 1...s.configuration.queryRowLimit) ?? s.configuration.queryRowLimit
         let timeout = try body.int("timeout_ms", in: 1...s.configuration.readTimeoutMs) ?? s.configuration.readTimeoutMs
         let params = body.value("params")
-        let store = try s.registry.get(c["id"])
+        let store = try s.registry.get(c.parameter("id"))
         let maxBytes = s.configuration.queryMaxBytes
         return .later {
             // Queries from parallel tests may run together (SQLite locks

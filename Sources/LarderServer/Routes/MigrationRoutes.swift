@@ -5,14 +5,14 @@ import MicroHTTP
 /// `/stores/{id}/migrate` and `/stores/{id}/migrations`.
 enum MigrationRoutes {
     static func migrate(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.server, id = c["id"]
+        let s = c.server, id = try c.parameter("id")
         let body = try JSONBody(request, allowed: ["to"])
         let target = try body.string("to") ?? "latest"
         return .later { json(200, MigrationAnswer.json(try s.editor.migrate(id, to: target))) }
     }
 
     static func migrations(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.server, id = c["id"]
+        let s = c.server, id = try c.parameter("id")
         return .later { json(200, MigrationAnswer.json(try s.editor.migrations(id))) }
     }
 }

@@ -39,6 +39,8 @@ struct Operation {
     let path: String
     let handler: RouteHandler
     let summary: String
+    /// Where its handler's work runs.
+    var lane: Lane = .requestThread
     /// Answers without the token: the health check, the browser's way in and out.
     var open = false
     var success = 200
@@ -49,7 +51,8 @@ struct Operation {
     var errors: [Int] = []
     /// Error statuses that carry the success answer (a failed check's report).
     var failuresAnswer: [Int] = []
-    /// Whether a 401 is the HTML sign-in form rather than the error body.
+    /// Whether a 401 is the HTML sign-in form rather than the error body
+    /// (a browser's page): the router answers so, and the document says so.
     var signInForm = false
     var body: ContractObject? = nil
     var bodyType = "application/json"
@@ -69,4 +72,34 @@ struct Operation {
 
     /// Every query name the router lets through to the handler.
     var queryNames: Set<String> { Set(query.map(\.name)).union(undocumentedQuery) }
+}
+
+/// Where an operation's work runs: on the request thread (libmicrohttpd's,
+/// which every other request shares) or on the workers.
+enum Lane: Sendable, Equatable {
+    /// Fast work only: the handler answers at once (`Outcome.now`) or
+    /// registers a callback (`.whenReady`); `.later` work is refused.
+    case requestThread
+    /// The handler's `.later` work runs on the workers, after the work of
+    /// its line ahead of it; a handler may still answer at once when the
+    /// work proves fast (a cached copy with nothing to sync).
+    case workers(Line)
+
+    /// Whose work waits in one line, so that one store's slow work never holds every worker.
+    enum Line: Sendable, Equatable {
+        case none
+        /// The store `{id}` names.
+        case store
+        /// The build `{key}` names.
+        case build
+
+        /// The path parameter that names the line.
+        var parameter: String? {
+            switch self {
+            case .none: nil
+            case .store: "id"
+            case .build: "key"
+            }
+        }
+    }
 }

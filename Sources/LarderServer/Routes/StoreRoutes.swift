@@ -25,7 +25,7 @@ enum StoreRoutes {
         case .build(let key, let timeout):
             return try BuildRoutes.createStore(c, key: key, timeoutMs: timeout, label: label, ttlSeconds: ttl)
         case .fork(let source, let fixtures):
-            // A copy of a live database, of any size: off the pool.
+            // A copy of a live database, of any size: on the workers.
             return .later { try made(s.provisioner.createFork(of: source, fixtures: fixtures, label: label, ttlSeconds: ttl)) }
         case .empty:
             let make: @Sendable () throws -> Response = { try made(s.provisioner.createEmpty(label: label, ttlSeconds: ttl)) }
@@ -33,10 +33,10 @@ enum StoreRoutes {
         case .template(let wanted):
             let plan = try s.provisioner.plan(wanted)
             let make: @Sendable () throws -> Response = { try made(s.provisioner.create(plan, label: label, ttlSeconds: ttl)) }
-            // A cached template is a file copy: answer on the pool thread. A
-            // first build runs migrations: do it off the pool. So does a hand-out
-            // that waits for the disk (with two pool threads two waits at most
-            // would share a sync; on the work pool's, all that arrive together).
+            // A cached template is a file copy: answer on the request thread. A
+            // first build runs migrations: do it on the workers. So does a hand-out
+            // that waits for the disk (with two request threads two waits at most
+            // would share a sync; on the workers, all that arrive together).
             return s.provisioner.isCached(plan) && !s.registry.synced ? .now(try make()) : .later(make)
         }
     }
@@ -48,7 +48,7 @@ enum StoreRoutes {
                                        template: request.queryValue("template"),
                                        limit: limit, cursor: request.queryValue("cursor"))
         // Counts as last read: a list of thousands must not open every store.
-        // Off the pool all the same, since stores never read are read now.
+        // On the workers all the same, since stores never read are read now.
         return .later {
             // A long page is written on every core, a part each, every part
             // into one buffer (a store deleted meanwhile is left out).
@@ -91,13 +91,13 @@ enum StoreRoutes {
     }
 
     static func show(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.server, id = c["id"]
-        // Counts read the store, which its test may hold locked: off the pool threads.
+        let s = c.server, id = try c.parameter("id")
+        // Counts read the store, which its test may hold locked: on the workers.
         return .later { json(200, serialized: try StoreAnswer.serialized(s, try s.registry.get(id), counts: nil)) }
     }
 
     static func patch(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.server, id = c["id"]
+        let s = c.server, id = try c.parameter("id")
         let body = try JSONBody(request, allowed: ["keep", "ttl_seconds", "label"])
         var patch = StoreRegistry.Patch()
         if let keep = body.value("keep"), !keep.isNull {
@@ -118,7 +118,7 @@ enum StoreRoutes {
 
     /// `POST /stores/{id}/reset`: back to the creation state, in place.
     static func reset(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let s = c.server, id = c["id"]
+        let s = c.server, id = try c.parameter("id")
         _ = try JSONBody(request, allowed: [])
         return .later {
             let store = try s.editor.reset(id)
@@ -127,10 +127,12 @@ enum StoreRoutes {
     }
 
     static func delete(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        let registry = c.server.registry, id = c["id"]
-        // Waiting for the disk, off the pool threads (see `create`).
-        guard !registry.synced else { return .later { try registry.delete(id); return Response(status: 204) } }
-        try registry.delete(id)
-        return .now(Response(status: 204))
+        let registry = c.server.registry, id = try c.parameter("id")
+        // On the request thread only when nothing waits: neither the disk
+        // (see `create`) nor an operation under way that the deletion stops.
+        let delete: @Sendable () throws -> Response = { try registry.delete(id); return Response(status: 204) }
+        guard !registry.synced, !(try registry.get(id)).hasWorkUnderWay else { return .later(delete) }
+        return .now(try delete())
     }
+
 }

@@ -18,6 +18,6 @@ enum TemplateRoutes {
     }
 
     static func show(_ request: Request, _ c: RouteContext) throws -> Outcome {
-        .now(json(200, TemplateAnswer.json(try c.server.catalog.template(c["name"]))))
+        .now(json(200, TemplateAnswer.json(try c.server.catalog.template(c.parameter("name")))))
     }
 }

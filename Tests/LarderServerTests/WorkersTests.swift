@@ -5,8 +5,8 @@ import Synchronization
 import XCTest
 
 /// The pool `.later` work runs on: a thread each up to a bound, one lane
-/// (store) at most `perLane` at once, the rest in that lane's line.
-final class WorkPoolTests: XCTestCase {
+/// (store) at most `perLine` at once, the rest in that lane's line.
+final class WorkersTests: XCTestCase {
     /// Jobs that hold their thread until released, counting how many run at once.
     final class Gate: Sendable {
         let running = Mutex((now: 0, most: 0, done: 0))
@@ -27,17 +27,17 @@ final class WorkPoolTests: XCTestCase {
     }
 
     func testOneLaneRunsAtMostPerLaneAndOthersPassIt() {
-        let pool = WorkPool(maxThreads: 64, perLane: 4)
+        let pool = Workers(maxThreads: 64, perLine: 4)
         let gate = Gate()
-        for _ in 0..<12 { pool.submit(lane: "store a", gate.job()) }
+        for _ in 0..<12 { pool.submit(line: "store a", gate.job()) }
         gate.waitUntil { $0.now == 4 }
         usleep(50_000)
         XCTAssertEqual(gate.running.withLock { $0.most }, 4, "the rest wait in the lane's line")
         // Another lane's work runs at once, past the line.
         let other = DispatchSemaphore(value: 0)
-        pool.submit(lane: "store b") { other.signal() }
+        pool.submit(line: "store b") { other.signal() }
         XCTAssertEqual(other.wait(timeout: .now() + 2), .success)
-        pool.submit(lane: nil) { other.signal() }
+        pool.submit(line: nil) { other.signal() }
         XCTAssertEqual(other.wait(timeout: .now() + 2), .success)
         for _ in 0..<12 { gate.release.signal() }
         gate.waitUntil { $0.done == 12 }
@@ -46,9 +46,9 @@ final class WorkPoolTests: XCTestCase {
     }
 
     func testThreadsAreBounded() {
-        let pool = WorkPool(maxThreads: 3, perLane: 4)
+        let pool = Workers(maxThreads: 3, perLine: 4)
         let gate = Gate()
-        for i in 0..<8 { pool.submit(lane: "store \(i)", gate.job()) }
+        for i in 0..<8 { pool.submit(line: "store \(i)", gate.job()) }
         gate.waitUntil { $0.now == 3 }
         usleep(50_000)
         XCTAssertEqual(gate.running.withLock { $0.most }, 3)
@@ -58,12 +58,12 @@ final class WorkPoolTests: XCTestCase {
     }
 
     func testSlowWorkDoesNotDelayQuickWork() {
-        let pool = WorkPool()
+        let pool = Workers()
         let gate = Gate()
-        for i in 0..<16 { pool.submit(lane: "store \(i)", gate.job()) }
+        for i in 0..<16 { pool.submit(line: "store \(i)", gate.job()) }
         gate.waitUntil { $0.now == 16 }
         let quick = DispatchSemaphore(value: 0)
-        pool.submit(lane: "store quick") { quick.signal() }
+        pool.submit(line: "store quick") { quick.signal() }
         XCTAssertEqual(quick.wait(timeout: .now() + 2), .success, "it runs while all sixteen hold their threads")
         for _ in 0..<16 { gate.release.signal() }
         gate.waitUntil { $0.done == 16 }

@@ -2,28 +2,25 @@
 import FileSystem
 import FoundationEssentials
 
-/// Where work that may take long runs (reads, writes and copies of stores,
-/// builds, the dashboard): a thread per piece of work, up to `maxThreads`,
-/// so that slow work on some stores leaves the CPU to the others (the kernel
-/// shares it among threads; a queue as wide as the cores made one suite's
-/// sixteen endless queries hold another's `SELECT 1` for 20 s). Work of one
-/// lane (a store) runs at most `perLane` at once and the rest waits in that
-/// lane's line, holding no thread: twelve diffs waiting on a store a test
-/// locked take four threads, not all of them.
-final class WorkPool: Sendable {
+/// The workers: where work that may take long runs (reads, writes and
+/// copies of stores, builds, the dashboard), off the request threads. A
+/// thread per piece of work, up to `maxThreads`, so slow work on some
+/// stores leaves the CPU to the others; work of one line (a store, a build)
+/// runs at most `perLine` at once and the rest waits, holding no thread.
+final class Workers: Sendable {
     typealias Job = @Sendable () -> Void
 
     let maxThreads: Int
-    let perLane: Int
+    let perLine: Int
     /// How long an idle thread waits for work before it ends (down to `keptThreads`).
     let idleSeconds: Double
     let keptThreads: Int
 
     private struct Queued {
-        let lane: String?
+        let line: String?
         let job: Job
     }
-    private struct Lane {
+    private struct Line {
         var running = 0
         var waiting: [Queued] = []
     }
@@ -31,7 +28,7 @@ final class WorkPool: Sendable {
         /// Work that may start, oldest first.
         var ready: [Queued] = []
         var readyHead = 0
-        var lanes: [String: Lane] = [:]
+        var lines: [String: Line] = [:]
         var threads = 0
         var idle = 0
         /// Set by `stop`: idle threads end, kept ones too.
@@ -41,9 +38,9 @@ final class WorkPool: Sendable {
     nonisolated(unsafe) private var state = State()
     private let condition = Condition()
 
-    init(maxThreads: Int = 64, perLane: Int = 4, idleSeconds: Double = 10, keptThreads: Int = 4) {
+    init(maxThreads: Int = 64, perLine: Int = 4, idleSeconds: Double = 10, keptThreads: Int = 4) {
         self.maxThreads = max(maxThreads, 1)
-        self.perLane = max(perLane, 1)
+        self.perLine = max(perLine, 1)
         self.idleSeconds = idleSeconds
         self.keptThreads = keptThreads
     }
@@ -63,19 +60,19 @@ final class WorkPool: Sendable {
         }
     }
 
-    /// Runs `job` on a pool thread, in `lane`'s line when it has one.
-    func submit(lane: String?, _ job: @escaping Job) {
+    /// Runs `job` on a worker thread, after the work of its `line` ahead of it.
+    func submit(line: String?, _ job: @escaping Job) {
         let spawn = locked { s -> Bool in
-            let queued = Queued(lane: lane, job: job)
-            if let lane {
-                var line = s.lanes[lane] ?? Lane()
-                guard line.running < perLane else {
-                    line.waiting.append(queued)
-                    s.lanes[lane] = line
+            let queued = Queued(line: line, job: job)
+            if let line {
+                var queue = s.lines[line] ?? Line()
+                guard queue.running < perLine else {
+                    queue.waiting.append(queued)
+                    s.lines[line] = queue
                     return false
                 }
-                line.running += 1
-                s.lanes[lane] = line
+                queue.running += 1
+                s.lines[line] = queue
             }
             return makeReady(queued, &s)
         }
@@ -98,17 +95,17 @@ final class WorkPool: Sendable {
         Threads.start("larder.work") { [self] in work() }
     }
 
-    /// A lane's piece of work ended: the next in its line may start.
-    private func finished(_ lane: String, _ s: inout State) -> Bool {
-        guard var line = s.lanes[lane] else { return false }
-        line.running -= 1
-        guard !line.waiting.isEmpty else {
-            s.lanes[lane] = line.running == 0 ? nil : line
+    /// A line's piece of work ended: the next in its line may start.
+    private func finished(_ line: String, _ s: inout State) -> Bool {
+        guard var queue = s.lines[line] else { return false }
+        queue.running -= 1
+        guard !queue.waiting.isEmpty else {
+            s.lines[line] = queue.running == 0 ? nil : queue
             return false
         }
-        let queued = line.waiting.removeFirst()
-        line.running += 1
-        s.lanes[lane] = line
+        let queued = queue.waiting.removeFirst()
+        queue.running += 1
+        s.lines[line] = queue
         return makeReady(queued, &s)
     }
 
@@ -117,7 +114,7 @@ final class WorkPool: Sendable {
         while true {
             condition.lock()
             var spawn = false
-            if let lane = done { spawn = lane.map { finished($0, &state) } ?? false }
+            if let line = done { spawn = line.map { finished($0, &state) } ?? false }
             var ended = false
             while state.readyHead >= state.ready.count {
                 if state.stopping {
@@ -151,7 +148,7 @@ final class WorkPool: Sendable {
             if spawn { startThread() }
             guard let queued else { return }
             queued.job()
-            done = .some(queued.lane)
+            done = .some(queued.line)
         }
     }
 }
