@@ -60,6 +60,8 @@ let package = Package(
         .testTarget(name: "ZipTests", dependencies: ["Zip", "Digest", "TestSupport"]),
         .testTarget(name: "FileSystemTests", dependencies: ["FileSystem"]),
         .testTarget(name: "TextTests", dependencies: ["Text"]),
+        // The repository's own rules: licence headers, what each module imports.
+        .testTarget(name: "RepositoryTests"),
         .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "MicroHTTP", "LarderCore", "SQLite", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderXCTest", "SQLite", "TestSupport",
                                                              .product(name: "GRDB", package: "GRDB.swift")]),

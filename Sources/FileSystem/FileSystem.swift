@@ -18,6 +18,10 @@ public enum FileSystem {
         public var isOutOfSpace: Bool { code == ENOSPC || code == EDQUOT }
         /// A directory on the way is not there.
         public var isMissing: Bool { code == ENOENT }
+        /// A file changed under a reader that needed it still.
+        public static func changed(_ what: String, _ path: String) -> Failure { Failure(what, path, EBUSY) }
+        /// A descriptor that cannot be used for it.
+        public static func unusableDescriptor(_ what: String, _ path: String) -> Failure { Failure(what, path, EBADF) }
     }
 
     /// Copies a whole file with `copy_file_range` (no bytes through user
@@ -212,6 +216,17 @@ public enum FileSystem {
     }
 
     /// The file's permission bits, or nil when it is missing.
+    /// This process's user id.
+    public static var userID: UInt32 { getuid() }
+
+    /// A directory's owner and mode bits (the sticky bit's too), read
+    /// without following a link: nil for a link or anything else.
+    public static func directoryOwnership(_ path: String) -> (owner: UInt32, mode: Int)? {
+        var info = stat()
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { return nil }
+        return (info.st_uid, Int(info.st_mode & 0o7777))
+    }
+
     public static func permissions(_ path: String) -> Int? {
         var info = stat()
         return lstat(path, &info) == 0 ? Int(info.st_mode & 0o7777) : nil

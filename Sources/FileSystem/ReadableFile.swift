@@ -52,3 +52,26 @@ public final class ReadableFile: @unchecked Sendable {
         return descriptor
     }
 }
+
+/// A file open for appending: each write lands whole at its end (O_APPEND),
+/// so the lines of writers that share it never interleave. Closed when released.
+public final class AppendingFile: Sendable {
+    public let path: String
+    private let descriptor: Int32
+
+    public init(path: String) throws {
+        let fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
+        guard fd >= 0 else { throw FileSystem.Failure("cannot open", path) }
+        self.path = path
+        descriptor = fd
+    }
+
+    deinit { close(descriptor) }
+
+    public func append(_ bytes: [UInt8]) throws {
+        try bytes.withUnsafeBytes { try FileSystem.writeAll(descriptor, $0, path: path) }
+    }
+
+    /// Returns once what was appended is on disk (`dataOnly`: its size, not its times).
+    public func sync(dataOnly: Bool = false) throws { try FileSystem.sync(descriptor, path: path, dataOnly: dataOnly) }
+}

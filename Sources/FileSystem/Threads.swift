@@ -113,8 +113,7 @@ public final class Latch: Sendable {
 /// that is refused), for housekeeping that must go on but should give way
 /// at once to the requests (the trash, ready copies made ahead): a request
 /// thread that wakes preempts it at once, where at nice 19 alone it could
-/// wait out the housekeeping's slice (POST p99 0.83-1.23 ms against
-/// 0.30-0.53 ms in SCHED_IDLE, 1-client cycles on 2 cores). SCHED_IDLE is
+/// wait out the housekeeping's slice (docs/performance.md). SCHED_IDLE is
 /// a very small weight, not a ban: busy cores still leave it some time.
 /// A thread of its own,
 /// since an unprivileged process may lower a thread's priority but never

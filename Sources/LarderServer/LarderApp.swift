@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+import FileSystem
 import FoundationEssentials
-import Glibc
 import LarderCore
 import Logging
 import MicroHTTP
@@ -34,7 +34,7 @@ public final class LarderApp: Sendable {
         settings.headerTimeoutSeconds = configuration.headerTimeoutSeconds
         // On loopback every client has the same address.
         settings.connectionsPerAddress = configuration.listensOnLoopbackOnly ? 0 : configuration.connectionsPerAddress
-        if configuration.ownUserOnly { settings.peerUsers = [getuid(), 0] }
+        if configuration.ownUserOnly { settings.peerUsers = [FileSystem.userID, 0] }
         let router = Router(server: context)
         server = Server(settings: settings, handler: { request in router.route(request) }, refuse: { errorResponse(LarderError(refusal: $0)) })
         let logger = context.logger

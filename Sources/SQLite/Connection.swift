@@ -245,9 +245,8 @@ public final class Connection: @unchecked Sendable {
     }
 
     /// Reads the file through a memory map (its first 2 GB) rather than a
-    /// read per page: counting every row of a fresh copy of a 100 MB table,
-    /// then closing (unmapping is about half of it), takes 28 ms instead of
-    /// 44 here. The pages read count in the process's RSS while mapped.
+    /// read per page, which is faster for a full scan (docs/performance.md).
+    /// The pages read count in the process's RSS while mapped.
     /// Only for a file no test can reach (one Larder builds aside): a test
     /// could truncate its own store under the map, which SQLite would then
     /// read as a crash (SIGBUS).

@@ -357,8 +357,8 @@ final class ToolFidelityTests: XCTestCase {
         let fresh = try scratch.database("fresh.sqlite")
         try Migrator(set: set).migrate(fresh, to: nil)
         XCTAssertEqual(try rows(db, "SELECT id FROM gorp_migrations ORDER BY id"), try rows(fresh, "SELECT id FROM gorp_migrations ORDER BY id"))
-        XCTAssertEqual(Bookkeeping.goTime(timespec(tv_sec: 1_704_164_645, tv_nsec: 120_000_000)), "2024-01-02 03:04:05.12+00:00")
-        XCTAssertEqual(Bookkeeping.goTime(timespec(tv_sec: 1_704_164_645, tv_nsec: 0)), "2024-01-02 03:04:05+00:00")
+        XCTAssertEqual(Bookkeeping.goTime((seconds: 1_704_164_645, nanoseconds: 120_000_000)), "2024-01-02 03:04:05.12+00:00")
+        XCTAssertEqual(Bookkeeping.goTime((seconds: 1_704_164_645, nanoseconds: 0)), "2024-01-02 03:04:05+00:00")
         XCTAssertLarderError(.migrationFailed, try read(["initial.sql": "-- +migrate Up\nSELECT 1;\n"], scratch)) {
             XCTAssertTrue($0.message.contains("does not start with a number"), $0.message)
         }

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-import Glibc
+import FileSystem
 import SQLite
 import Synchronization
 
@@ -61,7 +61,7 @@ enum Bookkeeping {
     /// What a reader takes of a bookkeeping table, in SQL: versions of at
     /// most `maxVersionBytes` (longer ones would be unknown anyway) and at
     /// most 100,000 rows. A table is a client's to fill (a build's, an
-    /// upload's): one of 305 MiB was read whole, past the time limit.
+    /// upload's), and must not be read whole.
     static func bounded(_ column: String) -> String {
         "length(CAST(\(column) AS BLOB)) <= \(AppliedState.maxVersionBytes)"
     }
@@ -70,13 +70,12 @@ enum Bookkeeping {
     /// Now as go-sqlite3 writes a Go `time.Time` (the Go tools' times, in
     /// UTC here): `2006-01-02 15:04:05.999999999-07:00`, the fraction's
     /// trailing zeros (and its dot, when nothing is left) dropped.
-    static func goTime(_ now: timespec = { var t = timespec(); clock_gettime(CLOCK_REALTIME, &t); return t }()) -> String {
-        var seconds = now.tv_sec, parts = tm()
-        gmtime_r(&seconds, &parts)
-        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
-        var text = "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday)) \(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))"
-        if now.tv_nsec > 0 {
-            var fraction = String(now.tv_nsec)
+    static func goTime(_ now: (seconds: Int, nanoseconds: Int) = SystemClock.now()) -> String {
+        let t = SystemClock.utc(now.seconds)
+        func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        var text = "\(t.year)-\(two(t.month))-\(two(t.day)) \(two(t.hour)):\(two(t.minute)):\(two(t.second))"
+        if now.nanoseconds > 0 {
+            var fraction = String(now.nanoseconds)
             fraction = String(repeating: "0", count: 9 - fraction.count) + fraction
             while fraction.hasSuffix("0") { fraction.removeLast() }
             text += "." + fraction

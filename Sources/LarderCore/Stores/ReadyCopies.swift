@@ -128,8 +128,7 @@ public final class ReadyCopies: Sendable {
     /// Makes copies for `key` until its shelf is full or the byte budget is
     /// reached; stops at the first failure (the next request tries again).
     /// They go on the shelf a few at a time, each few synced to disk with
-    /// one call (a copy's own syncs took a millisecond, and a busy
-    /// server's hand-outs outran the copies made).
+    /// one call, so that the copies keep up with a busy server's hand-outs.
     private func refill(_ key: String) {
         // The file system's free room, asked once a batch and counted down
         // by what each copy takes.

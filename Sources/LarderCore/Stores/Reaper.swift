@@ -12,8 +12,8 @@ public final class Reaper: Sendable {
     /// Told the ids of the stores each pass removed, when there were any.
     let reaped: @Sendable ([String]) -> Void
     private let condition = Condition()
-    /// Measuring every store is a stat pass over all of them (0.3 s at
-    /// 100,000 here): it gives way to the requests (`YieldingQueue`).
+    /// Measuring every store is a stat pass over all of them: it gives way
+    /// to the requests (`YieldingQueue`).
     private let measuring = YieldingQueue(name: "larder-measure")
     private let stopped = Mutex(false)
 

@@ -2,12 +2,11 @@
 import Dispatch
 import FileSystem
 import FoundationEssentials
-import Glibc
 import Synchronization
 
 /// The stores' records, one JSON line each appended to one file in the root
 /// (`stores.journal`), the last line of an id winning: making a store or
-/// changing its record is one `write(2)` on a descriptor held open, with no
+/// changing its record is one `write(2)` on a file held open, with no
 /// file made beside the store, and the tests cannot reach the records (the
 /// root is the server's). A store is live while its directory is in
 /// `stores/`: a deletion writes nothing here (its directory leaves), and
@@ -23,7 +22,8 @@ final class RecordJournal: Sendable {
     /// Syncs of the appends; off on a root that a power cut empties anyway.
     private let syncs: GroupSync
     private struct State {
-        var fd: Int32 = -1
+        /// Where lines are appended (replaced by a rewrite).
+        var file: AppendingFile?
         var lines = 0
         /// Lines at the last rewrite: the next one comes at three times as many.
         var kept = 0
@@ -46,8 +46,6 @@ final class RecordJournal: Sendable {
         syncs = GroupSync(enabled: synced)
     }
 
-    deinit { state.withLock { s in if s.fd >= 0 { close(s.fd) } } }
-
     /// What a journal holds: the last record of each id, and whether it is
     /// already as a rewrite would leave it (one record a line, every line
     /// whole: `lines` records and a line end at the end).
@@ -62,9 +60,8 @@ final class RecordJournal: Sendable {
     /// piece and the records, however long the file), each piece's lines
     /// parsed on every core.
     static func read(_ path: String, pieceBytes: Int = 8 << 20) -> Contents {
-        guard let fd = try? FileSystem.openForReading(path) else { return Contents() }
-        defer { close(fd) }
-        var contents = Contents(), parsed = 0
+        guard let file = try? ReadableFile(path: path) else { return Contents() }
+        var contents = Contents(), parsed = 0, offset: UInt64 = 0
         var buffer = [UInt8](repeating: 0, count: pieceBytes)
         // The end of the last piece that is not yet a whole line.
         var rest: [UInt8] = [], last: UInt8?
@@ -75,9 +72,8 @@ final class RecordJournal: Sendable {
             parsed += records.count
         }
         while true {
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { break }
+            guard let count = try? file.read(into: &buffer, at: offset), count > 0 else { break }
+            offset += UInt64(count)
             var bytes = rest
             bytes += buffer[..<count]
             last = bytes.last
@@ -129,13 +125,9 @@ final class RecordJournal: Sendable {
     /// Goes on appending to the journal as it is (already as a rewrite
     /// would leave it, with `lines` lines).
     func resume(lines: Int) throws {
-        let fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
-        guard fd >= 0 else { throw FileSystem.Failure("cannot open", path) }
+        let file = try AppendingFile(path: path)
         let bytes = Int(FileSystem.size(path))
-        state.withLock { s in
-            if s.fd >= 0 { close(s.fd) }
-            (s.fd, s.lines, s.kept, s.bytes, s.keptBytes) = (fd, lines, lines, bytes, bytes)
-        }
+        state.withLock { s in (s.file, s.lines, s.kept, s.bytes, s.keptBytes) = (file, lines, lines, bytes, bytes) }
     }
 
     /// Appends `record` as one line, then runs `entered` (which makes the
@@ -150,7 +142,8 @@ final class RecordJournal: Sendable {
             // One write on an O_APPEND descriptor: lines never interleave.
             if s.torn { line.insert(UInt8(ascii: "\n"), at: 0) }
             do {
-                try line.withUnsafeBytes { try FileSystem.writeAll(s.fd, $0, path: path) }
+                guard let file = s.file else { throw FileSystem.Failure.unusableDescriptor("not open for appending", path) }
+                try file.append(line)
             } catch {
                 s.torn = true
                 throw error
@@ -173,10 +166,8 @@ final class RecordJournal: Sendable {
     /// descriptor, but the file it leaves is on disk whole.
     func makeDurable(_ ticket: UInt64) throws {
         try syncs.wait(for: ticket) {
-            let fd = state.withLock { dup($0.fd) }
-            guard fd >= 0 else { throw FileSystem.Failure("cannot sync", path) }
-            defer { close(fd) }
-            try FileSystem.sync(fd, path: path, dataOnly: true)
+            // (Held here, the file stays open should a rewrite replace it meanwhile.)
+            try state.withLock { $0.file }?.sync(dataOnly: true)
         }
     }
 
@@ -186,9 +177,8 @@ final class RecordJournal: Sendable {
         try state.withLock { s in
             defer { s.rewriting = false }
             let all = records()
-            let (fd, bytes) = try RecordJournal.write(all, to: path, synced: syncs.enabled)
-            if s.fd >= 0 { close(s.fd) }
-            s.fd = fd
+            let (file, bytes) = try RecordJournal.write(all, to: path, synced: syncs.enabled)
+            s.file = file
             s.lines = all.count
             s.kept = all.count
             (s.bytes, s.keptBytes) = (bytes, bytes)
@@ -197,7 +187,7 @@ final class RecordJournal: Sendable {
 
     /// Writes `records` to a new file beside `path`, renames it over `path`
     /// and answers a descriptor appending to it, and its size.
-    private static func write(_ records: [StoreRecord], to path: String, synced: Bool) throws -> (Int32, Int) {
+    private static func write(_ records: [StoreRecord], to path: String, synced: Bool) throws -> (AppendingFile, Int) {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(records.count * 512)
         for record in records {
@@ -206,8 +196,6 @@ final class RecordJournal: Sendable {
         }
         // The server's alone (0600): ids are what lets a test reach a store.
         try FileSystem.writeAtomically(bytes, to: path, mode: 0o600, synced: synced)
-        let appending = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
-        guard appending >= 0 else { throw FileSystem.Failure("cannot open", path) }
-        return (appending, bytes.count)
+        return (try AppendingFile(path: path), bytes.count)
     }
 }

@@ -5,11 +5,12 @@ import FoundationEssentials
 import SQLite
 import Synchronization
 
-/// One live store: a directory under the root holding `store.sqlite`,
-/// `store.json` and `base.sqlite` (its creation state). Work that cannot interleave (migrations, fixtures, writes
-/// through the query endpoint, deletion) runs one at a time; a second such
-/// request meanwhile is a `conflict`. Reads, resets and copies take a
-/// connection the store keeps open; other work opens its own.
+/// One live store: a directory under `stores/` holding `store.sqlite` and
+/// `base.sqlite` (its creation state); its record is the journal's
+/// (`StoreLifecycle`). Migrations, fixture loads and resets run one at a
+/// time: any other operation meanwhile, a query too, is a `conflict` at
+/// once. Deleting it interrupts whatever runs. Reads, resets and copies
+/// take a connection the store keeps open; other work opens its own.
 public final class Store: Sendable {
     public let id: String
     /// Its place in creation order (the record's, which never changes).
@@ -153,7 +154,7 @@ public final class Store: Sendable {
     /// Bytes on disk: the database with its WAL.
     public var sizeBytes: Int64 {
         guard let parent else { return Store.sizeBytes(of: directory) }
-        // (A listing of 10,000 stores spent half its time walking the root's path.)
+        // (Relative to `stores/`, held open: a listing would walk the root's path once a store.)
         return Store.sizeBytes(in: parent.directory, id: id)
     }
 
@@ -225,9 +226,9 @@ public final class Store: Sendable {
     var notFound: LarderError { LarderError(.storeNotFound, "no store with id '\(id)'", details: [("id", .string(id))]) }
 
     /// Registers an operation on `db`: `exclusive` names one that must run
-    /// alone (a migration, a fixture load: `conflict` while another runs); any
-    /// other (a query) only waits for none of those to be under way. A
-    /// deleted store is `store_not_found`.
+    /// alone (a migration, a fixture load, a reset); while one runs, any
+    /// other operation, a query too, is a `conflict` at once. A deleted
+    /// store is `store_not_found`.
     func begin(_ exclusive: String?, on db: Connection) throws {
         try state.withLock { s in
             if s.deleted { throw notFound }

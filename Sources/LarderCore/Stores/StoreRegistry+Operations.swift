@@ -7,7 +7,7 @@ extension StoreRegistry {
     /// time limit and the disk quota, as one registered operation:
     ///
     /// - `exclusive` names work that must run alone (`conflict` while another runs);
-    ///   nil is work that may overlap (queries).
+    ///   nil is work that may overlap other such work (queries), never an exclusive one.
     /// - Deleting the store interrupts it; it then answers `store_not_found`.
     /// - Past `timeoutMs` it is interrupted and answers `timeout`.
     /// - A lock a test holds on the store (its own write transaction) is

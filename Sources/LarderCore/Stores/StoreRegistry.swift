@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import Dispatch
 import FileSystem
-import Glibc
 import FoundationEssentials
 import SQLite
 import Synchronization
@@ -232,8 +231,8 @@ public final class StoreRegistry: Sendable {
     }
 
     /// From this size on, a built store's base is copied after the store is
-    /// handed out rather than before: a fork or upload of 100 MB took two
-    /// copies' time (two copies at once run no faster here).
+    /// handed out rather than before, so a large fork or upload answers
+    /// after one copy, not two.
     static let baseCopiedLaterBytes: Int64 = 1 << 20
 
     /// Copies the base of the new `store` from its database file, in the
@@ -265,14 +264,14 @@ public final class StoreRegistry: Sendable {
                     try FileSystem.copyFile(from: source, named: store.databasePath, to: temporary) { store.isDeleted }
                     guard !keeper.inTransaction || (keeper.signature != nil && FileSystem.signature(descriptor: source) == keeper.signature) else {
                         lost = true
-                        throw FileSystem.Failure("changed while copied", store.databasePath, EBUSY)
+                        throw FileSystem.Failure.changed("changed while copied", store.databasePath)
                     }
                 } else if !keeper.inTransaction {
                     // (Made now, before the answer: no connection of ours to the file is open.)
                     try FileSystem.copyFile(from: store.databasePath, to: temporary, followingLinks: false)
                 } else {
                     // Never through a descriptor of ours while the keeper holds the file: closing it drops the keeper's locks.
-                    throw FileSystem.Failure("cannot read through SQLite's descriptor", store.databasePath, EBADF)
+                    throw FileSystem.Failure.unusableDescriptor("cannot read through SQLite's descriptor", store.databasePath)
                 }
                 keeper.connection = nil // closed: its -wal and -shm go with it when the test has none open
                 FileSystem.makeReadOnly(temporary)

@@ -15,8 +15,8 @@ struct Origins: Sendable {
     let anyHost: Bool
     /// What was answered of each `Host` and `Origin` value seen, for the
     /// next request that gives it (a suite sends one or two values, each
-    /// thousands of times; parsing them was 3% of a create+delete loop's
-    /// CPU). Bounded: past `Origins.remembered` values, new ones are parsed each time.
+    /// thousands of times). Bounded: past `Origins.remembered` values, new
+    /// ones are parsed each time.
     private let verdicts = Verdicts()
     static let remembered = 256
 

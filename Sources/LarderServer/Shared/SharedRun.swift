@@ -2,7 +2,6 @@
 import Digest
 import FileSystem
 import FoundationEssentials
-import Glibc
 import LarderCore
 
 /// The folder a self-started server shares with the test processes it
@@ -52,10 +51,9 @@ public struct SharedRun: Sendable {
             throw Refusal("no temporary folder that only this user and root can change the way to (\(temporaries.joined(separator: ", "))): "
                           + "set TMPDIR to a folder of this user's, not open to others")
         }
-        let parent = temporary + "/larder-\(getuid())"
-        if mkdir(parent, 0o700) != 0 && errno != EEXIST { throw FileSystem.Failure("cannot create", parent) }
-        var info = stat()
-        guard lstat(parent, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == getuid(), info.st_mode & 0o077 == 0 else {
+        let parent = temporary + "/larder-\(FileSystem.userID)"
+        try FileSystem.makeDirectory(parent, mode: 0o700)
+        guard let made = FileSystem.directoryOwnership(parent), made.owner == FileSystem.userID, made.mode & 0o077 == 0 else {
             throw Refusal("\(parent) is not a private folder of this user (a link, another user's, or open to others): remove it, or set TMPDIR elsewhere")
         }
         let key = SHA256()
@@ -72,10 +70,8 @@ public struct SharedRun: Sendable {
         var prefix = ""
         for part in [""] + path.split(separator: "/").map(String.init) {
             prefix += part.isEmpty ? "/" : (prefix == "/" ? part : "/" + part)
-            var info = stat()
-            guard lstat(prefix, &info) == 0, info.st_mode & S_IFMT == S_IFDIR,
-                  info.st_uid == getuid() || info.st_uid == 0,
-                  info.st_mode & 0o022 == 0 || info.st_mode & S_ISVTX != 0 else { return false }
+            guard let folder = FileSystem.directoryOwnership(prefix), folder.owner == FileSystem.userID || folder.owner == 0,
+                  folder.mode & 0o022 == 0 || folder.mode & 0o1000 != 0 else { return false } // writable by others only when sticky
         }
         return true
     }
