@@ -15,7 +15,8 @@ struct FormBody {
 
     let fields: [(name: String, value: String)]
 
-    init(_ request: Request, allowed: Set<String>) throws {
+    init(_ request: Request, _ description: BodyFields) throws {
+        let allowed = description.names
         let size = request.bodyFile?.size ?? request.body.count
         guard size <= FormBody.maxBytes else {
             throw LarderError(.payloadTooLarge, "a form body is at most \(FormBody.maxBytes) bytes; this one is \(size)",

@@ -2,12 +2,18 @@
 import LarderCore
 import MicroHTTP
 
-/// A request's JSON object body, checked against the fields a route knows:
-/// unknown fields and wrong types are 400s that name the field.
+/// A request's JSON object body, read by its description (`BodyFields`):
+/// unknown fields, wrong types and numbers out of range are 400s that name
+/// the field.
 struct JSONBody {
     let members: [(String, JSONValue)]
+    private let description: BodyFields
+    private let configuration: Configuration
 
-    init(_ request: Request, allowed: Set<String>) throws {
+    init(_ request: Request, _ description: BodyFields, _ configuration: Configuration) throws {
+        self.description = description
+        self.configuration = configuration
+        let allowed = description.names
         guard request.hasBody else {
             members = []
             return
@@ -50,15 +56,25 @@ struct JSONBody {
 
     /// A string, or nil when absent or null.
     func string(_ key: String) throws -> String? {
+        guard case .string = declared(key) else { preconditionFailure("\(description.name).\(key) is not a string") }
         guard let value = value(key), !value.isNull else { return nil }
         guard let s = value.stringValue else { throw wrongType(key, "a string", value) }
         return s
     }
 
-    func int(_ key: String, in range: ClosedRange<Int>? = nil) throws -> Int? {
+    /// The field as its description declares it (a route reading a field it does not declare is a mistake of the route's).
+    private func declared(_ key: String) -> BodyFields.Field.Kind {
+        guard let field = description.field(key) else { preconditionFailure("\(description.name) declares no field '\(key)'") }
+        return field.kind
+    }
+
+    /// A whole number within the range its description gives, or nil when absent or null.
+    func int(_ key: String) throws -> Int? {
+        guard case .integer(let limits) = declared(key) else { preconditionFailure("\(description.name).\(key) is not a number") }
+        let range = limits(configuration)
         guard let value = value(key), !value.isNull else { return nil }
         guard let v = value.intValue, let i = Int(exactly: v) else { throw wrongType(key, "a whole number", value) }
-        if let range, !range.contains(i) {
+        if !range.contains(i) {
             throw LarderError(.badRequest, "field '\(key)' must be in \(range.lowerBound)...\(range.upperBound), not \(i)",
                               details: [("field", .string(key))])
         }
@@ -66,12 +82,14 @@ struct JSONBody {
     }
 
     func bool(_ key: String) throws -> Bool? {
+        guard case .boolean = declared(key) else { preconditionFailure("\(description.name).\(key) is not a boolean") }
         guard let value = value(key), !value.isNull else { return nil }
         guard let b = value.boolValue else { throw wrongType(key, "true or false", value) }
         return b
     }
 
     func stringArray(_ key: String) throws -> [String]? {
+        guard case .strings = declared(key) else { preconditionFailure("\(description.name).\(key) is not a list of strings") }
         guard let value = value(key), !value.isNull else { return nil }
         guard let items = value.arrayValue else { throw wrongType(key, "an array of strings", value) }
         return try items.map { item in

@@ -89,7 +89,7 @@ enum OpenAPI {
         operation.append(("responses", .object(responses(op))))
         if !parameters.isEmpty { operation.append(("parameters", .array(parameters))) }
         if let body = op.body {
-            let content = [(op.bodyType, ["schema": body.ref] as JSONValue)] + op.rawBodyTypes.map { ($0, ["schema": ["type": "string", "format": "binary"]] as JSONValue) }
+            let content = [(op.bodyType, ["schema": body.contract.ref] as JSONValue)] + op.rawBodyTypes.map { ($0, ["schema": ["type": "string", "format": "binary"]] as JSONValue) }
             operation.append(("requestBody", ["required": .bool(op.bodyRequired), "content": .object(content)]))
         }
         return .object(operation)
@@ -111,7 +111,7 @@ enum OpenAPI {
             object.refers.forEach(add)
         }
         add(ErrorAnswer.object)
-        for op in table { [op.body, op.answer].compactMap { $0 }.forEach(add) }
+        for op in table { [op.body?.contract, op.answer].compactMap { $0 }.forEach(add) }
         return [
             "openapi": "3.1.0",
             "info": ["title": "Larder", "version": .string(LarderVersion.current),

@@ -8,7 +8,7 @@ enum BuildRoutes {
     /// does, 200 once ready.
     static func claim(_ request: Request, _ c: RouteContext) throws -> Outcome {
         let s = c.server
-        let body = try JSONBody(request, allowed: ["key", "label"])
+        let body = try JSONBody(request, RequestBody.createBuild, s.configuration)
         guard let key = try body.string("key") else { throw LarderError.badRequest("a build needs a 'key' (your fingerprint of its migrations)") }
         let label = try body.string("label")
         // Making the builder's empty file is a few file calls: on the request thread.
@@ -22,7 +22,7 @@ enum BuildRoutes {
     /// `POST /builds/{key}/finish`: checks and copies the whole database, on the workers.
     static func finish(_ request: Request, _ c: RouteContext) throws -> Outcome {
         let s = c.server, key = try c.parameter("key")
-        _ = try JSONBody(request, allowed: [])
+        _ = try JSONBody(request, .nothing, s.configuration)
         try BuildRegistry.check(key: key)
         return .later { json(200, BuildAnswer.json(s, try s.builds.finish(key))) }
     }

@@ -43,7 +43,7 @@ enum CheckRoutes {
     static func judge(_ request: Request, _ c: RouteContext) throws -> Outcome {
         let s = c.server, id = try c.parameter("id")
         let junitAsked = try junitAsked(request)
-        let body = try JSONBody(request, allowed: ["against", "snapshot", "expect", "data"])
+        let body = try JSONBody(request, RequestBody.checkStore, s.configuration)
         let reference = try CheckRoutes.reference(body.value("against"))
         let snapshot = try body.string("snapshot")
         let dataCheck = try body.bool("data") ?? true

@@ -6,7 +6,7 @@ import MicroHTTP
 enum FixtureRoutes {
     static func fixtures(_ request: Request, _ c: RouteContext) throws -> Outcome {
         let s = c.server, id = try c.parameter("id")
-        let body = try JSONBody(request, allowed: ["fixtures", "sql", "rows"])
+        let body = try JSONBody(request, RequestBody.loadFixtures, s.configuration)
         let given = ["fixtures", "sql", "rows"].filter { body.has($0) }
         guard given.count == 1 else {
             throw LarderError.badRequest("send exactly one of 'fixtures', 'sql' or 'rows'" + (given.isEmpty ? "" : " (got \(given.joined(separator: ", ")))"))

@@ -72,10 +72,10 @@ enum InspectRoutes {
 
     static func query(_ request: Request, _ c: RouteContext) throws -> Outcome {
         let s = c.server
-        let body = try JSONBody(request, allowed: ["sql", "params", "max_rows", "timeout_ms"])
+        let body = try JSONBody(request, RequestBody.query, s.configuration)
         guard let sql = try body.string("sql") else { throw LarderError.badRequest("field 'sql' is required") }
-        let limit = try body.int("max_rows", in: 1...s.configuration.queryRowLimit) ?? s.configuration.queryRowLimit
-        let timeout = try body.int("timeout_ms", in: 1...s.configuration.readTimeoutMs) ?? s.configuration.readTimeoutMs
+        let limit = try body.int("max_rows") ?? s.configuration.queryRowLimit
+        let timeout = try body.int("timeout_ms") ?? s.configuration.readTimeoutMs
         let params = body.value("params")
         let store = try s.registry.get(c.parameter("id"))
         let maxBytes = s.configuration.queryMaxBytes

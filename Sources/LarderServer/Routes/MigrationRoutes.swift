@@ -6,7 +6,7 @@ import MicroHTTP
 enum MigrationRoutes {
     static func migrate(_ request: Request, _ c: RouteContext) throws -> Outcome {
         let s = c.server, id = try c.parameter("id")
-        let body = try JSONBody(request, allowed: ["to"])
+        let body = try JSONBody(request, RequestBody.migrate, s.configuration)
         let target = try body.string("to") ?? "latest"
         return .later { json(200, MigrationAnswer.json(try s.editor.migrate(id, to: target))) }
     }

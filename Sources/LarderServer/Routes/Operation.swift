@@ -54,7 +54,7 @@ struct Operation {
     /// Whether a 401 is the HTML sign-in form rather than the error body
     /// (a browser's page): the router answers so, and the document says so.
     var signInForm = false
-    var body: ContractObject? = nil
+    var body: BodyFields? = nil
     var bodyType = "application/json"
     /// Other media types the body may have, taken as they are (a raw upload).
     var rawBodyTypes: [String] = []

@@ -13,7 +13,7 @@ enum SignInRoutes {
     /// configured there is nothing to sign in to: straight to `/`.
     static func signIn(_ request: Request, _ c: RouteContext) throws -> Outcome {
         let s = c.server
-        let form = try FormBody(request, allowed: ["token"])
+        let form = try FormBody(request, RequestBody.signIn)
         guard let given = form.value("token") else {
             throw LarderError(.badRequest, "the form needs the field 'token'", details: [("field", "token")])
         }

@@ -15,7 +15,6 @@ enum StoreCreation {
     /// A template at a version, with a snapshot and fixtures.
     case template(Provisioner.Request)
 
-    static let fields: Set<String> = ["template", "version", "snapshot", "fixtures", "label", "ttl_seconds", "from", "build", "timeout_ms"]
     /// What a raw upload's query may say (a JSON body takes no query).
     static let uploadQuery: Set<String> = ["template", "version", "label", "ttl_seconds"]
 
@@ -23,15 +22,15 @@ enum StoreCreation {
     static func read(_ request: Request, _ configuration: Configuration) throws -> (StoreCreation, label: String?, ttlSeconds: Int?) {
         if request.mediaType == "application/vnd.sqlite3" { return try readUpload(request) }
         try request.checkQuery(allowed: []) // a JSON body says it all
-        let body = try JSONBody(request, allowed: fields)
+        let body = try JSONBody(request, RequestBody.createStore, configuration)
         let label = try body.string("label")
-        let ttl = try body.int("ttl_seconds", in: StoreRecord.ttlSeconds)
+        let ttl = try body.int("ttl_seconds")
         var wanted = Provisioner.Request()
         wanted.template = try body.string("template")
         wanted.fixtures = try body.stringArray("fixtures")
         wanted.snapshot = try body.string("snapshot")
         if body.has("version") { wanted.version = try body.string("version") }
-        let timeout = try body.int("timeout_ms", in: 0...configuration.waitTimeoutMaxMs)
+        let timeout = try body.int("timeout_ms")
         let source = try body.string("from")
         if let key = try body.string("build") {
             guard wanted.template == nil, wanted.snapshot == nil, wanted.fixtures == nil, !body.has("version"), source == nil else {

@@ -98,7 +98,7 @@ enum StoreRoutes {
 
     static func patch(_ request: Request, _ c: RouteContext) throws -> Outcome {
         let s = c.server, id = try c.parameter("id")
-        let body = try JSONBody(request, allowed: ["keep", "ttl_seconds", "label"])
+        let body = try JSONBody(request, RequestBody.patchStore, s.configuration)
         var patch = StoreRegistry.Patch()
         if let keep = body.value("keep"), !keep.isNull {
             switch (keep.boolValue, keep.stringValue) {
@@ -110,7 +110,7 @@ enum StoreRoutes {
                                   details: [("field", .string("keep"))])
             }
         }
-        patch.ttlSeconds = try body.int("ttl_seconds", in: StoreRecord.ttlSeconds)
+        patch.ttlSeconds = try body.int("ttl_seconds")
         if body.has("label") { patch.label = .some(try body.string("label")) }
         let change = patch
         return .later { json(200, serialized: try StoreAnswer.serialized(s, try s.registry.update(id, change), counts: nil)) }
@@ -119,7 +119,7 @@ enum StoreRoutes {
     /// `POST /stores/{id}/reset`: back to the creation state, in place.
     static func reset(_ request: Request, _ c: RouteContext) throws -> Outcome {
         let s = c.server, id = try c.parameter("id")
-        _ = try JSONBody(request, allowed: [])
+        _ = try JSONBody(request, .nothing, s.configuration)
         return .later {
             let store = try s.editor.reset(id)
             return json(200, serialized: try StoreAnswer.serialized(s, store, counts: store.lastCounts))
