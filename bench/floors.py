@@ -6,20 +6,23 @@ It only prints numbers; nothing here fails on a figure.
     floors.measure(bench, root, seconds, stores, quick) -> dict
     floors.table(that dict) -> a markdown table
 
-`bench` is bench/run's module: its Server, load (bench/loadgen.c), timed,
-artifact_run, blob_store, rss_kib, sh, processes, and FLOOR (bench/floor.c, built).
+`bench` is bench/run's module: its Server, timed, artifact_run, blob_store,
+sh, and FLOOR (bench/floor.c, built); bench/loadgen.py runs the load.
 The Larder server runs on `root`; the floors' scratch files sit beside it
 (same file system), and both are removed at the end.
 """
 import json
 import os
-import re
 import shutil
 import sqlite3
 import subprocess
 import tempfile
 import time
 import urllib.parse
+
+import calls  # Tests/support, on the path bench/run gives
+import loadgen
+import processes
 
 GALLERY = {"template": "gallery", "fixtures": ["artists", "artworks"]}
 
@@ -53,21 +56,20 @@ def p50(values):
 
 def metrics(server):
     """The server's unlabelled metrics, by name ({} for a server without them)."""
-    text = server.call_text("/metrics")
-    return {name: float(value) for name, value in re.findall(r"^(larder_[a-z_]+) ([\d.e+-]+)$", text, re.M)}
+    return calls.metrics(server.base)
 
 
 def settle(server, timeout=20):
     """Waits until the trash is empty and the ready copies stop changing, so a
     load point does not pay for the one before it."""
-    deadline, last = time.monotonic() + timeout, None
-    while time.monotonic() < deadline:
+    last = [None]
+
+    def settled():
         m = metrics(server)
         now = (m.get("larder_trash_backlog", 0), m.get("larder_ready_copies"))
-        if now[0] == 0 and now == last:
-            return
-        last = now
-        time.sleep(0.25)
+        done, last[0] = now[0] == 0 and now == last[0], now
+        return done
+    processes.wait_until(settled, timeout, interval=0.25)
 
 
 class Rows:
@@ -106,7 +108,7 @@ class Run:
         store made while the pool of its template entry was empty)."""
         settle(self.server)
         before = metrics(self.server)
-        out = self.bench.load(self.server.port, mode, arg, clients, seconds or self.seconds, path=path, allow_errors=True)
+        out = loadgen.run(self.server.port, mode, arg, clients, seconds or self.seconds, path=path, allow_errors=True)
         after = metrics(self.server)
         for name in ("handouts", "misses"):
             key = "larder_ready_copy_%s_total" % name
@@ -121,9 +123,8 @@ class Run:
         return time.monotonic()
 
     def measure(self):
-        # What an earlier run left to write back (a removed root of 100k
-        # stores on ext4 keeps the kernel busy for a while) must not be
-        # measured with this one.
+        # What an earlier run left to write back (a removed root of many
+        # stores) must not be measured with this one.
         os.sync()
         time.sleep(2)
         began = time.monotonic()
@@ -152,10 +153,10 @@ class Run:
         health = self.load("get", "/health", 1)
         httpd = subprocess.Popen([self.bench.FLOOR, "httpd", "0"], stdout=subprocess.PIPE)
         try:
-            line = self.bench.processes.first_line(httpd, 10).decode()
-            c_httpd = self.bench.load(int(line.rsplit(" ", 1)[1]), "get", "/", 1, self.seconds)
+            line = processes.first_line(httpd, 10).decode()
+            c_httpd = loadgen.run(int(line.rsplit(" ", 1)[1]), "get", "/", 1, self.seconds)
         finally:
-            self.bench.processes.stop(httpd)
+            processes.stop(httpd)
         handout = self.floor("handout", self.scratch, 2000)
         rename = self.floor("rename", self.scratch, 2000)
         cycles = {clients: self.load("cycle", gallery, clients) for clients in (1, 4, 16, 64)}
@@ -177,10 +178,9 @@ class Run:
                  ">= 2x 1 client", lambda v, r: r >= 2)
         rows.add("create+delete cycles/s, 64 clients", cycles[64]["per_second"], "/s", cycles[16]["per_second"], "16 clients",
                  ">= 1x 16 clients", lambda v, r: r >= 1)
-        # Held: ext4 without a journal slowed within a minute of churn once
-        # (the inodes freed in the last minutes are stepped over), which
-        # the 3 s points above never see.
-        held = [self.bench.load(self.server.port, "cycle", gallery, 4, 5)["per_second"]
+        # Held for longer than a load point: churn that slows a file system
+        # over a minute (ext4 without a journal steps over recently freed inodes) shows only here.
+        held = [loadgen.run(self.server.port, "cycle", gallery, 4, 5)["per_second"]
                 for _ in range(2 if self.quick else 6)]
         self.raw.update(held_4=held)
         rows.add("create+delete cycles/s, 4 clients held %d s: its last 5 s" % (5 * len(held)), held[-1], "/s", held[0], "its first 5 s",
@@ -298,10 +298,10 @@ class Run:
     # Row 7: many stores: memory, restart against a scan of their directories, listings.
     def many_stores(self):
         settle(self.server)
-        rss = self.bench.rss_kib(self.server.pid)
+        rss = processes.rss_kib(self.server.pid)
         made = self.load("create", json.dumps(dict(GALLERY, label="many")), 4, seconds=self.stores)
         settle(self.server)
-        grown = (self.bench.rss_kib(self.server.pid) - rss) / 1024
+        grown = (processes.rss_kib(self.server.pid) - rss) / 1024
         t0 = time.monotonic()
         code = self.server.stop()
         stop_s = time.monotonic() - t0
@@ -309,11 +309,11 @@ class Run:
         self.server = self.bench.Server(self.root, fresh=False, ready_timeout=600)
         restart_s = self.server.startup_seconds
         live = self.server.call("GET", "/health")[1].get("stores")
-        first = self.bench.timed(self.server.port, "GET", "/stores?limit=10000", None, 1)["p50_ms"]
+        first = self.bench.timed(self.server.base, "GET", "/stores?limit=10000", None, 1)["p50_ms"]
         scan = self.floor("scan", os.path.join(self.root, "stores"), 3)
-        pages = {path: self.bench.timed(self.server.port, "GET", path, None, 5) for path in ("/stores?limit=10000", "/stores", "/")}
+        pages = {path: self.bench.timed(self.server.base, "GET", path, None, 5) for path in ("/stores?limit=10000", "/stores", "/")}
         # A suite's stores deleted at once, oldest first (as the reaper removes expired ones).
-        bulk = self.bench.timed(self.server.port, "DELETE", "/stores?label=many", None, 1)["p50_ms"]
+        bulk = self.bench.timed(self.server.base, "DELETE", "/stores?label=many", None, 1)["p50_ms"]
         self.raw["many"] = {"create": made, "rss_growth_mib": grown, "stop_seconds": stop_s, "stop_code": code,
                             "restart_seconds": restart_s, "live_after_restart": live, "scan": scan, "first_listing_ms": first, "pages": pages,
                             "delete_all_ms": bulk}

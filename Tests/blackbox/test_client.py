@@ -15,20 +15,17 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
-import urllib.error
-import urllib.request
 import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from processes import Server, half_made  # noqa: E402  (the one harness of the repository's Python scripts)
+from calls import download  # noqa: E402
+from processes import (FIXTURES, REPO, Server, clean_environment, fresh_root, half_made, larder_binary,  # noqa: E402
+                       open_descriptors, run_tests, scratch_folder, wait_until)
 
-BINARY = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".build/debug/larder")
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-FIXTURES = os.path.join(REPO, "fixtures")
+BINARY = larder_binary()
 
 
 class Larder(Server):
@@ -37,21 +34,6 @@ class Larder(Server):
     def __init__(self, root, *extra, fixtures=FIXTURES):
         self.root = root
         super().__init__(BINARY, root, fixtures, *extra)
-
-    def call(self, method, path, body=None, content_type="application/json", raw=False):
-        data = None
-        if body is not None:
-            data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        request = urllib.request.Request(self.base + path, data=data, method=method)
-        if data is not None:
-            request.add_header("Content-Type", content_type)
-        try:
-            with urllib.request.urlopen(request, timeout=120) as response:
-                payload = response.read()
-                return response.status, (payload if raw else (json.loads(payload) if payload else None)), dict(response.headers)
-        except urllib.error.HTTPError as error:
-            payload = error.read()
-            return error.code, json.loads(payload) if payload else None, dict(error.headers)
 
 
 def commit_loop(path, seconds, statements):
@@ -71,6 +53,15 @@ while time.time() < end:
 """, path, str(seconds), json.dumps(statements)])
 
 
+def rows(path, table):
+    """The rows of `table` in the database at `path`, as another reader sees them."""
+    db = sqlite3.connect(path, timeout=5)
+    try:
+        return db.execute('SELECT count(*) FROM "%s"' % table).fetchone()[0]
+    finally:
+        db.close()
+
+
 def atlas_sum(files):
     """atlas.sum for {name: text} as `atlas migrate hash` writes it (sql/migrate/dir.go):
     each file's hash runs over every name and content before it, the first line over names and hashes."""
@@ -87,8 +78,7 @@ def atlas_sum(files):
 
 class ClientTests(unittest.TestCase):
     def setUp(self):
-        self.root = tempfile.mkdtemp(prefix="larder-client-")
-        shutil.rmtree(self.root)
+        self.root = fresh_root("larder-client-")
         self.larder = Larder(self.root)
 
     def tearDown(self):
@@ -114,7 +104,8 @@ class ClientTests(unittest.TestCase):
         _, store, _ = self.larder.call("POST", "/stores", {"template": "gallery"})
 
         def write_later():
-            time.sleep(0.3)
+            # Once the server holds the wait: the write must be what releases it.
+            wait_until(lambda: self.larder.metric("larder_count_waits"))
             db = sqlite3.connect(store["path"])
             db.executemany("INSERT INTO albums (title) VALUES (?)", [("a",), ("b",), ("c",)])
             db.commit()
@@ -222,7 +213,7 @@ class ClientTests(unittest.TestCase):
         setup.close()
         writer = commit_loop(store["path"], 4, ["INSERT INTO pairs VALUES (?)", "INSERT INTO pairs VALUES (?)"])
         try:
-            time.sleep(0.3)
+            self.assertTrue(wait_until(lambda: rows(store["path"], "pairs")), "the writer never committed")
             for _ in range(5):
                 with zipfile.ZipFile(self.artifact(store["id"], "store")) as z:
                     copy = os.path.join(self.root, "live.sqlite")
@@ -242,7 +233,7 @@ class ClientTests(unittest.TestCase):
                                                 "UPDATE artists SET born = ? WHERE id = 1",
                                                 "INSERT INTO artworks (artist_id, title) VALUES (2, 'b' || ?)"])
         try:
-            time.sleep(0.3)
+            self.assertTrue(wait_until(lambda: rows(store["path"], "artworks")), "the writer never committed")
             seen = set()
             for _ in range(10):
                 status, diff, _ = self.larder.call("GET", "/stores/%s/diff?limit=1" % store["id"])
@@ -277,22 +268,18 @@ class ClientTests(unittest.TestCase):
 
     def test_disconnect_in_the_middle_leaves_nothing_behind(self):
         store = self.big_store(800)  # ~50 MB
-        host, port = self.larder.base[len("http://"):].split(":")
         for _ in range(3):
-            connection = http.client.HTTPConnection(host, int(port), timeout=30)
+            connection = http.client.HTTPConnection(self.larder.address, timeout=30)
             connection.request("GET", "/stores/%s/artifact?compression=store" % store["id"])
             response = connection.getresponse()
             self.assertEqual(response.status, 200)
             response.read(1 << 20)
             connection.sock.shutdown(socket.SHUT_RDWR)
             connection.close()
-        deadline = time.time() + 10
-        while time.time() < deadline and os.listdir(os.path.join(self.root, "tmp")):
-            time.sleep(0.1)
+        wait_until(lambda: os.listdir(os.path.join(self.root, "tmp")) == [])
         self.assertEqual(os.listdir(os.path.join(self.root, "tmp")), [])
         self.assertEqual(self.larder.call("GET", "/health")[0], 200)
-        descriptors = os.listdir("/proc/%d/fd" % self.larder.process.pid)
-        self.assertLess(len(descriptors), 64, "descriptors leak after disconnects")
+        self.assertLess(open_descriptors(self.larder.pid), 64, "descriptors leak after disconnects")
 
     def test_store_survives_kill_9_and_restart(self):
         _, store, _ = self.larder.call("POST", "/stores", {"template": "boardgames", "label": "survivor"})
@@ -305,22 +292,12 @@ class ClientTests(unittest.TestCase):
         self.assertEqual((again["label"], again["keep"], again["version"]), ("survivor", True, "2"))
         self.assertEqual(half_made(self.root), [])
 
-    def metric(self, name):
-        text = self.larder.call("GET", "/metrics", raw=True)[1].decode()
-        return int(re.search(r"^%s (\d+)$" % name, text, re.M).group(1))
-
-    def eventually(self, check, what, seconds=10):
-        deadline = time.monotonic() + seconds
-        while not check():
-            self.assertLess(time.monotonic(), deadline, what)
-            time.sleep(0.02)
-
     def test_ready_copies_and_the_trash_across_kill_9(self):
         request = {"template": "gallery", "fixtures": ["artists"]}
         first = self.larder.call("POST", "/stores", request)[1]
-        self.eventually(lambda: self.metric("larder_ready_copies") == 16, "the pool fills in the background")
-        second = self.larder.call("POST", "/stores", dict(request, label="from the pool"))[1]
-        self.assertEqual(self.metric("larder_ready_copy_handouts_total"), 1)
+        self.assertTrue(wait_until(lambda: self.larder.metric("larder_ready_copies") == 16), "the ready copies are made in the background")
+        second = self.larder.call("POST", "/stores", dict(request, label="a ready copy"))[1]
+        self.assertEqual(self.larder.metric("larder_ready_copy_handouts_total"), 1)
         self.assertEqual(second["counts"]["artists"], 4)
         with open(first["path"], "rb") as a, open(second["path"], "rb") as b:
             self.assertEqual(a.read(), b.read())
@@ -335,10 +312,10 @@ class ClientTests(unittest.TestCase):
 
         self.larder = Larder(self.root)
         self.assertEqual([s["id"] for s in self.larder.call("GET", "/stores")[1]["stores"]], [first["id"]])
-        self.eventually(lambda: os.listdir(os.path.join(self.root, "trash")) == [], "the trash is emptied")
+        self.assertTrue(wait_until(lambda: os.listdir(os.path.join(self.root, "trash")) == []), "the trash is emptied")
         self.assertEqual(self.ready_copies(), [])
         self.assertEqual(sorted(os.listdir(os.path.join(self.root, "stores"))), [first["id"]])
-        self.assertEqual(self.metric("larder_ready_copies"), 0)
+        self.assertEqual(self.larder.metric("larder_ready_copies"), 0)
 
     def ready_copies(self):
         """Ready copies: directories in stores/ whose record is not in the journal yet."""
@@ -363,13 +340,15 @@ class ClientTests(unittest.TestCase):
         self.larder.stop()
         shutil.rmtree(self.root, ignore_errors=True)
         self.larder = Larder(self.root, "--log-format", "json")
-        request = urllib.request.Request(self.larder.base + "/health", headers={"X-Request-Id": "ci-42"})
-        with urllib.request.urlopen(request) as response:
-            self.assertEqual(response.headers["X-Request-Id"], "ci-42")
+        self.assertEqual(self.larder.call("GET", "/health", headers={"X-Request-Id": "ci-42"}).headers["X-Request-Id"], "ci-42")
         status, _, headers = self.larder.call("GET", "/stores/st_missing")
         self.assertEqual(status, 404)
         made = headers["X-Request-Id"]
-        time.sleep(0.2)
+
+        def whole_lines():
+            text = self.larder.log_text()
+            return text[:text.rfind("\n") + 1]
+        wait_until(lambda: "ci-42" in whole_lines() and made in whole_lines())
         lines = [json.loads(line) for line in self.larder.log_text().splitlines() if line.strip()]
         requests = {line["request_id"]: line for line in lines if line.get("msg") == "request"}
         self.assertEqual(set(requests), {"ci-42", made})
@@ -383,8 +362,7 @@ class ClientTests(unittest.TestCase):
         self.assertNotIn("error", health)
 
     def test_a_fixtures_folder_that_is_not_there_is_refused_at_start(self):
-        scratch = tempfile.mkdtemp(prefix="larder-fixtures-")
-        self.addCleanup(shutil.rmtree, scratch, True)
+        scratch = scratch_folder(self, "larder-fixtures-")
         a_file = os.path.join(scratch, "a-file")
         open(a_file, "w").close()
         for fixtures, said in [(os.path.join(scratch, "nope"), "does not exist"), (a_file, "is not a folder")]:
@@ -403,15 +381,14 @@ class ClientTests(unittest.TestCase):
             health = subprocess.run([BINARY, "health", "--url", server.base], capture_output=True, text=True, timeout=30)
             self.assertEqual(health.returncode, 0)
             self.assertIn("no templates (its fixtures folder has none)", health.stdout)
-            time.sleep(0.2)
+            wait_until(lambda: "no templates in the fixtures folder" in server.log_text())
             self.assertIn("no templates in the fixtures folder", server.log_text())
         finally:
             server.stop()
         self.assertEqual(self.larder.call("GET", "/health")[1]["templates"], len(os.listdir(FIXTURES)))
 
     def test_check_makes_the_junit_reports_folder_and_says_when_it_cannot_write(self):
-        scratch = tempfile.mkdtemp(prefix="larder-junit-")
-        self.addCleanup(shutil.rmtree, scratch, True)
+        scratch = scratch_folder(self, "larder-junit-")
         report = os.path.join(scratch, "test-reports", "larder", "migrations.xml")
         done = subprocess.run([BINARY, "check", "--fixtures", FIXTURES, "--template", "gallery", "--junit", report],
                               capture_output=True, text=True, timeout=300)
@@ -427,10 +404,9 @@ class ClientTests(unittest.TestCase):
         self.assertNotIn("NSCocoaErrorDomain", done.stderr)
 
     def test_one_malformed_template_fails_alone_in_check_and_in_the_checks_route(self):
-        """It stopped every check: `larder check` exited 2 with nothing on
-        standard output, and GET /checks/migrations answered 422 without results."""
-        scratch = tempfile.mkdtemp(prefix="larder-broken-")
-        self.addCleanup(shutil.rmtree, scratch, True)
+        """A template that cannot be read is a failed result of its own, in
+        `larder check` and GET /checks/migrations alike: the others are still checked."""
+        scratch = scratch_folder(self, "larder-broken-")
         fixtures = os.path.join(scratch, "fixtures")
         shutil.copytree(os.path.join(FIXTURES, "boardgames"), os.path.join(fixtures, "boardgames"))
         os.makedirs(os.path.join(fixtures, "broken", "migrations"))
@@ -456,8 +432,7 @@ class ClientTests(unittest.TestCase):
         """A template of each of issue 44's formats, through the real server:
         /templates names the format, a store has the tool's own table with a
         row per migration, and counts leave it out."""
-        scratch = tempfile.mkdtemp(prefix="larder-formats-")
-        self.addCleanup(shutil.rmtree, scratch, True)
+        scratch = scratch_folder(self, "larder-formats-")
         create = "CREATE TABLE users (id INTEGER PRIMARY KEY);\n"
         posts = "CREATE TABLE posts (id INTEGER PRIMARY KEY);\n"
         templates = {
@@ -507,19 +482,17 @@ class ClientTests(unittest.TestCase):
 
     def test_a_start_that_fails_says_what_to_do_in_one_line(self):
         port = self.larder.port  # in use by this test's server
-        scratch = tempfile.mkdtemp(prefix="larder-start-")
-        self.addCleanup(shutil.rmtree, scratch, True)
-        environment = {k: v for k, v in os.environ.items() if not k.startswith("LARDER_")}
+        scratch = scratch_folder(self, "larder-start-")
         cases = [
             (["--port", str(port)], {}, 2, "larder: 127.0.0.1:%d is in use (another server on that port): "
                                            "choose another with --port, or --port 0 for a free one" % port),
             (["--prot", "7464"], {}, 64, "larder: unknown setting --prot; did you mean --port?"),
-            (["--pool", "3"], {}, 64, "larder: unknown setting --pool; did you mean --pool-size?"),
+            (["--pool", "3"], {}, 64, "larder: unknown setting --pool; did you mean --ready-copies?"),
             ([], {"LARDER_PORT": "abc"}, 64, "larder: LARDER_PORT must be a whole number in 0...65535, not 'abc'"),
         ]
         for arguments, variables, code, said in cases:
             done = subprocess.run([BINARY, "serve", "--root", os.path.join(scratch, "root"), "--fixtures", FIXTURES, *arguments],
-                                  capture_output=True, text=True, timeout=30, env=dict(environment, **variables))
+                                  capture_output=True, text=True, timeout=30, env=clean_environment(**variables))
             self.assertEqual(done.returncode, code, arguments)
             self.assertEqual(done.stderr.splitlines(), [said])
             self.assertEqual(done.stdout, "")
@@ -536,16 +509,15 @@ class ClientTests(unittest.TestCase):
         self.assertEqual(len(flags), len(set(flags)), "each setting once")
         self.assertIn("--missing-fixtures", flags)
         self.assertIn("--kept-ttl-seconds", flags)
-        with open(os.path.join(REPO, "README.md")) as f:
-            self.assertEqual(sorted(flags), sorted(re.findall(r"^\| `(--[a-z-]+)` \| `LARDER_", f.read(), re.M)), "the README's table too")
+        with open(os.path.join(REPO, "docs", "settings.md")) as f:
+            self.assertEqual(sorted(flags), sorted(re.findall(r"^\| `(--[a-z-]+)` \| `LARDER_", f.read(), re.M)), "docs/settings.md's tables too")
         self.assertEqual([l for l in lines if len(l) > 80], [])
         self.assertEqual(subprocess.run([BINARY, "serve", "-h"], capture_output=True, text=True, timeout=30).stdout, text)
 
     def test_completions_and_the_manual_know_every_command_option_and_setting(self):
         def run(*arguments, **options):
             return subprocess.run(arguments, capture_output=True, text=True, timeout=60, **options)
-        scratch = tempfile.mkdtemp(prefix="larder-completions-")
-        self.addCleanup(shutil.rmtree, scratch, True)
+        scratch = scratch_folder(self, "larder-completions-")
         scripts = {}
         for shell in ["bash", "zsh", "fish"]:
             done = run(BINARY, "completions", shell)
@@ -559,7 +531,7 @@ class ClientTests(unittest.TestCase):
         def bash(*words):
             return run("bash", "-c", probe, "probe", scripts["bash"], *words).stdout.split()
         self.assertEqual(bash("larder", "se"), ["serve"])
-        self.assertEqual(sorted(bash("larder", "serve", "--po")), ["--pool-size", "--port"])
+        self.assertEqual(sorted(bash("larder", "serve", "--re")), ["--read-timeout-ms", "--ready-copies", "--reap-interval-seconds"])
         self.assertEqual(bash("larder", "--kept"), ["--kept-ttl-seconds"], "no command: serve's settings")
         self.assertEqual(bash("larder", "serve", "--log-level", "war"), ["warning"])
         self.assertEqual(bash("larder", "warm", "--missing-fix"), ["--missing-fixtures"])
@@ -567,8 +539,8 @@ class ClientTests(unittest.TestCase):
         # zsh and fish: valid scripts; fish offers the same.
         self.assertEqual(run("zsh", "-n", scripts["zsh"]).returncode, 0)
         self.assertEqual(run("fish", "--no-execute", scripts["fish"]).returncode, 0)
-        offered = run("fish", "-c", "source %s; complete -C 'larder serve --po'" % scripts["fish"]).stdout
-        self.assertEqual(sorted(line.split("\t")[0] for line in offered.splitlines()), ["--pool-size", "--port"])
+        offered = run("fish", "-c", "source %s; complete -C 'larder serve --re'" % scripts["fish"]).stdout
+        self.assertEqual(sorted(line.split("\t")[0] for line in offered.splitlines()), ["--read-timeout-ms", "--ready-copies", "--reap-interval-seconds"])
         # Each command's own options, as its --help lists them, are what the completions offer besides the settings.
         settings = set(bash("larder", "serve", "--")) - {"--help"}
         for command in ["check", "health", "warm", "up"]:
@@ -588,18 +560,10 @@ class ClientTests(unittest.TestCase):
 
     def test_large_store_download(self):
         store = self.big_store(3200)  # ~210 MB
-        host, port = self.larder.base[len("http://"):].split(":")
-        connection = http.client.HTTPConnection(host, int(port), timeout=300)
-        connection.request("GET", "/stores/%s/artifact?compression=store" % store["id"])
-        response = connection.getresponse()
         path = os.path.join(self.root, "big.zip")
         with open(path, "wb") as f:
-            while True:
-                chunk = response.read(1 << 20)
-                if not chunk:
-                    break
-                f.write(chunk)
-        connection.close()
+            status, _ = download(self.larder.base, "/stores/%s/artifact?compression=store" % store["id"], f.write, timeout=300)
+        self.assertEqual(status, 200)
         with zipfile.ZipFile(path) as z:
             info = z.getinfo("store.sqlite")
             self.assertGreater(info.file_size, 200 * 1000 * 1000)
@@ -607,7 +571,4 @@ class ClientTests(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    result = unittest.main(argv=[sys.argv[0], "-v"], exit=False).result
-    failed = len(result.failures) + len(result.errors)
-    print("client: %d passed, %d failed" % (result.testsRun - failed, failed))
-    sys.exit(1 if failed else 0)
+    run_tests("client")

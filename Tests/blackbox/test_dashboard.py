@@ -11,7 +11,6 @@ chromium-driver; or $LARDER_CHROMIUM and $LARDER_CHROMEDRIVER); without
 them it prints a notice and is skipped. Screenshots go to
 $LARDER_SCREENSHOTS (default: a new temporary directory).
 """
-import http.client
 import json
 import os
 import shutil
@@ -23,10 +22,9 @@ import unittest
 import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from processes import Server  # noqa: E402
+from processes import FIXTURES, Server, fresh_root, larder_binary  # noqa: E402
 
-BINARY = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".build/debug/larder")
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures")
+BINARY = larder_binary()
 TOKEN = "browser-test token & +more=yes%"  # ASCII (it also goes in a header), with what a form must encode
 CHROMIUM = os.environ.get("LARDER_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = os.environ.get("LARDER_CHROMEDRIVER") or shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -52,30 +50,14 @@ class Larder(Server):
         # Browsers keep cookies per host, not port: the name carries the port.
         self.cookie_name = "larder_session_%d" % self.port
 
-    def raw(self, method, path, body=None, headers=None):
-        """One request, redirects not followed: (status, headers by lower-cased name, body bytes)."""
-        connection = http.client.HTTPConnection(self.address, timeout=60)
-        try:
-            connection.request(method, path, body=body, headers=headers or {})
-            response = connection.getresponse()
-            return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
-        finally:
-            connection.close()
-
-    def call(self, method, path, body=None):
-        """A JSON call with the bearer token: (status, parsed body)."""
-        headers = {"Authorization": "Bearer " + TOKEN}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        status, _, payload = self.raw(method, path, data, headers)
-        return status, (json.loads(payload) if payload else None)
+    def call(self, method, path, body=None, content_type="application/json", token=TOKEN, **options):
+        """With the bearer token, unless token=None (**AS_BROWSER: as a page before sign-in sends it)."""
+        return super().call(method, path, body, content_type, token=token, **options)
 
     def create(self, n, **fields):
         ids = []
         for i in range(n):
-            status, store = self.call("POST", "/stores", dict(fields, label=fields.get("label", "store") + "-%d" % i))
+            status, store, _ = self.call("POST", "/stores", dict(fields, label=fields.get("label", "store") + "-%d" % i))
             assert status == 201, (status, store)
             ids.append(store["id"])
         return ids
@@ -85,16 +67,17 @@ def form(token):
     return urllib.parse.urlencode({"token": token}).encode()
 
 
-FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+FORM = "application/x-www-form-urlencoded"
+# No token, and the answer's bytes (redirects are never followed).
+AS_BROWSER = {"token": None, "raw": True}
 
 
-class SignInOverHTTPTests(unittest.TestCase):
-    """What the browser relies on, seen on the wire."""
+class ServerCase(unittest.TestCase):
+    """One server, with its token, for all the tests of a class."""
 
     @classmethod
     def setUpClass(cls):
-        cls.root = tempfile.mkdtemp(prefix="larder-dashboard-")
-        shutil.rmtree(cls.root)
+        cls.root = fresh_root("larder-dashboard-")
         cls.larder = Larder(cls.root)
 
     @classmethod
@@ -102,30 +85,34 @@ class SignInOverHTTPTests(unittest.TestCase):
         cls.larder.stop()
         shutil.rmtree(cls.root, ignore_errors=True)
 
+
+class SignInOverHTTPTests(ServerCase):
+    """What the browser relies on, seen on the wire."""
+
     def test_the_dashboard_asks_for_the_token_and_other_routes_answer_json(self):
-        status, headers, body = self.larder.raw("GET", "/")
+        status, body, headers = self.larder.call("GET", "/", **AS_BROWSER)
         self.assertEqual(status, 401)
         self.assertTrue(headers["content-type"].startswith("text/html"))
         self.assertIn(b'<form method="post" action="/sign-in">', body)
         self.assertIn(b'name="token"', body)
         self.assertIn("frame-ancestors 'none'", headers["content-security-policy"])
-        status, headers, body = self.larder.raw("GET", "/stores")
+        status, body, headers = self.larder.call("GET", "/stores", **AS_BROWSER)
         self.assertEqual((status, json.loads(body)["error"]["code"]), (401, "unauthorized"))
         # A store's page is a page too: the form, not JSON, and nothing of the store.
         id = self.larder.create(1, label="secret")[0]
-        status, headers, body = self.larder.raw("GET", "/stores/%s/page" % id)
+        status, body, headers = self.larder.call("GET", "/stores/%s/page" % id, **AS_BROWSER)
         self.assertEqual(status, 401)
         self.assertIn(b'name="token"', body)
         self.assertNotIn(id.encode(), body)
 
     def test_a_wrong_token_shows_the_form_again(self):
-        status, headers, body = self.larder.raw("POST", "/sign-in", form("guess"), FORM)
+        status, body, headers = self.larder.call("POST", "/sign-in", form("guess"), FORM, **AS_BROWSER)
         self.assertEqual(status, 401)
         self.assertNotIn("set-cookie", headers)
         self.assertIn(b"not this server", body)
 
     def test_the_right_token_sets_a_cookie_that_is_not_the_token(self):
-        status, headers, _ = self.larder.raw("POST", "/sign-in", form(TOKEN), FORM)
+        status, _, headers = self.larder.call("POST", "/sign-in", form(TOKEN), FORM, **AS_BROWSER)
         self.assertEqual(status, 303)
         self.assertEqual(headers["location"], "/")
         cookie, *attributes = [part.strip() for part in headers["set-cookie"].split(";")]
@@ -134,33 +121,31 @@ class SignInOverHTTPTests(unittest.TestCase):
         self.assertIn("SameSite=Strict", attributes)
         self.assertNotIn(urllib.parse.quote(TOKEN), cookie)
         self.assertNotIn("token", cookie)
-        status, _, body = self.larder.raw("GET", "/stores", headers={"Cookie": cookie})
+        status, body, _ = self.larder.call("GET", "/stores", headers={"Cookie": cookie}, **AS_BROWSER)
         self.assertEqual(status, 200, body)
-        status, _, body = self.larder.raw("GET", "/", headers={"Cookie": cookie})
+        status, body, _ = self.larder.call("GET", "/", headers={"Cookie": cookie}, **AS_BROWSER)
         self.assertEqual(status, 200)
         self.assertIn(b'<main id="live">', body)
 
     def test_bad_forms_get_the_contracts_errors(self):
-        for body, headers, code in [
+        for body, content_type, code in [
             (b"", FORM, "bad_request"),
             (b"token=%zz", FORM, "bad_request"),
             (b"token=x&admin=1", FORM, "bad_request"),
-            (json.dumps({"token": TOKEN}).encode(), {"Content-Type": "application/json"}, "unsupported_media_type"),
+            (json.dumps({"token": TOKEN}).encode(), "application/json", "unsupported_media_type"),
             (b"token=" + b"a" * 20000, FORM, "payload_too_large"),
         ]:
-            status, _, answer = self.larder.raw("POST", "/sign-in", body, headers)
+            status, answer, _ = self.larder.call("POST", "/sign-in", body, content_type, **AS_BROWSER)
             self.assertEqual(json.loads(answer)["error"]["code"], code, (body[:40], status))
 
 
 @unittest.skipIf(SELENIUM is not None, "Selenium is not installed (%s); scripts/browser-test installs it" % SELENIUM)
 @unittest.skipUnless(os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK),
                      "Chromium or chromedriver is not installed (apt-get install chromium chromium-driver)")
-class BrowserTests(unittest.TestCase):
+class BrowserTests(ServerCase):
     @classmethod
     def setUpClass(cls):
-        cls.root = tempfile.mkdtemp(prefix="larder-dashboard-")
-        shutil.rmtree(cls.root)
-        cls.larder = Larder(cls.root)
+        super().setUpClass()
         cls.screenshots = os.environ.get("LARDER_SCREENSHOTS") or tempfile.mkdtemp(prefix="larder-screenshots-")
         os.makedirs(cls.screenshots, exist_ok=True)
         print("screenshots in %s" % cls.screenshots, file=sys.stderr)
@@ -179,8 +164,7 @@ class BrowserTests(unittest.TestCase):
         cls.driver.quit()
         cls.driver_log.close()
         os.unlink(cls.driver_log.name)
-        cls.larder.stop()
-        shutil.rmtree(cls.root, ignore_errors=True)
+        super().tearDownClass()
 
     def setUp(self):
         self.driver.delete_all_cookies()
@@ -334,7 +318,7 @@ class BrowserTests(unittest.TestCase):
 
     def test_a_stores_page_shows_what_its_test_changed(self):
         id = self.create(1, template="gallery", fixtures=["artists", "artworks"], label="changed")[0]
-        status, store = self.larder.call("GET", "/stores/" + id)
+        status, store, _ = self.larder.call("GET", "/stores/" + id)
         # What a test does, on the file, with its own driver.
         db = sqlite3.connect(store["path"])
         db.execute("UPDATE artists SET name = 'Hilma af Klint (1862-1944)' WHERE id = 1")
@@ -392,7 +376,7 @@ class BrowserTests(unittest.TestCase):
 
         # A change the next refresh shows, which does not change the page's height.
         label = "fresh%d" % (int(time.time()) % 1000)
-        status, _ = self.larder.call("PATCH", "/stores/" + ids[30], {"label": label})
+        status, _, _ = self.larder.call("PATCH", "/stores/" + ids[30], {"label": label})
         self.assertEqual(status, 200)
         self.wait.until(lambda d: label in self.js("return document.getElementById('live').textContent"))
 

@@ -14,10 +14,11 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from processes import run_tests, scratch_folder, wait_until  # noqa: E402
 from test_client import Larder  # noqa: E402  (the same server harness)
 
 CALLS = "write,pwrite64,fsync,fdatasync,syncfs,rename,renameat,renameat2,sendto,sendmsg,writev"
@@ -77,8 +78,7 @@ class DurabilityTests(unittest.TestCase):
     def setUp(self):
         if shutil.which("strace") is None:
             self.skipTest("no strace (scripts/setup installs it)")
-        self.scratch = tempfile.mkdtemp(prefix="larder-durable-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None)
-        self.addCleanup(shutil.rmtree, self.scratch, True)
+        self.scratch = scratch_folder(self, "larder-durable-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None)
 
     def serve(self, root, *extra):
         larder = Larder(root, *extra)
@@ -86,10 +86,8 @@ class DurabilityTests(unittest.TestCase):
         trace = Trace(larder.pid)
         self.addCleanup(trace.stop)
         # Traced from here on: a health answer seen in the trace says so (every thread was attached with it).
-        deadline = time.monotonic() + 30
-        while not trace.sees("HTTP/1.1 200"):
-            self.assertLess(time.monotonic(), deadline, "strace never saw an answer")
-            larder.call("GET", "/health")
+        self.assertTrue(wait_until(lambda: larder.call("GET", "/health") and trace.sees("HTTP/1.1 200"), 30, interval=0),
+                        "strace never saw an answer")
         return larder, trace
 
     def index(self, events, start, test, what):
@@ -107,10 +105,6 @@ class DurabilityTests(unittest.TestCase):
         synced = [at for at in range(start, end) if events[at][2] and (
             (events[at][0] in ("fsync", "fdatasync") and descriptor(events[at][1]) == path) or (whole and events[at][0] == "syncfs"))]
         self.assertTrue(synced, "%s: no sync of %s before its answer" % (what, path))
-
-    def ready_copies(self, larder):
-        status, text, _ = larder.call("GET", "/metrics", raw=True)
-        return int(re.search(rb"^larder_ready_copies (\d+)", text, re.M).group(1))
 
     def test_acknowledged_changes_are_on_disk_before_their_answers(self):
         root = os.path.realpath(os.path.join(self.scratch, "root"))
@@ -143,10 +137,7 @@ class DurabilityTests(unittest.TestCase):
         status, store, _ = larder.call("POST", "/stores", body)
         self.assertEqual(status, 201, store)
         entered(store["id"])
-        deadline = time.monotonic() + 60
-        while self.ready_copies(larder) == 0:
-            self.assertLess(time.monotonic(), deadline, "no ready copy was made")
-            time.sleep(0.05)
+        self.assertTrue(wait_until(lambda: larder.metric("larder_ready_copies"), 60), "no ready copy was made")
         status, store, _ = larder.call("POST", "/stores", body)
         self.assertEqual(status, 201, store)
         entered(store["id"])
@@ -178,8 +169,7 @@ class DurabilityTests(unittest.TestCase):
     def test_nothing_is_synced_on_tmpfs_or_when_off(self):
         roots = [(os.path.join(self.scratch, "off"), ("--sync", "off"))]
         if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
-            shm = tempfile.mkdtemp(prefix="larder-durable-", dir="/dev/shm")
-            self.addCleanup(shutil.rmtree, shm, True)
+            shm = scratch_folder(self, "larder-durable-", dir="/dev/shm")
             roots.append((os.path.join(shm, "root"), ()))
         for root, extra in roots:
             larder, trace = self.serve(root, *extra)
@@ -195,7 +185,4 @@ class DurabilityTests(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    result = unittest.main(argv=[sys.argv[0], "-v"], exit=False).result
-    failed = len(result.failures) + len(result.errors)
-    print("durability: %d passed, %d failed" % (result.testsRun - failed, failed))
-    sys.exit(1 if failed else 0)
+    run_tests("durability")

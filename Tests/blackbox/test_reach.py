@@ -17,11 +17,12 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from processes import SYSTEM_PYTHON, open_descriptors, run_tests, scratch_folder, wait_until  # noqa: E402
 from test_client import BINARY, FIXTURES, Larder  # noqa: E402  (the same server harness)
 
 # What the other user runs: open the store with its own driver, read, write, commit.
@@ -33,9 +34,6 @@ db.execute("INSERT INTO artists (name) VALUES ('written by another user')")
 db.commit()
 print(before)
 """
-
-# A Python that `nobody` may run (pyenv's lives under /root, which it cannot enter).
-SYSTEM_PYTHON = next((p for p in ["/usr/bin/python3", "/usr/local/bin/python3"] if os.path.exists(p)), None)
 
 
 def as_nobody(path, groups=()):
@@ -49,15 +47,13 @@ class Scratch(unittest.TestCase):
     """A scratch directory that other users may pass through (mkdtemp's is 0700)."""
 
     def setUp(self):
-        self.scratch = tempfile.mkdtemp(prefix="larder-reach-")
-        os.chmod(self.scratch, 0o755)
+        self.scratch = scratch_folder(self, "larder-reach-", mode=0o755)
         self.servers = []
 
     def tearDown(self):
         for server in self.servers:
             if server.process.poll() is None:
                 server.stop()
-        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def serve(self, *extra, root="root"):
         server = Larder(os.path.join(self.scratch, root), *extra)
@@ -165,12 +161,8 @@ class KeepAfterDownloadTests(Scratch):
     def test_keeping_a_store_the_test_wrote_after_a_download_answers_200(self):
         # An upload, its download, the test's own insert through its driver
         # (another process), fixtures, a fork, then the keep that every
-        # client sends for a failed test. Before, the download's copy closed
-        # a descriptor of the live file, which dropped every SQLite lock the
-        # server held on it: the test's driver, closing, took itself for the
-        # last connection and removed the WAL and -shm under the server's
-        # connections, and the keep's recount read past the WAL's end (500,
-        # SQLite error 522, a short read).
+        # client sends for a failed test: a download's copy must leave the
+        # server's SQLite locks on the live file, or the driver removes its WAL.
         larder = self.serve()
         source = os.path.join(self.scratch, "library.sqlite")
         db = sqlite3.connect(source)
@@ -262,45 +254,37 @@ class LongPollTests(Scratch):
         # while the descriptors are counted.
         larder = self.serve("--log-format", "json", "--pool-size", "0")
         _, store, _ = larder.call("POST", "/stores", {"template": "gallery"})
-        pid = larder.process.pid
-        fds = lambda: len(os.listdir("/proc/%d/fd" % pid))  # noqa: E731
-        waits = lambda: int(next(line.split()[1] for line in larder.call("GET", "/metrics", raw=True)[1].decode().splitlines()  # noqa: E731
-                                 if line.startswith("larder_count_waits ")))
+        fds = lambda: open_descriptors(larder.pid)  # noqa: E731
+        waits = lambda: larder.metric("larder_count_waits")  # noqa: E731
         # Read once first so the store's pooled readers are counted in the baseline.
         self.assertEqual(larder.call("GET", "/stores/%s/counts?wait=artists=0&timeout_ms=1000" % store["id"])[0], 200)
-        # The server closes the connection of that call when it sees it
-        # closed: the baseline is taken once the count holds still, not
-        # with that socket in it (it went before the check one run in six).
-        baseline, deadline = fds(), time.time() + 2
-        while time.time() < deadline:
-            time.sleep(0.05)
-            if fds() == baseline:
-                break
-            baseline = fds()
-        host, port = larder.base.split("//")[1].split(":")
+        # The server closes that call's connection when it sees it closed:
+        # the baseline is taken once the count holds still, without that socket.
+        counts = []
+
+        def held_still():
+            counts.append(fds())
+            return len(counts) > 1 and counts[-1] == counts[-2]
+        wait_until(held_still, 2)
+        baseline = counts[-1]
+        host, port = larder.address.split(":")
         sockets = []
         for _ in range(40):
             s = socket.create_connection((host, int(port)))
             s.sendall(("GET /stores/%s/counts?wait=artists>=1000&timeout_ms=60000 HTTP/1.1\r\nHost: %s\r\n\r\n" % (store["id"], host)).encode())
             sockets.append(s)
-        deadline = time.time() + 10
-        while waits() < 40 and time.time() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: waits() >= 40, interval=0.02)
         self.assertEqual(waits(), 40)
         self.assertGreaterEqual(fds(), baseline + 40)
         for s in sockets:
             s.close()
-        deadline = time.time() + 10
         # Slack for read connections the burst added to the store's pool (up to 4, 3 descriptors each).
-        while (waits() > 0 or fds() > baseline + 12) and time.time() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: waits() == 0 and fds() <= baseline + 12, interval=0.02)
         self.assertEqual(waits(), 0, "every wait was dropped")
         self.assertLessEqual(fds(), baseline + 12, "their sockets and the store's watch were released")
         # Each is logged as 499 once its hangup is handled: waited for, not counted at once.
         dropped = lambda: [line for line in larder.log_text().splitlines() if '"status":"499"' in line or '"status":499' in line]  # noqa: E731
-        deadline = time.time() + 10
-        while len(dropped()) < 40 and time.time() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: len(dropped()) >= 40, interval=0.02)
         self.assertEqual(len(dropped()), 40, "each is logged as 499, client closed request")
         # The store still answers waits.
         status, body, _ = larder.call("GET", "/stores/%s/counts?wait=artists=0&timeout_ms=1000" % store["id"])
@@ -393,7 +377,4 @@ class CheckRefusesNothingTests(Scratch):
 
 
 if __name__ == "__main__":
-    result = unittest.main(argv=[sys.argv[0], "-v"], exit=False).result
-    failed = len(result.failures) + len(result.errors)
-    print("reach: %d passed, %d failed, %d skipped" % (result.testsRun - failed - len(result.skipped), failed, len(result.skipped)))
-    sys.exit(1 if failed else 0)
+    run_tests("reach")

@@ -20,24 +20,12 @@ import tempfile
 import threading
 import time
 import unittest
-import urllib.request
 
-# A Python that `nobody` may run (pyenv's lives under /root, which it cannot enter).
-SYSTEM_PYTHON = next((p for p in ["/usr/bin/python3", "/usr/local/bin/python3"] if os.path.exists(p)), None)
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-BINARY = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(REPO, ".build", "debug", "larder"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from calls import call  # noqa: E402
+from processes import REPO, SYSTEM_PYTHON, clean_environment, larder_binary, wait_until  # noqa: E402
 
-
-def get(url, path):
-    with urllib.request.urlopen(url + path, timeout=10) as answer:
-        return json.loads(answer.read())
-
-
-def post(url, path, body):
-    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        return answer.status, json.loads(answer.read())
+BINARY = larder_binary()
 
 
 def running(pid):
@@ -52,15 +40,6 @@ def waits_for_lock(pid):
     """Whether process `pid` is blocked waiting for a flock (/proc/locks' "->" lines)."""
     with open("/proc/locks") as f:
         return any(line.split()[1] == "->" and line.split()[5] == str(pid) for line in f if len(line.split()) > 5)
-
-
-def eventually(condition, seconds=5.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
 
 
 class UpTests(unittest.TestCase):
@@ -99,10 +78,7 @@ class UpTests(unittest.TestCase):
         process.wait()
 
     def up(self, *arguments, cwd=None, env=None, check=True):
-        environment = {k: v for k, v in os.environ.items() if not k.startswith("LARDER_")}
-        environment["TMPDIR"] = self.tmp
-        environment.update(env or {})
-        done = subprocess.run([BINARY, "up", *arguments], cwd=cwd or self.project, env=environment,
+        done = subprocess.run([BINARY, "up", *arguments], cwd=cwd or self.project, env=clean_environment(**{"TMPDIR": self.tmp, **(env or {})}),
                               capture_output=True, text=True, timeout=90)
         if check:
             self.assertEqual(done.returncode, 0, done.stderr)
@@ -135,8 +111,8 @@ class UpTests(unittest.TestCase):
         print("    larder up, joining it: %.0f ms" % ((time.monotonic() - began) * 1000), file=sys.stderr)
         [state] = self.states()
         # The conventional fixtures folder, tests/fixtures, is what it serves.
-        self.assertEqual([t["name"] for t in get(url, "/templates")["templates"]], ["gallery"])
-        status, store = post(url, "/stores", {"template": "gallery", "fixtures": ["artists"]})
+        self.assertEqual([t["name"] for t in call(url, "GET", "/templates").body["templates"]], ["gallery"])
+        status, store, _ = call(url, "POST", "/stores", {"template": "gallery", "fixtures": ["artists"]})
         self.assertEqual(status, 201)
         self.assertTrue(store["path"].startswith(os.path.realpath(self.tmp)) or store["path"].startswith(self.tmp))
         # Private to this user: the folders and the server's state.
@@ -144,12 +120,11 @@ class UpTests(unittest.TestCase):
         self.assertEqual(stat.S_IMODE(os.stat(parent).st_mode), 0o700)
 
         self.end(first)
-        time.sleep(1.5)
-        self.assertTrue(running(state["pid"]), "the server stopped while a process it serves runs")
-        self.assertEqual(get(url, "/health")["status"], "ok")
+        self.assertFalse(wait_until(lambda: not running(state["pid"]), 1.5), "the server stopped while a process it serves runs")
+        self.assertEqual(call(url, "GET", "/health").body["status"], "ok")
         self.end(second)
-        self.assertTrue(eventually(lambda: not running(state["pid"])), "the server outlived the last process it serves")
-        self.assertTrue(eventually(lambda: self.folders() == []), self.folders())
+        self.assertTrue(wait_until(lambda: not running(state["pid"])), "the server outlived the last process it serves")
+        self.assertTrue(wait_until(lambda: self.folders() == []), self.folders())
 
     def test_many_processes_starting_at_once_share_one_server(self):
         users = [self.user() for _ in range(8)]
@@ -168,8 +143,8 @@ class UpTests(unittest.TestCase):
         pid = self.states()[0]["pid"]
         for user in users:
             self.end(user)
-        self.assertTrue(eventually(lambda: not running(pid)))
-        self.assertTrue(eventually(lambda: self.folders() == []))
+        self.assertTrue(wait_until(lambda: not running(pid)))
+        self.assertTrue(wait_until(lambda: self.folders() == []))
 
     def test_a_process_that_follows_within_a_second_keeps_the_server(self):
         first = self.user()
@@ -180,10 +155,8 @@ class UpTests(unittest.TestCase):
         self.end(second)
 
     def test_joining_a_server_as_it_stops_starts_a_new_one(self):
-        # Back-to-back runs: the next run's `larder up` waits for the run's
-        # lock while the last run's server holds it to remove the folder.
-        # Each round holds the lock itself until both wait on it, then lets
-        # go: whichever wins, `up` answers a server that works.
+        # Back-to-back runs: the next run's `larder up` and the last run's server,
+        # removing the folder, both wait on the run's lock; whichever wins, `up` answers a server that works.
         for _ in range(6):
             first = self.user()
             self.up("--for", str(first.pid))
@@ -193,22 +166,20 @@ class UpTests(unittest.TestCase):
             fcntl.flock(holder, fcntl.LOCK_EX)
             try:
                 self.end(first)
-                self.assertTrue(eventually(lambda: waits_for_lock(state["pid"]), 10), "the server did not go for the lock")
+                self.assertTrue(wait_until(lambda: waits_for_lock(state["pid"]), 10), "the server did not go for the lock")
                 second = self.user()
-                environment = {k: v for k, v in os.environ.items() if not k.startswith("LARDER_")}
-                environment["TMPDIR"] = self.tmp
-                joining = subprocess.Popen([BINARY, "up", "--for", str(second.pid)], cwd=self.project, env=environment,
+                joining = subprocess.Popen([BINARY, "up", "--for", str(second.pid)], cwd=self.project, env=clean_environment(TMPDIR=self.tmp),
                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                self.assertTrue(eventually(lambda: waits_for_lock(joining.pid), 10), "`larder up` did not wait for the lock")
+                self.assertTrue(wait_until(lambda: waits_for_lock(joining.pid), 10), "`larder up` did not wait for the lock")
             finally:
                 os.close(holder)
             out, err = joining.communicate(timeout=90)
             self.assertEqual(joining.returncode, 0, err)
             joined = out.strip()
-            self.assertEqual(get(joined, "/health")["status"], "ok")
-            self.assertEqual(post(joined, "/stores", {"template": "gallery"})[0], 201)
+            self.assertEqual(call(joined, "GET", "/health").body["status"], "ok")
+            self.assertEqual(call(joined, "POST", "/stores", {"template": "gallery"})[0], 201)
             self.end(second)
-            self.assertTrue(eventually(lambda: self.folders() == [], 10), self.folders())
+            self.assertTrue(wait_until(lambda: self.folders() == [], 10), self.folders())
 
     def test_other_fixtures_or_settings_get_their_own_server(self):
         user = self.user()
@@ -220,11 +191,11 @@ class UpTests(unittest.TestCase):
         pooled = self.up("--for", str(user.pid), "--pool-size", "2").stdout.strip()
         self.assertEqual(named, by_variable)
         self.assertEqual(len({url, named, pooled}), 3)
-        self.assertEqual([t["name"] for t in get(named, "/templates")["templates"]], ["boardgames"])
+        self.assertEqual([t["name"] for t in call(named, "GET", "/templates").body["templates"]], ["boardgames"])
         pids = [s["pid"] for s in self.states()]
         self.end(user)
-        self.assertTrue(eventually(lambda: not any(running(p) for p in pids)))
-        self.assertTrue(eventually(lambda: self.folders() == []))
+        self.assertTrue(wait_until(lambda: not any(running(p) for p in pids)))
+        self.assertTrue(wait_until(lambda: self.folders() == []))
 
     def test_a_project_without_fixtures_gets_a_server_with_no_templates(self):
         bare = os.path.join(self.scratch, "bare")
@@ -232,53 +203,49 @@ class UpTests(unittest.TestCase):
         open(os.path.join(bare, "go.mod"), "w").close()  # the project's top: the search stops here
         user = self.user()
         url = self.up("--for", str(user.pid), cwd=bare).stdout.strip()
-        self.assertEqual(get(url, "/templates")["templates"], [])
-        status, store = post(url, "/stores", {})
+        self.assertEqual(call(url, "GET", "/templates").body["templates"], [])
+        status, store, _ = call(url, "POST", "/stores", {})
         self.assertEqual(status, 201)
         self.end(user)
-        self.assertTrue(eventually(lambda: self.folders() == []))
+        self.assertTrue(wait_until(lambda: self.folders() == []))
 
-    def test_a_killed_server_is_replaced(self):
-        user = self.user()
-        url = self.up("--for", str(user.pid)).stdout.strip()
-        [state] = self.states()
-        os.kill(state["pid"], signal.SIGKILL)
-        self.assertTrue(eventually(lambda: not running(state["pid"])))
-        again = self.up("--for", str(user.pid)).stdout.strip()
-        [new] = self.states()
-        self.assertNotEqual(new["pid"], state["pid"])
-        self.assertEqual(get(again, "/health")["status"], "ok")
-        self.end(user)
-        self.assertTrue(eventually(lambda: self.folders() == []))
-
-    def test_a_dead_servers_pid_taken_by_another_process_is_not_signalled(self):
+    def ended_server(self, sig):
+        """A stand-in test process and its run's server, ended by `sig`: (that process, the server's state)."""
         user = self.user()
         self.up("--for", str(user.pid))
         [state] = self.states()
+        os.kill(state["pid"], sig)
+        self.assertTrue(wait_until(lambda: not running(state["pid"])), "the server outlived signal %d" % sig)
+        return user, state
+
+    def test_a_killed_server_is_replaced(self):
+        user, state = self.ended_server(signal.SIGKILL)
+        again = self.up("--for", str(user.pid)).stdout.strip()
+        [new] = self.states()
+        self.assertNotEqual(new["pid"], state["pid"])
+        self.assertEqual(call(again, "GET", "/health").body["status"], "ok")
+        self.end(user)
+        self.assertTrue(wait_until(lambda: self.folders() == []))
+
+    def test_a_dead_servers_pid_taken_by_another_process_is_not_signalled(self):
+        user, state = self.ended_server(signal.SIGKILL)
         self.assertIn("started", state)
-        os.kill(state["pid"], signal.SIGKILL)
-        self.assertTrue(eventually(lambda: not running(state["pid"])))
         # As if the kernel had given the dead server's pid to an unrelated process.
         bystander = self.user()
         folder = os.path.join(self.tmp, "larder-%d" % os.getuid(), self.folders()[0])
         with open(os.path.join(folder, "server.json"), "w") as f:
             json.dump({"url": state["url"], "pid": bystander.pid, "started": state["started"]}, f)
         self.up("--for", str(user.pid))
-        time.sleep(0.2)
-        self.assertIsNone(bystander.poll(), "the process that has the pid now was left alone")
+        self.assertFalse(wait_until(lambda: bystander.poll() is not None, 0.2), "the process that has the pid now was left alone")
         [new] = self.states()
         self.assertNotIn(new["pid"], (state["pid"], bystander.pid))
         self.end(user)
         self.end(bystander)
-        self.assertTrue(eventually(lambda: self.folders() == []))
+        self.assertTrue(wait_until(lambda: self.folders() == []))
 
     def test_a_server_stopped_by_a_signal_cleans_up_too(self):
-        user = self.user()
-        self.up("--for", str(user.pid))
-        [state] = self.states()
-        os.kill(state["pid"], signal.SIGTERM)
-        self.assertTrue(eventually(lambda: not running(state["pid"])))
-        self.assertTrue(eventually(lambda: self.folders() == []))
+        self.ended_server(signal.SIGTERM)
+        self.assertTrue(wait_until(lambda: self.folders() == []))
 
     def test_refusals_say_why_and_leave_nothing(self):
         user = self.user()
@@ -324,7 +291,7 @@ class UpTests(unittest.TestCase):
     def test_another_user_of_the_host_reaches_nothing(self):
         user = self.user()
         url = self.up("--for", str(user.pid)).stdout.strip()
-        status, store = post(url, "/stores", {"template": "gallery", "fixtures": ["artists"]})
+        status, store, _ = call(url, "POST", "/stores", {"template": "gallery", "fixtures": ["artists"]})
         self.assertEqual(status, 201)
         # What another local user tries, knowing the port (from /proc/net/tcp) and the id.
         probe = """
@@ -350,7 +317,7 @@ print(json.dumps(out))
             self.assertEqual(json.loads(body)["error"]["code"], "forbidden")
             self.assertIn("serves only its own user's processes", body)
         # Nothing was done: the store and its rows are there, for its own user.
-        self.assertEqual(get(url, "/stores/%s/counts" % store["id"])["counts"]["artists"], store["counts"]["artists"])
+        self.assertEqual(call(url, "GET", "/stores/%s/counts" % store["id"]).body["counts"]["artists"], store["counts"]["artists"])
         self.end(user)
 
     def test_a_temporary_folder_others_can_change_is_not_used_for_the_runs_state(self):
@@ -363,14 +330,14 @@ print(json.dumps(out))
         user = self.user()
         done = self.up("--for", str(user.pid), env={"TMPDIR": shared})
         url = done.stdout.strip()
-        self.assertEqual(get(url, "/health")["status"], "ok")
+        self.assertEqual(call(url, "GET", "/health").body["status"], "ok")
         self.assertEqual(os.listdir(shared), [])
-        status, store = post(url, "/stores", {})
+        status, store, _ = call(url, "POST", "/stores", {})
         self.assertEqual(status, 201)
         self.assertTrue(store["path"].startswith("/tmp/larder-%d/" % os.getuid()), store["path"])
         pid = next(p for p in os.listdir("/proc") if p.isdigit() and self.serves_url(p, url))
         self.end(user)
-        self.assertTrue(eventually(lambda: not running(int(pid)), 10))
+        self.assertTrue(wait_until(lambda: not running(int(pid)), 10))
 
     def serves_url(self, pid, url):
         try:
@@ -393,20 +360,16 @@ print(json.dumps(out))
         os.mkdir(project)
         user = self.user()
         url = self.up("--for", str(user.pid), cwd=project).stdout.strip()
-        self.assertEqual(get(url, "/templates")["templates"], [])
+        self.assertEqual(call(url, "GET", "/templates").body["templates"], [])
         # A fixtures folder of the project itself, found by convention, is taken as before.
         shutil.copytree(os.path.join(REPO, "fixtures", "gallery"), os.path.join(project, "fixtures", "gallery"))
         url = self.up("--for", str(user.pid), cwd=project).stdout.strip()
-        self.assertEqual([t["name"] for t in get(url, "/templates")["templates"]], ["gallery"])
+        self.assertEqual([t["name"] for t in call(url, "GET", "/templates").body["templates"]], ["gallery"])
         self.end(user)
-        self.assertTrue(eventually(lambda: self.folders() == [], 10))
+        self.assertTrue(wait_until(lambda: self.folders() == [], 10))
 
     def test_a_planted_state_naming_a_running_process_of_the_user_does_not_get_it_signalled(self):
-        user = self.user()
-        self.up("--for", str(user.pid))
-        [state] = self.states()
-        os.kill(state["pid"], signal.SIGKILL)
-        self.assertTrue(eventually(lambda: not running(state["pid"])))
+        user, state = self.ended_server(signal.SIGKILL)
         # A live process of this user, named with its own true start time.
         bystander = self.user()
         with open("/proc/%d/stat" % bystander.pid) as f:
@@ -415,24 +378,22 @@ print(json.dumps(out))
         with open(os.path.join(folder, "server.json"), "w") as f:
             json.dump({"url": "http://127.0.0.1:9", "pid": bystander.pid, "started": started}, f)
         url = self.up("--for", str(user.pid)).stdout.strip()
-        self.assertEqual(get(url, "/health")["status"], "ok")
+        self.assertEqual(call(url, "GET", "/health").body["status"], "ok")
         self.assertIsNone(bystander.poll(), "a process that is not the run's server was signalled")
         self.end(user)
         self.end(bystander)
-        self.assertTrue(eventually(lambda: self.folders() == [], 10))
+        self.assertTrue(wait_until(lambda: self.folders() == [], 10))
 
     def test_the_default_process_is_the_caller(self):
         # A shell that runs `larder up` and then lives on: it is the process served.
-        environment = {k: v for k, v in os.environ.items() if not k.startswith("LARDER_")}
-        environment["TMPDIR"] = self.tmp
-        shell = subprocess.Popen(["sh", "-c", '"$0" up && exec sleep 600', BINARY], cwd=self.project, env=environment,
+        shell = subprocess.Popen(["sh", "-c", '"$0" up && exec sleep 600', BINARY], cwd=self.project, env=clean_environment(TMPDIR=self.tmp),
                                  stdout=subprocess.PIPE, text=True)
         self.users.append(shell)
         url = shell.stdout.readline().strip()
-        self.assertEqual(get(url, "/health")["status"], "ok")
+        self.assertEqual(call(url, "GET", "/health").body["status"], "ok")
         [state] = self.states()
         self.end(shell)
-        self.assertTrue(eventually(lambda: not running(state["pid"])))
+        self.assertTrue(wait_until(lambda: not running(state["pid"])))
 
 
 if __name__ == "__main__":

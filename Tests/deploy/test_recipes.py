@@ -13,7 +13,6 @@ service or a cluster:
 
     python3 Tests/deploy/test_recipes.py BINARY
 """
-import json
 import os
 import re
 import shlex
@@ -21,24 +20,22 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 import urllib.parse
-import urllib.request
 import xml.etree.ElementTree as ElementTree
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from processes import free_port, listening, stop  # noqa: E402
+from calls import call  # noqa: E402
+from processes import REPO, free_port, larder_binary, listening, scratch_folder, stop  # noqa: E402
 
 try:
     import yaml
 except ImportError:
     raise SystemExit("test_recipes: PyYAML is missing (scripts/setup installs python3-yaml)")
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 DEPLOY = os.path.join(REPO, "deploy")
-BINARY = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(REPO, ".build/debug/larder"))
+BINARY = larder_binary()
 
 
 def load(name):
@@ -62,16 +59,6 @@ def image_group():
         return int(re.search(r"groupadd .*--gid (\d+) larder", f.read()).group(1))
 
 
-def request(url, method="GET", body=None, token=None):
-    r = urllib.request.Request(url, method=method, data=None if body is None else json.dumps(body).encode())
-    if body is not None:
-        r.add_header("Content-Type", "application/json")
-    if token:
-        r.add_header("Authorization", "Bearer " + token)
-    with urllib.request.urlopen(r, timeout=30) as response:
-        return response.status, json.loads(response.read() or b"null")
-
-
 def url_port(url):
     return urllib.parse.urlsplit(url).port
 
@@ -81,9 +68,7 @@ class Scratch(unittest.TestCase):
     system, `larder` on PATH, and servers started with a recipe's settings."""
 
     def setUp(self):
-        self.scratch = tempfile.mkdtemp(prefix="larder-recipes-")
-        os.chmod(self.scratch, 0o755)
-        self.addCleanup(shutil.rmtree, self.scratch, True)
+        self.scratch = scratch_folder(self, "larder-recipes-", mode=0o755)
         self.bin = os.path.join(self.scratch, "bin")
         os.mkdir(self.bin)
         os.symlink(BINARY, os.path.join(self.bin, "larder"))
@@ -199,7 +184,7 @@ class GitHubActionsTests(Scratch):
         settings = self.container_env(env)
         _, base = self.serve(settings)
         self.workspace(workspace[0])  # the checkout lands after the service started
-        status, store = request(base + "/stores", "POST", {"template": "gallery"}, token=env["LARDER_TOKEN"])
+        status, store, _ = call(base, "POST", "/stores", {"template": "gallery"}, token=env["LARDER_TOKEN"])
         self.assertEqual(status, 201)
         self.assertTrue(store["path"].startswith(self.place(shared) + "/"), store["path"])
         self.assertTrue(os.path.exists(store["path"]))
@@ -268,7 +253,7 @@ class GitLabCITests(Scratch):
         self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
         self.assertLess(time.monotonic() - began, 5)
         # The store's path is in the project directory, which the job sees.
-        status, store = request(base + "/stores", "POST", {"template": "boardgames"}, token=variables["LARDER_TOKEN"])
+        status, store, _ = call(base, "POST", "/stores", {"template": "boardgames"}, token=variables["LARDER_TOKEN"])
         self.assertEqual(status, 201)
         self.assertTrue(store["path"].startswith(self.project + "/"))
 
@@ -440,7 +425,7 @@ class WaitLoopTests(Scratch):
         self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
         url = re.search(r"^URL=(http://\S+)$", done.stdout, re.M).group(1)
         self.assertIn("ok: larder", done.stdout)
-        self.assertEqual(request(url + "/health")[0], 200)
+        self.assertEqual(call(url, "GET", "/health")[0], 200)
 
     def test_it_fails_at_once_when_the_server_exits(self):
         with open(os.path.join(self.scratch, "in-the-way"), "w"):

@@ -2,26 +2,125 @@
 black-box tests under Tests/, the deploy and package tests, bench/): a free
 loopback port, the server started on port 0 and its listening line read
 within a time limit, its output drained, and stopping it as a supervisor
-would (SIGTERM, then SIGKILL).
+would (SIGTERM, then SIGKILL); waiting on a condition up to a deadline,
+scratch folders and roots, and a process's memory and descriptors. HTTP to
+the server is calls.py's.
 
     sys.path.insert(0, os.path.join(REPO, "Tests", "support"))
     from processes import Server
     server = Server(binary, root, fixtures, "--token", "t")
-    ... server.base, server.port ...
+    ... server.base, server.port, server.call("GET", "/health") ...
     server.stop()
 """
 import collections
 import os
 import re
 import select
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
+import unittest
+
+import calls
 
 LISTENING = re.compile(rb"^larder listening on (http://\S+)")
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIXTURES = os.path.join(REPO, "fixtures")
+RELEASE = os.path.join(REPO, ".build", "release", "larder")
+# A Python that `nobody` may run (pyenv's lives under /root, which it cannot enter).
+SYSTEM_PYTHON = next((p for p in ["/usr/bin/python3", "/usr/local/bin/python3"] if os.path.exists(p)), None)
+# For load: no cap on the number of stores and no expiry, so every store is the load's own to delete.
+UNLIMITED = ("--max-stores", "1000000", "--ttl-seconds", "86400")
+
+
+def larder_binary():
+    """The binary a test script was given as its first argument, else this checkout's debug build."""
+    return os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(REPO, ".build", "debug", "larder"))
+
+
+def run_tests(name):
+    """Runs the tests of the script being run, verbosely; prints "NAME: P
+    passed, F failed, S skipped" and exits 1 when one failed."""
+    result = unittest.main(module="__main__", argv=[sys.argv[0], "-v"], exit=False).result
+    failed, skipped = len(result.failures) + len(result.errors), len(result.skipped)
+    print("%s: %d passed, %d failed, %d skipped" % (name, result.testsRun - failed - skipped, failed, skipped))
+    sys.exit(1 if failed else 0)
+
+
+def clean_environment(**extra):
+    """This process's environment without LARDER_ settings (a test names its own), plus `extra`."""
+    return dict({k: v for k, v in os.environ.items() if not k.startswith("LARDER_")}, **extra)
+
+
+def wait_until(check, seconds=10, interval=0.05):
+    """check()'s first true answer within `seconds`, asked every `interval`;
+    past the deadline, its last answer (false)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        answer = check()
+        if answer or time.monotonic() >= deadline:
+            return answer
+        time.sleep(interval)
+
+
+def tmpfs_path(name):
+    """/dev/shm/NAME where there is a /dev/shm, else /tmp/NAME: stores are
+    file system work, and on tmpfs the disk is left out of what is measured."""
+    return os.path.join("/dev/shm" if os.path.isdir("/dev/shm") else "/tmp", name)
+
+
+def fresh_root(prefix):
+    """A path in the temporary directory that does not exist yet: the server makes its root with its own modes."""
+    root = tempfile.mkdtemp(prefix=prefix)
+    os.rmdir(root)
+    return root
+
+
+def scratch_folder(test, prefix, mode=None, **options):
+    """A new temporary folder, removed when `test` (a unittest.TestCase) is cleaned up."""
+    folder = tempfile.mkdtemp(prefix=prefix, **options)
+    test.addCleanup(shutil.rmtree, folder, True)
+    if mode is not None:
+        os.chmod(folder, mode)
+    return folder
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def open_descriptors(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+class Peak:
+    """Samples a process's RSS in the background from now on; `stop()`
+    answers its peak growth in MiB."""
+
+    def __init__(self, pid, interval=0.005):
+        self.pid, self.interval = pid, interval
+        self.before = self.peak = rss_kib(pid)
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+
+    def _sample(self):
+        while not self.done.wait(self.interval):
+            self.peak = max(self.peak, rss_kib(self.pid))
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        return (self.peak - self.before) / 1024
 
 
 def half_made(root):
@@ -140,6 +239,13 @@ class Server:
             return "\n".join(self.stderr_tail)
         with open(self.log_path, "rb") as f:
             return f.read().decode("utf-8", "replace")
+
+    def call(self, method, path, body=None, content_type="application/json", **options):
+        """One request to this server: calls.call's (status, body, headers)."""
+        return calls.call(self.base, method, path, body, content_type, **options)
+
+    def metric(self, name, token=None):
+        return calls.metric(self.base, name, token)
 
     def alive(self):
         return self.process.poll() is None
