@@ -1,8 +1,6 @@
 package larder
 
 import (
-	"reflect"
-	"sort"
 	"testing"
 	"time"
 
@@ -28,24 +26,5 @@ func TestDefaultsAreTheSharedOnes(t *testing.T) {
 		"retry_after_default_ms": ms(retryAfterDefault),
 		"retry_after_max_ms":     ms(retryAfterMax),
 	}
-	table := testenv.SharedDefaults(t)
-	checked := append(keys(constants), helperDefaults...)
-	sort.Strings(checked)
-	if want := keys(table); !reflect.DeepEqual(checked, want) {
-		t.Fatalf("the constants checked (here and in lardertest) are %v, clients/defaults.json has %v", checked, want)
-	}
-	for name, got := range constants {
-		if want := table[name]; !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: the client has %v, clients/defaults.json %v", name, got, want)
-		}
-	}
-}
-
-func keys(m map[string]any) []string {
-	names := make([]string, 0, len(m))
-	for name := range m {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
+	testenv.CheckDefaults(t, constants, helperDefaults)
 }

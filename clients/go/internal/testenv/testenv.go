@@ -16,6 +16,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -286,4 +288,31 @@ func SharedDefaults(t *testing.T) map[string]any {
 		table[name] = entry.Value
 	}
 	return table
+}
+
+// CheckDefaults checks one package's constants against clients/defaults.json:
+// each has its entry's value, and they with the entries the other package
+// checks (elsewhere) are every entry.
+func CheckDefaults(t *testing.T, constants map[string]any, elsewhere []string) {
+	t.Helper()
+	table := SharedDefaults(t)
+	checked := append(sortedKeys(constants), elsewhere...)
+	sort.Strings(checked)
+	if want := sortedKeys(table); !reflect.DeepEqual(checked, want) {
+		t.Fatalf("the constants checked (here and in the other package) are %v, clients/defaults.json has %v", checked, want)
+	}
+	for name, got := range constants {
+		if want := table[name]; !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: the client has %v, clients/defaults.json %v", name, got, want)
+		}
+	}
+}
+
+func sortedKeys(m map[string]any) []string {
+	names := make([]string, 0, len(m))
+	for name := range m {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
 }

@@ -1,8 +1,6 @@
 package lardertest
 
 import (
-	"reflect"
-	"sort"
 	"testing"
 
 	"github.com/larder-dev/larder/clients/go/internal/testenv"
@@ -24,17 +22,7 @@ func TestDefaultsAreTheSharedOnes(t *testing.T) {
 		"run_variables":           pairs(runVariables),
 		"label_max_bytes":         float64(labelMaxBytes),
 	}
-	table := testenv.SharedDefaults(t)
-	checked := append(keys(constants), coreDefaults...)
-	sort.Strings(checked)
-	if want := keys(table); !reflect.DeepEqual(checked, want) {
-		t.Fatalf("the constants checked (here and in larder) are %v, clients/defaults.json has %v", checked, want)
-	}
-	for name, got := range constants {
-		if want := table[name]; !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: the client has %v, clients/defaults.json %v", name, got, want)
-		}
-	}
+	testenv.CheckDefaults(t, constants, coreDefaults)
 }
 
 // pairs is vars as JSON decodes an array of pairs.
@@ -44,13 +32,4 @@ func pairs(vars [][2]string) []any {
 		list[i] = []any{v[0], v[1]}
 	}
 	return list
-}
-
-func keys(m map[string]any) []string {
-	names := make([]string, 0, len(m))
-	for name := range m {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
 }
