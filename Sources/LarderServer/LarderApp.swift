@@ -63,6 +63,8 @@ public final class LarderApp: Sendable {
     }
 
     public var port: UInt16 { server.port }
+    /// Answers so far whose status their operation does not declare, by `METHOD /route status` (none, while the contract holds).
+    public var undeclaredAnswers: [String: Int] { context.undeclared.withLock { $0 } }
     /// The templates of the fixtures folder now.
     public var templateNames: [String] { context.catalog.names() }
     public var baseURL: String { context.baseURL.withLock { $0 } }

@@ -29,6 +29,9 @@ final class ServerContext: Sendable {
     /// Where `.later` work runs: a thread each, at most four per store or build.
     let workers = Workers()
     let lastCheck = Mutex<(at: Timestamp, results: [MigrationCheck.Report])?>(nil)
+    /// Answers whose status their operation does not declare, by `METHOD /route status`:
+    /// the contract has drifted from what the handler throws (logged, counted, and failed in tests).
+    let undeclared = Mutex<[String: Int]>([:])
 
     let logger: Logger
 

@@ -45,6 +45,7 @@ extension Router {
             XCTFail("\(method) \(path) got no answer", file: file, line: line)
             return RouterAnswer(status: -1, headers: [], body: [])
         }
+        XCTAssertEqual(server.undeclared.withLock { $0 }, [:], "\(method) \(path): an answer the OpenAPI document does not declare", file: file, line: line)
         return RouterAnswer(status: response.status, headers: response.headers, body: response.bodyBytes ?? [])
     }
 }

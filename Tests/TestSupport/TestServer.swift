@@ -4,6 +4,7 @@ import FoundationNetworking
 #endif
 import LarderCore
 import LarderServer
+import XCTest
 
 /// A real server on port 0 with a temporary root, and a real HTTP client.
 public final class TestServer: @unchecked Sendable {
@@ -25,6 +26,8 @@ public final class TestServer: @unchecked Sendable {
     }
 
     deinit {
+        // Every answer of the test kept to the route's declared statuses.
+        XCTAssertEqual(app.undeclaredAnswers, [:], "answers the OpenAPI document does not declare")
         app.stop()
         try? FileManager.default.removeItem(atPath: root)
     }

@@ -266,9 +266,17 @@ class Server:
             code = None
         if self.process.stdout:
             self.process.stdout.close()
+        undeclared = []
         if self.log_path:
+            # Every answer kept to its route's declared statuses (the router logs any other).
+            try:
+                undeclared = [line for line in self.log_text().splitlines() if "the contract does not declare" in line]
+            except OSError:
+                pass
             try:
                 os.unlink(self.log_path)
             except OSError:
                 pass
+        if undeclared:
+            raise AssertionError("answers the OpenAPI document does not declare:\n" + "\n".join(undeclared))
         return code

@@ -89,6 +89,7 @@ final class Router: Sendable {
             }
             exchange.name = route.name
             let endpoint = Router.operation(route, request.method)
+            exchange.declared = endpoint?.statuses
             if let form = try signInFormInstead(request, endpoint) { return .now(exchange.finish(form)) }
             guard let endpoint else { return .now(exchange.finish(Router.methodNotAllowed(request, route))) }
             try request.checkQuery(allowed: endpoint.queryNames)
@@ -212,6 +213,8 @@ private final class Exchange: @unchecked Sendable {
     let started = ContinuousClock.now
     /// The route's name for logs and metrics, once matched (set before any work is handed on).
     var name = "unmatched"
+    /// What its operation may answer, once known: any other status is the contract's drift.
+    var declared: Set<Int>?
 
     init(server: ServerContext, request: Request, requestID: String) {
         self.server = server
@@ -234,8 +237,19 @@ private final class Exchange: @unchecked Sendable {
                                      "status": .stringConvertible(response.status), "ms": .stringConvertible((seconds * 1e6).rounded() / 1e3)]
         if let code = response.errorCode { line["error"] = .string(code) }
         server.logger.info("request", metadata: line)
+        if let declared, !declared.contains(response.status) { undeclared(response, line) }
         var answered = response
         answered.addHeader("X-Request-Id", requestID)
         return answered
+    }
+
+    /// Counts and logs (once a kind) an answer its operation does not declare.
+    private func undeclared(_ response: Response, _ line: Logger.Metadata) {
+        let kind = "\(method) \(name) \(response.status)"
+        let first = server.undeclared.withLock { seen in
+            defer { seen[kind, default: 0] += 1 }
+            return seen[kind] == nil
+        }
+        if first { server.logger.error("an answer the contract does not declare: fix the route's statuses", metadata: line) }
     }
 }

@@ -10,11 +10,13 @@ import LarderCore
 /// such as schemathesis sends nothing the document allows and the server
 /// refuses, or the other way round.
 enum OpenAPI {
-    /// Statuses any operation can answer: a foreign `Origin` or `Host` (403
-    /// `forbidden`), a bug (500), shutting down (503); and, on every route but
-    /// the open ones (the health check, signing in and out), a missing token (401).
+    /// Statuses any operation can answer: a query name it does not take
+    /// (400), a foreign `Origin` or `Host` (403 `forbidden`), a bug (500),
+    /// shutting down (503), a full file system (507: a body spooled, or a
+    /// store's `-shm` made to read it); and, on every route but the open
+    /// ones (the health check, signing in and out), a missing token (401).
     static func commonErrors(_ op: Operation) -> [Int] {
-        (op.open ? [] : [401]) + [403, 500, 503]
+        (op.open ? [] : [401]) + [400, 403, 500, 503, 507]
     }
 
     /// One count condition of `wait`: a table, an operator, a whole number.
@@ -66,7 +68,7 @@ enum OpenAPI {
         let seeOther: JSONValue = ["description": "See Other: to the dashboard", "headers": ["Location": ["schema": string]]]
         var responses: [(String, JSONValue)] = [(String(op.success), op.success == 204 ? deleted : op.success == 303 ? seeOther : done)]
         responses += op.moreSuccesses.map { (String($0), done) }
-        for code in (op.errors + commonErrors(op)).sorted() {
+        for code in Set(op.errors + commonErrors(op)).sorted() {
             responses.append((String(code), op.failuresAnswer.contains(code) ? ["description": "Failed, with the same answer", "content": .object(success)]
                 : code == 401 && op.signInForm ? ["description": "The sign-in form", "content": ["text/html": ["schema": ["type": "string"]]]] : error))
         }

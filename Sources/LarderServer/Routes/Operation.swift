@@ -70,6 +70,10 @@ struct Operation {
     var answer: ContractObject? = nil
     var description: String? = nil
 
+    /// Every status it may answer: its successes, its errors, those every
+    /// operation may (`OpenAPI.commonErrors`), and 499 for a client that left.
+    var statuses: Set<Int> { Set([success, 499] + moreSuccesses + errors + failuresAnswer + OpenAPI.commonErrors(self)) }
+
     /// Every query name the router lets through to the handler.
     var queryNames: Set<String> { Set(query.map(\.name)).union(undocumentedQuery) }
 }

@@ -19,6 +19,8 @@ enum ServiceRoutes {
             ("larder_live_stores", "Stores on disk now.", "gauge", String(s.registry.count)),
             ("larder_count_waits", "Count waits (long polls) under way.", "gauge", String(s.waiter.waiting)),
             ("larder_trash_backlog", "Deleted stores whose files are still being removed.", "gauge", String(s.registry.trashBacklog)),
+            ("larder_undeclared_answers", "Answers with a status their operation does not declare (a contract bug; 0 expected).",
+             "gauge", String(s.undeclared.withLock { $0.values.reduce(0, +) })),
             ("larder_store_bytes", "Bytes the stores take on disk (refreshed by the reaper).", "gauge", String(s.registry.diskBytes)),
             ("larder_quota_used_bytes", "Bytes counted against --max-disk-bytes: stores, their own bases, ready copies, copies and builds under way, the trash.",
              "gauge", String(s.registry.usedBytes)),
