@@ -85,8 +85,8 @@ final class AppMigrationCheckTests: XCTestCase {
         XCTAssertEqual(report.snapshot, "v1.sqlite")
         XCTAssertEqual(report.fromVersion, "1", "read from grdb_migrations of the upload as it arrived")
         XCTAssertEqual(report.toVersion, "2")
-        XCTAssertEqual(report.json["kind"], "app")
-        XCTAssertEqual(report.json["template"], .null)
+        XCTAssertEqual(report.kind, .app)
+        XCTAssertNil(report.template)
         // Another store as the reference: the same answer.
         let twin = try uploadV1(core, scratch)
         try migrate(twin.databasePath)

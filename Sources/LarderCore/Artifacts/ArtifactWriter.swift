@@ -32,13 +32,17 @@ public final class ArtifactWriter: @unchecked Sendable {
 
     /// Appends the snapshot's file whole (descriptor, offset, count) for a stored entry, when the sink can.
     private let fileSink: ((Int32, Int, Int) throws -> Void)?
+    /// `diff.json`: the diff as `GET /stores/{id}/diff` answers it (the server's encoding), given what the store was created as.
+    public typealias DiffEncoding = @Sendable (StoreDiff.Changes, String) -> JSONValue
+    private let encodeDiff: DiffEncoding
 
     /// The artifact of `snapshot`, a copy of the store `record` describes;
     /// `sink` takes the archive's bytes in order. `fileSink`, when given,
     /// takes a stored database as a span of the snapshot's file instead of its bytes.
-    public init(snapshot: DatabaseSnapshot, of record: StoreRecord, method: ZipWriter.Method, sink: @escaping ([UInt8]) throws -> Void,
-                fileSink: ((Int32, Int, Int) throws -> Void)? = nil) {
+    public init(snapshot: DatabaseSnapshot, of record: StoreRecord, method: ZipWriter.Method, diff encodeDiff: @escaping DiffEncoding,
+                sink: @escaping ([UInt8]) throws -> Void, fileSink: ((Int32, Int, Int) throws -> Void)? = nil) {
         self.snapshot = snapshot
+        self.encodeDiff = encodeDiff
         self.method = method
         self.record = record
         self.fileSink = fileSink
@@ -49,12 +53,12 @@ public final class ArtifactWriter: @unchecked Sendable {
     /// The artifact of `store` as it is now: a consistent snapshot of it,
     /// with what its test changed (row values bounded by `diffMaxBytes`;
     /// the counts stay whole).
-    public convenience init(of store: Store, temporaryDirectory: String, method: ZipWriter.Method, diffMaxBytes: Int,
+    public convenience init(of store: Store, temporaryDirectory: String, method: ZipWriter.Method, diffMaxBytes: Int, diff encodeDiff: @escaping DiffEncoding,
                             sink: @escaping ([UInt8]) throws -> Void, fileSink: ((Int32, Int, Int) throws -> Void)? = nil) throws {
         var diff = StoreDiff.Options()
         diff.maxBytes = diffMaxBytes
         let snapshot = try DatabaseSnapshot(store: store, temporaryDirectory: temporaryDirectory, diff: diff)
-        self.init(snapshot: snapshot, of: store.record, method: method, sink: sink, fileSink: fileSink)
+        self.init(snapshot: snapshot, of: store.record, method: method, diff: encodeDiff, sink: sink, fileSink: fileSink)
     }
 
     /// Makes the next piece; true once the archive is complete.
@@ -91,8 +95,14 @@ public final class ArtifactWriter: @unchecked Sendable {
                 try zip.endEntry()
                 try zip.add(name: "manifest.json", bytes: ArtifactManifest.json(record, snapshot, sha256: hash.finalize()).prettySerialized(),
                             method: method)
-                if let diff = snapshot.diffJSON {
-                    try zip.add(name: "diff.json", bytes: diff.prettySerialized(), method: method)
+                if let diff = snapshot.diff {
+                    // The diff, or the contract's error body of what kept it from being made.
+                    let json: JSONValue
+                    switch diff {
+                    case .success(let changes): json = encodeDiff(changes, snapshot.creation)
+                    case .failure(let error): json = (LarderError.classify(error) ?? LarderError(.internalError, "the diff failed: \(error)")).body
+                    }
+                    try zip.add(name: "diff.json", bytes: json.prettySerialized(), method: method)
                 }
                 try zip.finish()
                 phase = .done

@@ -64,18 +64,6 @@ public final class DatabaseSnapshot: Sendable {
         return (hash.finalize(), crc)
     }
 
-    /// `diff.json`: the diff as `GET /stores/{id}/diff` answers it, or the
-    /// contract's error body of what kept it from being made.
-    public var diffJSON: JSONValue? {
-        diff.map { result in
-            switch result {
-            case .success(let diff): return diff.json(base: creation)
-            case .failure(let error):
-                return (LarderError.classify(error) ?? LarderError(.internalError, "the diff failed: \(error)")).body
-            }
-        }
-    }
-
     /// Per changed table, how many rows were inserted, updated and deleted
     /// (the manifest's `changes`); nil without a diff.
     public var changeCounts: JSONValue? {

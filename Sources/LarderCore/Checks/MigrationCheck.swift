@@ -63,12 +63,6 @@ public struct MigrationCheck: Sendable {
             kind == .roundTrip ? "round trip (\(fromVersion ?? "?") → nothing → \(fromVersion ?? "?"))"
                 : kind == .template ? "reading its files" : "\(subject) (\(fromVersion ?? "?") → \(toVersion ?? "?"))"
         }
-
-        public var json: JSONValue {
-            ["template": JSONValue(template), "kind": .string(kind.rawValue), "snapshot": JSONValue(snapshot), "from_version": JSONValue(fromVersion),
-             "to_version": JSONValue(toVersion), "passed": .bool(passed), "ms": .double((milliseconds * 100).rounded() / 100),
-             "failures": JSONValue(failures), "notes": JSONValue(notes)]
-        }
     }
 
     public let catalog: Catalog

@@ -18,14 +18,6 @@ public struct SchemaChange: Sendable, Equatable {
     /// index's origin) may differ between two equal schemas.
     static let columnFields = ["type", "notnull", "default", "pk"]
     static let indexFields = ["unique", "columns", "partial"]
-
-    public var json: JSONValue {
-        var members: [(String, JSONValue)] = [("type", .string(type)), ("name", .string(name))]
-        if let table { members.append(("table", .string(table))) }
-        if let old { members.append(("old", old)) }
-        if let new { members.append(("new", new)) }
-        return .object(members)
-    }
 }
 
 /// Compares two `Inspector.schema` descriptions structurally: by name, the

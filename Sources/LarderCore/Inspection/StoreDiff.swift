@@ -33,12 +33,11 @@ public enum StoreDiff {
         public var rows: [JSONValue] = []
         public var total: Int64 { inserted + updated + deleted }
 
+        /// Whether rows were left out (past `limit` or the byte budget).
+        public var truncated: Bool { Int64(rows.count) < total }
+
         public var counts: JSONValue {
             ["inserted": .int(inserted), "updated": .int(updated), "deleted": .int(deleted)]
-        }
-        public var json: JSONValue {
-            .object([("inserted", .int(inserted)), ("updated", .int(updated)), ("deleted", .int(deleted)),
-                     ("rows", .array(rows)), ("truncated", .bool(Int64(rows.count) < total))])
         }
     }
 
@@ -46,16 +45,6 @@ public enum StoreDiff {
         public var schema: [SchemaChange]
         /// Changed tables only, by name.
         public var tables: [(String, TableChanges)]
-
-        /// `GET /stores/{id}/diff`'s answer; `base` says what the store was created as.
-        public func json(base: String) -> JSONValue {
-            func list(_ kind: SchemaChange.Kind) -> JSONValue { .array(schema.filter { $0.kind == kind }.map(\.json)) }
-            return .object([
-                ("base", .string(base)),
-                ("schema", .object([("added", list(.added)), ("removed", list(.removed)), ("changed", list(.changed))])),
-                ("tables", .object(tables.map { ($0.0, $0.1.json) })),
-            ])
-        }
     }
 
     /// A hardened connection to the database at `path` (a store's live

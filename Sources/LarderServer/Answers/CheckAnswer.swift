@@ -2,8 +2,7 @@
 import LarderCore
 
 /// `GET /checks/migrations`' report and `POST /stores/{id}/check`'s one
-/// result: encoding and schemas (a result's members are
-/// `MigrationCheck.Report.json`, which `larder check` prints too).
+/// result: encoding and schemas.
 enum CheckAnswer {
     static let result = ContractObject("CheckResult", OpenAPI.answer([
         ("template", OpenAPI.nullableString), ("kind", ["type": "string", "enum": ["snapshot", "round_trip", "app", "template"]]), ("snapshot", OpenAPI.nullableString),
@@ -17,6 +16,12 @@ enum CheckAnswer {
 
     static func json(_ results: [MigrationCheck.Report]) -> JSONValue {
         let failed = results.filter { !$0.passed }.count
-        return ["passed": JSONValue(results.count - failed), "failed": JSONValue(failed), "results": .array(results.map(\.json))]
+        return ["passed": JSONValue(results.count - failed), "failed": JSONValue(failed), "results": .array(results.map(json))]
+    }
+
+    static func json(_ report: MigrationCheck.Report) -> JSONValue {
+        ["template": JSONValue(report.template), "kind": .string(report.kind.rawValue), "snapshot": JSONValue(report.snapshot),
+         "from_version": JSONValue(report.fromVersion), "to_version": JSONValue(report.toVersion), "passed": .bool(report.passed),
+         "ms": .double((report.milliseconds * 100).rounded() / 100), "failures": JSONValue(report.failures), "notes": JSONValue(report.notes)]
     }
 }

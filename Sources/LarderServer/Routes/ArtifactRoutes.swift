@@ -39,7 +39,7 @@ enum ArtifactRoutes {
                     // The rows' values are held and compressed beside the
                     // database: bounded tighter than GET /diff (counts stay whole).
                     writer = try ArtifactWriter(of: store, temporaryDirectory: s.layout.temporary, method: method,
-                                                diffMaxBytes: min(s.configuration.queryMaxBytes, ArtifactRoutes.diffMaxBytes),
+                                                diffMaxBytes: min(s.configuration.queryMaxBytes, ArtifactRoutes.diffMaxBytes), diff: DiffAnswer.json,
                                                 sink: { try stream.write($0) },
                                                 fileSink: { try stream.append(file: $0, offset: $1, count: $2) })
                 } catch {

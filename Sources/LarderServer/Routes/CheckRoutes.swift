@@ -60,7 +60,7 @@ enum CheckRoutes {
         return .later {
             let report = try check.judge(id, against: reference, snapshot: snapshot, expect: expect, dataCheck: dataCheck)
             let status = report.passed ? 200 : 422
-            return junitAsked ? junit(status, [report]) : json(status, report.json)
+            return junitAsked ? junit(status, [report]) : json(status, CheckAnswer.json(report))
         }
     }
 

@@ -54,7 +54,7 @@ enum InspectRoutes {
         options.tables = try tableList(request)
         let store = try s.registry.get(c.parameter("id"))
         // Proportional to the tables' sizes: on the workers.
-        return .later { [options] in json(200, try store.diff(options).json(base: store.record.creationDescription)) }
+        return .later { [options] in json(200, DiffAnswer.json(try store.diff(options), base: store.record.creationDescription)) }
     }
 
     /// The names of a comma-separated list (`?tables=a, b`), blanks left out.
