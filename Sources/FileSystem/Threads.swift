@@ -5,7 +5,7 @@ import Synchronization
 
 /// Threads, sleeps and a condition variable straight over POSIX: what the
 /// server needs of Foundation's `Thread` and `NSCondition`, which live in
-/// the part of Foundation that links ICU's 37 MB of data into the binary.
+/// the part of Foundation that links ICU's data into the binary (docs/performance.md).
 public enum Threads {
     /// Runs `body` on a new detached thread, named `name` for `top -H` and
     /// debuggers (the kernel keeps the first 15 bytes).

@@ -2,7 +2,7 @@
 import Glibc
 
 /// The few text helpers the server took from Foundation, whose string
-/// extensions live in the part that links ICU's 37 MB of data into the
+/// extensions live in the part that links ICU's data into the
 /// binary. They trim as Foundation's character sets do, scalar by scalar.
 extension StringProtocol {
     /// Without the white space and line ends at either end

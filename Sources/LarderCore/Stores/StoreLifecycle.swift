@@ -109,6 +109,15 @@ final class StoreLifecycle: Sendable {
               busyTimeoutMs: limits.busyTimeoutMs, basePending: basePending, pressure: pressure)
     }
 
+    /// Where the store `id` is now, read from the live index and the disk
+    /// (nil: nowhere, or gone). The states the diagram names, as they are.
+    func state(of id: String) -> StoreState? {
+        if live.withLock({ $0.stores[id] }) != nil { return .live }
+        if FileSystem.exists(layout.stores + "/" + id) { return .ready }
+        if FileSystem.exists(layout.trash + "/" + id) { return .trashed }
+        return layout.halfMade.contains { $0.hasSuffix("/" + id) } ? .staging : nil
+    }
+
     // MARK: none → staging → none
 
     /// none → staging: a new id (`st_` and 128 random bits in hex) and its
