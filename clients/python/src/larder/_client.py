@@ -1,7 +1,7 @@
 """The HTTP client: `Client`, `Store` and the errors, standard library only.
 
 Every method is one request of the contract (the server's `GET /openapi.json`
-describes each; the repository's README shows them), except
+describes each; the repository's docs/api.md shows them), except
 `Client.build`, which makes the requests of an app-built template's whole
 dance (claim, migrate, finish or discard; or wait), and
 `Client.check_snapshot`, which uploads an old database, has the
