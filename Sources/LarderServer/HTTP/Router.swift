@@ -51,6 +51,8 @@ final class Router: Sendable {
         let pattern: [String] // "*" matches one segment
         let parameterNames: [String] // of the "*" segments, in order
         var methods: [String: Operation]
+        /// Each method's `Operation.statuses`, worked out once.
+        var statuses: [String: Set<Int>] = [:]
     }
 
     let server: ServerContext
@@ -66,11 +68,12 @@ final class Router: Sendable {
             }
             if let i = routes.firstIndex(where: { $0.name == op.path }) {
                 routes[i].methods[op.method] = op
+                routes[i].statuses[op.method] = op.statuses
             } else {
                 let segments = op.path.split(separator: "/")
                 routes.append(Route(name: op.path, pattern: segments.map { $0.hasPrefix("{") ? "*" : String($0) },
                                     parameterNames: segments.filter { $0.hasPrefix("{") }.map { String($0.dropFirst().dropLast()) },
-                                    methods: [op.method: op]))
+                                    methods: [op.method: op], statuses: [op.method: op.statuses]))
             }
         }
         self.routes = routes
@@ -89,7 +92,7 @@ final class Router: Sendable {
             }
             exchange.name = route.name
             let endpoint = Router.operation(route, request.method)
-            exchange.declared = endpoint?.statuses
+            exchange.declared = endpoint.flatMap { route.statuses[$0.method] }
             if let form = try signInFormInstead(request, endpoint) { return .now(exchange.finish(form)) }
             guard let endpoint else { return .now(exchange.finish(Router.methodNotAllowed(request, route))) }
             try request.checkQuery(allowed: endpoint.queryNames)
