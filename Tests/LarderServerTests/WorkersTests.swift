@@ -4,8 +4,8 @@ import Foundation
 import Synchronization
 import XCTest
 
-/// The pool `.later` work runs on: a thread each up to a bound, one lane
-/// (store) at most `perLine` at once, the rest in that lane's line.
+/// The workers `.later` work runs on: a thread each up to a bound, one line
+/// (a store's) at most `perLine` at once, the rest waiting in it.
 final class WorkersTests: XCTestCase {
     /// Jobs that hold their thread until released, counting how many run at once.
     final class Gate: Sendable {
@@ -26,18 +26,18 @@ final class WorkersTests: XCTestCase {
         }
     }
 
-    func testOneLaneRunsAtMostPerLaneAndOthersPassIt() {
-        let pool = Workers(maxThreads: 64, perLine: 4)
+    func testOneLineRunsAtMostPerLineAndOthersPassIt() {
+        let workers = Workers(maxThreads: 64, perLine: 4)
         let gate = Gate()
-        for _ in 0..<12 { pool.submit(line: "store a", gate.job()) }
+        for _ in 0..<12 { workers.submit(line: "store a", gate.job()) }
         gate.waitUntil { $0.now == 4 }
         usleep(50_000)
-        XCTAssertEqual(gate.running.withLock { $0.most }, 4, "the rest wait in the lane's line")
-        // Another lane's work runs at once, past the line.
+        XCTAssertEqual(gate.running.withLock { $0.most }, 4, "the rest wait in the line")
+        // Another line's work runs at once, past it.
         let other = DispatchSemaphore(value: 0)
-        pool.submit(line: "store b") { other.signal() }
+        workers.submit(line: "store b") { other.signal() }
         XCTAssertEqual(other.wait(timeout: .now() + 2), .success)
-        pool.submit(line: nil) { other.signal() }
+        workers.submit(line: nil) { other.signal() }
         XCTAssertEqual(other.wait(timeout: .now() + 2), .success)
         for _ in 0..<12 { gate.release.signal() }
         gate.waitUntil { $0.done == 12 }
@@ -46,9 +46,9 @@ final class WorkersTests: XCTestCase {
     }
 
     func testThreadsAreBounded() {
-        let pool = Workers(maxThreads: 3, perLine: 4)
+        let workers = Workers(maxThreads: 3, perLine: 4)
         let gate = Gate()
-        for i in 0..<8 { pool.submit(line: "store \(i)", gate.job()) }
+        for i in 0..<8 { workers.submit(line: "store \(i)", gate.job()) }
         gate.waitUntil { $0.now == 3 }
         usleep(50_000)
         XCTAssertEqual(gate.running.withLock { $0.most }, 3)
@@ -58,12 +58,12 @@ final class WorkersTests: XCTestCase {
     }
 
     func testSlowWorkDoesNotDelayQuickWork() {
-        let pool = Workers()
+        let workers = Workers()
         let gate = Gate()
-        for i in 0..<16 { pool.submit(line: "store \(i)", gate.job()) }
+        for i in 0..<16 { workers.submit(line: "store \(i)", gate.job()) }
         gate.waitUntil { $0.now == 16 }
         let quick = DispatchSemaphore(value: 0)
-        pool.submit(line: "store quick") { quick.signal() }
+        workers.submit(line: "store quick") { quick.signal() }
         XCTAssertEqual(quick.wait(timeout: .now() + 2), .success, "it runs while all sixteen hold their threads")
         for _ in 0..<16 { gate.release.signal() }
         gate.waitUntil { $0.done == 16 }

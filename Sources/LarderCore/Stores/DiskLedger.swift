@@ -128,16 +128,9 @@ final class DiskLedger: Sendable {
         }
     }
 
-    /// Sets the live stores' bytes to a fresh measure of them.
-    func measuredStores(_ bytes: Int64) {
-        counts.withLock { c in
-            c.stores = bytes
-            c.measured = true
-        }
-    }
-
-    /// The stores found at start, counted (`measured`) or yet to be measured by the reaper.
-    func found(_ bytes: Int64, measured: Bool) {
+    /// Sets the live stores' bytes to a fresh measure of them; `measured`
+    /// false: the stores found at start, yet to be measured by the reaper.
+    func setStores(_ bytes: Int64, measured: Bool = true) {
         counts.withLock { c in
             c.stores = bytes
             c.measured = measured

@@ -247,8 +247,7 @@ final class StoreLifecycle: Sendable {
     /// renamed into the trash. No journal line: a record whose directory is
     /// gone is dropped at the next rewrite or start. `durably`: the rename
     /// on disk before it returns.
-    @discardableResult
-    func delete(_ id: String, durably: Bool = true) throws -> Store {
+    func delete(_ id: String, durably: Bool = true) throws {
         let store = try live.withLock { l -> Store in
             guard let store = l.stores.remove(id) else {
                 throw LarderError(.storeNotFound, "no store with id '\(id)'", details: [("id", .string(id))])
@@ -259,8 +258,7 @@ final class StoreLifecycle: Sendable {
         // Without a quota its size (a metric only) is taken by the trash, off the request.
         let count: Trash.Count = ledger.limited ? .counted(store.diskCost, from: .stores) : .measured(from: .stores)
         try trash.discard(store.directory, name: id, count: count)
-        if durably { try makeDurable(renamed: storesSyncs.changed()) }
-        return store
+        if durably { try makeDeletionsDurable() }
     }
 
     /// Makes the deletions so far durable (after `delete(_:durably: false)` of many).
@@ -353,7 +351,7 @@ final class StoreLifecycle: Sendable {
             l.nextSequence = (stores.all.last?.sequence ?? 0) + 1
             l.stores = stores
         }
-        ledger.found(parts.reduce(0) { $0 + $1.bytes }, measured: measure || stores.count == 0)
+        ledger.setStores(parts.reduce(0) { $0 + $1.bytes }, measured: measure || stores.count == 0)
     }
 
     /// The record an earlier version kept beside a store (`store.json`), if readable.

@@ -452,7 +452,7 @@ public final class StoreRegistry: Sendable {
     @discardableResult
     public func refreshDiskUsage() -> Int64 {
         let total = lifecycle.live.withLock { $0.stores.all }.reduce(Int64(0)) { $0 + $1.diskCost }
-        ledger.measuredStores(total)
+        ledger.setStores(total)
         return total
     }
 

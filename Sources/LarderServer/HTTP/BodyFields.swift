@@ -8,14 +8,22 @@ import LarderCore
 struct BodyFields: Sendable {
     let name: String
     let fields: [Field]
-    var required: [String] = []
+    let required: [String]
     /// What the document says across fields (rules, examples); the route checks those rules itself.
-    var extra: @Sendable (Configuration) -> [(String, JSONValue)] = { _ in [] }
+    let extra: @Sendable (Configuration) -> [(String, JSONValue)]
+    /// The fields' names, made once (every request's body is checked against them).
+    let names: Set<String>
+
+    init(name: String, fields: [Field], required: [String] = [], extra: @escaping @Sendable (Configuration) -> [(String, JSONValue)] = { _ in [] }) {
+        self.name = name
+        self.fields = fields
+        self.required = required
+        self.extra = extra
+        names = Set(fields.map(\.name))
+    }
 
     /// A body that takes no field (an empty object, or nothing).
     static let nothing = BodyFields(name: "", fields: [])
-
-    var names: Set<String> { Set(fields.map(\.name)) }
 
     func field(_ name: String) -> Field? { fields.first { $0.name == name } }
 
