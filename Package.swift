@@ -29,6 +29,8 @@ let package = Package(
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
                        providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CSystem"),
+        // HTTP to S3-compatible buckets, requests signed with AWS Signature Version 4 by libcurl itself.
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // Trimming and fixed-point numbers without Foundation (which would link ICU).
         .target(name: "Text"),
         // SQLite's system calls as Larder gives them (non-blocking opens, the temporary files' budget): C, one state per process.
@@ -40,12 +42,14 @@ let package = Package(
         .target(name: "Digest", dependencies: ["CSystem"]),
         .target(name: "FileSystem", dependencies: ["CSystem"]),
         .target(name: "Zip", dependencies: ["CSystem", "Digest"]),
-        .target(name: "LarderCore", dependencies: ["SQLite", "FileSystem", "Digest", "Zip", "Text"]),
-        .target(name: "LarderServer", dependencies: ["LarderCore", "MicroHTTP", "Zip", "FileSystem", "Digest", "Text", .product(name: "Logging", package: "swift-log")],
+        // The fleet's buckets: S3's REST API through libcurl.
+        .target(name: "ObjectStore", dependencies: ["CCurl", "Digest"]),
+        .target(name: "LarderCore", dependencies: ["SQLite", "FileSystem", "Digest", "Zip", "Text", "ObjectStore"]),
+        .target(name: "LarderServer", dependencies: ["LarderCore", "MicroHTTP", "Zip", "FileSystem", "Digest", "Text", "ObjectStore", .product(name: "Logging", package: "swift-log")],
                 // The dashboard's style and script, compiled in as bytes: the binary needs no bundle beside it.
                 resources: [.embedInCode("Dashboard/dashboard.css"), .embedInCode("Dashboard/dashboard.js")]),
         .executableTarget(name: "larder", dependencies: [
-            "LarderServer", "LarderCore", "MicroHTTP", "FileSystem", "Text",
+            "LarderServer", "LarderCore", "MicroHTTP", "FileSystem", "Text", "ObjectStore", "Zip",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -56,7 +60,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["LarderCore", "LarderServer", "SQLite"], path: "Tests/TestSupport"),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite", "TestSupport"]),
         .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP"]),
-        .testTarget(name: "LarderCoreTests", dependencies: ["LarderCore", "SQLite", "FileSystem", "Digest", "TestSupport"]),
+        .testTarget(name: "LarderCoreTests", dependencies: ["LarderCore", "SQLite", "FileSystem", "Digest", "TestSupport", "ObjectStore"]),
         .testTarget(name: "ZipTests", dependencies: ["Zip", "Digest", "TestSupport"]),
         .testTarget(name: "FileSystemTests", dependencies: ["FileSystem"]),
         .testTarget(name: "TextTests", dependencies: ["Text"]),

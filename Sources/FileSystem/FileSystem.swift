@@ -351,6 +351,18 @@ public enum FileSystem {
         return lstat(path, &info) == 0 ? Int64(info.st_size) : 0
     }
 
+    /// When the file was last written (or touched), in seconds since 1970; nil when it is missing.
+    public static func modifiedAt(_ path: String) -> Double? {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return nil }
+        return Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9
+    }
+
+    /// Sets the file's modification time to now (a recency mark other processes can read).
+    public static func touch(_ path: String) {
+        _ = utimensat(AT_FDCWD, path, nil, 0)
+    }
+
     /// The names in a directory, sorted; empty when it cannot be read.
     public static func entries(_ path: String) -> [String] {
         guard let dir = opendir(path) else { return [] }

@@ -10,8 +10,9 @@ public final class ReadableFile: @unchecked Sendable {
     public let size: UInt64
     private var owned = true
 
-    public init(path: String) throws {
-        let fd = try FileSystem.openForReading(path)
+    /// `followingLinks: false`: a link at `path` is refused (a file in a folder others may write).
+    public init(path: String, followingLinks: Bool = true) throws {
+        let fd = try FileSystem.openForReading(path, followingLinks: followingLinks)
         var info = stat()
         fstat(fd, &info)
         descriptor = fd
