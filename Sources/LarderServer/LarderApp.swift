@@ -59,10 +59,20 @@ public final class LarderApp: Sendable {
         server.stop()
         context.workers.stop()
         context.artifacts.stop()
-        context.registry.close()
+        // What is still going to the buckets gets its time limit (a few times over) to get there.
+        context.artifactUploads?.drain(milliseconds: context.configuration.cacheTimeoutMs * 3 + 5_000)
+        context.core.close()
     }
 
     public var port: UInt16 { server.port }
+
+    /// Makes a kept store of an artifact's files (`larder open`); answers its page's URL.
+    public func open(database: String, base: String?, manifest: JSONValue) throws -> String {
+        let store = try context.provisioner.createFromArtifact(
+            database: database, base: base, label: manifest["label"]?.stringValue, template: manifest["template"]?.stringValue,
+            version: manifest["version"]?.stringValue, fixtures: manifest["fixtures"]?.arrayValue?.compactMap(\.stringValue) ?? [])
+        return baseURL + "/stores/" + store.id + "/page"
+    }
     /// Answers so far whose status their operation does not declare, by `METHOD /route status` (none, while the contract holds).
     public var undeclaredAnswers: [String: Int] { context.undeclared.withLock { $0 } }
     /// The templates of the fixtures folder now.

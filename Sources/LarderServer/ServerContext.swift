@@ -2,11 +2,13 @@
 import FoundationEssentials
 import LarderCore
 import Logging
+import ObjectStore
 import Synchronization
 
 /// What the routes work with: the core objects and the server's own counters.
 final class ServerContext: Sendable {
     let configuration: Configuration
+    let core: Core
     let layout: RootLayout
     let registry: StoreRegistry
     let catalog: Catalog
@@ -34,6 +36,8 @@ final class ServerContext: Sendable {
     let undeclared = Mutex<[String: Int]>([:])
 
     let logger: Logger
+    /// `--artifacts-url`: kept stores' artifacts uploaded.
+    let artifactUploads: ArtifactUploads?
 
     init(configuration: Configuration, logger: Logger? = nil) throws {
         self.configuration = configuration
@@ -41,7 +45,19 @@ final class ServerContext: Sendable {
         origins = Origins(configuration: configuration)
         session = configuration.token.map { SessionCookie(token: $0, publicURL: configuration.publicURL) }
         openAPI = OpenAPI.document(for: configuration).serialized()
-        let core = try Core(configuration: configuration)
+        let logger = self.logger, environment = ProcessInfo.processInfo.environment
+        let core = try Core(configuration: configuration, environment: environment) { logger.warning("\($0)") }
+        self.core = core
+        let started = startedAt
+        let access = BucketAccess.fromEnvironment(environment)
+        if configuration.artifactsURL != nil && !access.isSigned {
+            logger.warning("--artifacts-url is set but AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not: artifacts are not uploaded")
+        }
+        artifactUploads = try configuration.artifactsURL.flatMap { url in
+            guard access.isSigned else { return nil }
+            return ArtifactUploads(bucket: Bucket(url: try BucketURL(url), access: access, timeoutMs: configuration.cacheTimeoutMs),
+                                   run: configuration.artifactsRun ?? ArtifactUploads.run(environment, startedAt: started))
+        }
         layout = core.layout
         registry = core.registry
         catalog = core.catalog

@@ -14,7 +14,7 @@ struct LarderCommand: ParsableCommand {
         commandName: "larder",
         abstract: "Isolated throwaway SQLite stores for test suites, over HTTP.",
         version: LarderVersion.current,
-        subcommands: [Serve.self, Check.self, Health.self, Warm.self, Up.self, Completions.self, ManualPage.self],
+        subcommands: [Serve.self, Check.self, Health.self, Warm.self, Up.self, Open.self, Completions.self, ManualPage.self],
         defaultSubcommand: Serve.self
     )
 }

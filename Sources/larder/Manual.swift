@@ -35,7 +35,7 @@ enum Manual {
             lines += ["", group.title.uppercased() + ":"]
             for setting in group.settings {
                 let value = setting.value(in: defaults)
-                lines.append("  \(setting.flag) \(setting.placeholder)" + (value.isEmpty ? "" : "  (default \(value))"))
+                lines.append("  \(setting.flag)" + (setting.isFlag ? "" : " " + setting.placeholder) + (value.isEmpty ? "" : "  (default \(value))"))
                 lines += wrap(setting.help, width: width, indent: 6)
             }
         }
@@ -97,6 +97,10 @@ extension Manual {
         Command(name: "up", abstract: "Print the URL of a server for this test run, starting one when none runs.", takesSettings: true, options: [
             Option(flag: "--for", placeholder: "<pid>", help: "A process to serve (repeatable)."),
         ]),
+        Command(name: "open", abstract: "Show a store's artifact zip (a file or an s3:// URL) in the browser.", takesSettings: false, options: [
+            Option(flag: "--port", placeholder: "<port>", help: "Port to listen on (default: a free one)."),
+            Option(flag: "--no-browser", placeholder: nil, help: "Print the URL only; open no browser."),
+        ]),
         Command(name: "completions", abstract: "Print the shell completion script for bash, zsh or fish.", takesSettings: false, options: []),
         Command(name: "manual", abstract: "Print the manual page (roff).", takesSettings: false, options: []),
     ]
@@ -104,7 +108,7 @@ extension Manual {
     /// A command's options: its own, then the settings when it takes them.
     static func options(of command: Command) -> [Option] {
         command.options + (command.takesSettings ? Configuration.settings.map {
-            Option(flag: $0.flag, placeholder: $0.placeholder, help: $0.help, choices: $0.choices)
+            Option(flag: $0.flag, placeholder: $0.isFlag ? nil : $0.placeholder, help: $0.help, choices: $0.choices)
         } : [])
     }
 
@@ -242,7 +246,7 @@ extension Manual {
             lines.append(".SS \(text(group.title))")
             for setting in group.settings {
                 let value = setting.value(in: defaults)
-                lines += [".TP", "\\fB\(text(setting.flag))\\fR \\fI\(text(setting.placeholder))\\fR",
+                lines += [".TP", "\\fB\(text(setting.flag))\\fR" + (setting.isFlag ? "" : " \\fI\(text(setting.placeholder))\\fR"),
                           text(setting.help + (value.isEmpty ? "" : " Default: \(value).") + " Variable: \(setting.environmentVariable).")]
             }
         }

@@ -20,7 +20,9 @@ struct Up: ParsableCommand {
             binary, the fixtures folder and the settings. It listens on a free loopback port, answering only \
             this user's processes, with its root in a temporary folder (TMPDIR, else /tmp where another user \
             could change the way to TMPDIR), and stops, removing that folder, a second after the last process \
-            it serves has ended; joining it as it stops starts a new one.
+            it serves has ended; joining it as it stops starts a new one. Its template cache (templates and \
+            finished app builds) outlives the run in ${XDG_CACHE_HOME:-~/.cache}/larder/cache, unless \
+            --cache-dir names another, so the next run with unchanged migrations builds nothing.
 
             The fixtures folder is --fixtures or LARDER_FIXTURES, else the first of fixtures, \
             tests/fixtures, test/fixtures and testdata/fixtures found from the working directory up to the \
@@ -94,6 +96,8 @@ struct Up: ParsableCommand {
         // (The run's root goes when the run ends: nothing in it need survive a power cut.)
         var arguments = ["serve", "--shared", run.folder, "--sync", "off"] + settings
         arguments += ["--host", "127.0.0.1", "--port", "0", "--root", run.root, "--fixtures", configuration.fixtures]
+        // Templates and app builds outlive the run: the next run on this machine builds nothing.
+        if configuration.cacheDirectory == nil, let kept = Up.keptCache(environment) { arguments += ["--cache-dir", kept] }
         FileSystem.remove(run.log)
         do {
             return try Up.start(binary, arguments: arguments, run: run)
@@ -142,6 +146,21 @@ struct Up: ParsableCommand {
     static func isTrusted(_ folder: String) -> Bool {
         var info = stat()
         return stat(folder, &info) == 0 && (info.st_uid == getuid() || info.st_uid == 0) && info.st_mode & S_IWOTH == 0
+    }
+
+    /// `${XDG_CACHE_HOME:-~/.cache}/larder/cache`, made when missing; nil
+    /// when it cannot be, or when it is not this user's alone (another
+    /// user's templates would be copied into this user's stores).
+    static func keptCache(_ environment: [String: String]) -> String? {
+        let base = environment["XDG_CACHE_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+            ?? environment["HOME"].flatMap { $0.hasPrefix("/") ? $0 + "/.cache" : nil }
+        guard let base else { return nil }
+        let folder = base + "/larder/cache"
+        guard (try? FileSystem.makeDirectories(folder)) != nil else { return nil }
+        let larder = FileSystem.parent(folder)
+        var info = stat()
+        guard stat(larder, &info) == 0, info.st_uid == getuid(), info.st_mode & (S_IWOTH | S_IWGRP) == 0, isTrusted(folder) else { return nil }
+        return FileSystem.realPath(folder)
     }
 
     /// `settings` without `name` (as `--name value` or `--name=value`).

@@ -22,7 +22,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from calls import call  # noqa: E402
+from calls import call, metric  # noqa: E402
 from processes import REPO, SYSTEM_PYTHON, clean_environment, larder_binary, wait_until  # noqa: E402
 
 BINARY = larder_binary()
@@ -78,7 +78,9 @@ class UpTests(unittest.TestCase):
         process.wait()
 
     def up(self, *arguments, cwd=None, env=None, check=True):
-        done = subprocess.run([BINARY, "up", *arguments], cwd=cwd or self.project, env=clean_environment(**{"TMPDIR": self.tmp, **(env or {})}),
+        # The template cache that outlives runs: in the test's own scratch, never the user's ~/.cache.
+        base = {"TMPDIR": self.tmp, "XDG_CACHE_HOME": os.path.join(self.scratch, "xdg")}
+        done = subprocess.run([BINARY, "up", *arguments], cwd=cwd or self.project, env=clean_environment(**{**base, **(env or {})}),
                               capture_output=True, text=True, timeout=90)
         if check:
             self.assertEqual(done.returncode, 0, done.stderr)
@@ -125,6 +127,29 @@ class UpTests(unittest.TestCase):
         self.end(second)
         self.assertTrue(wait_until(lambda: not running(state["pid"])), "the server outlived the last process it serves")
         self.assertTrue(wait_until(lambda: self.folders() == []), self.folders())
+
+    def run_once(self):
+        """One run: a server started, a store made of gallery, the run ended; its builds."""
+        user = self.user()
+        url = self.up("--for", str(user.pid)).stdout.strip()
+        status, _, _ = call(url, "POST", "/stores", {"template": "gallery", "fixtures": ["artists"]})
+        self.assertEqual(status, 201)
+        built = metric(url, "larder_template_builds_total")
+        [state] = self.states()
+        self.end(user)
+        self.assertTrue(wait_until(lambda: not running(state["pid"])), "the server outlived its run")
+        self.assertTrue(wait_until(lambda: self.folders() == []), self.folders())
+        return built
+
+    def test_the_next_run_on_the_machine_builds_nothing(self):
+        """The template cache outlives the run, in ${XDG_CACHE_HOME}/larder/cache; the stores do not."""
+        self.assertEqual(self.run_once(), 1)
+        self.assertEqual(self.run_once(), 0)
+        cache = os.path.join(self.scratch, "xdg", "larder", "cache")
+        self.assertEqual(len([f for f in os.listdir(cache) if f.endswith(".sqlite")]), 1)
+        # A cache folder others may write is not this user's alone: not used (another user's template would land in these stores).
+        os.chmod(os.path.join(self.scratch, "xdg", "larder"), 0o777)
+        self.assertEqual(self.run_once(), 1)
 
     def test_many_processes_starting_at_once_share_one_server(self):
         users = [self.user() for _ in range(8)]

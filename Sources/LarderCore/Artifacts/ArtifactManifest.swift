@@ -3,8 +3,9 @@
 /// snapshot holds (counts, each table's columns, its size and SHA-256, what
 /// the test changed) and which Larder and SQLite made it.
 enum ArtifactManifest {
-    static func json(_ record: StoreRecord, _ snapshot: DatabaseSnapshot, sha256: String) -> JSONValue {
-        [
+    /// `withBase`: the zip holds the creation state too, as `base.sqlite`.
+    static func json(_ record: StoreRecord, _ snapshot: DatabaseSnapshot, sha256: String, withBase: Bool) -> JSONValue {
+        let known: JSONValue = [
             "id": .string(record.id), "label": JSONValue(record.label), "template": JSONValue(record.template),
             "version": JSONValue(record.version), "snapshot": JSONValue(record.snapshot), "fixtures": JSONValue(record.fixtures),
             "counts": JSONValue(counts: snapshot.counts), "schema": .object(snapshot.columns.map { ($0.0, JSONValue($0.1)) }),
@@ -13,5 +14,8 @@ enum ArtifactManifest {
             "snapshot_at": .string(Timestamp.now.rfc3339), "larder_version": .string(LarderVersion.current),
             "changes": snapshot.changeCounts ?? .null,
         ]
+        var members = known.objectMembers ?? []
+        if withBase { members.append(("base", "base.sqlite")) }
+        return .object(members)
     }
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-import Dispatch
 import Digest
+import Dispatch
+import FileSystem
 import SQLite
 import Zip
 
@@ -17,6 +18,7 @@ public final class ArtifactWriter: @unchecked Sendable {
     private enum Phase {
         case checksum(UInt64)
         case data(UInt64)
+        case base(UInt64)
         case done
     }
 
@@ -35,13 +37,16 @@ public final class ArtifactWriter: @unchecked Sendable {
     /// `diff.json`: the diff as `GET /stores/{id}/diff` answers it (the server's encoding), given what the store was created as.
     public typealias DiffEncoding = @Sendable (StoreDiff.Changes, String) -> JSONValue
     private let encodeDiff: DiffEncoding
+    /// The creation state, as `base.sqlite` after the database, when asked for (what `larder open` diffs against).
+    private let base: ReadableFile?
 
     /// The artifact of `snapshot`, a copy of the store `record` describes;
     /// `sink` takes the archive's bytes in order. `fileSink`, when given,
     /// takes a stored database as a span of the snapshot's file instead of its bytes.
     public init(snapshot: DatabaseSnapshot, of record: StoreRecord, method: ZipWriter.Method, diff encodeDiff: @escaping DiffEncoding,
-                sink: @escaping ([UInt8]) throws -> Void, fileSink: ((Int32, Int, Int) throws -> Void)? = nil) {
+                base: ReadableFile? = nil, sink: @escaping ([UInt8]) throws -> Void, fileSink: ((Int32, Int, Int) throws -> Void)? = nil) {
         self.snapshot = snapshot
+        self.base = base
         self.encodeDiff = encodeDiff
         self.method = method
         self.record = record
@@ -53,12 +58,17 @@ public final class ArtifactWriter: @unchecked Sendable {
     /// The artifact of `store` as it is now: a consistent snapshot of it,
     /// with what its test changed (row values bounded by `diffMaxBytes`;
     /// the counts stay whole).
+    /// `withBase`: the store's creation state goes in too (a store that keeps none has none).
     public convenience init(of store: Store, temporaryDirectory: String, method: ZipWriter.Method, diffMaxBytes: Int, diff encodeDiff: @escaping DiffEncoding,
-                            sink: @escaping ([UInt8]) throws -> Void, fileSink: ((Int32, Int, Int) throws -> Void)? = nil) throws {
+                            withBase: Bool = false, sink: @escaping ([UInt8]) throws -> Void, fileSink: ((Int32, Int, Int) throws -> Void)? = nil) throws {
         var diff = StoreDiff.Options()
         diff.maxBytes = diffMaxBytes
         let snapshot = try DatabaseSnapshot(store: store, temporaryDirectory: temporaryDirectory, diff: diff)
-        self.init(snapshot: snapshot, of: store.record, method: method, diff: encodeDiff, sink: sink, fileSink: fileSink)
+        // The base sits where the store's test may write: opened without following a link.
+        let base = withBase ? (try? store.creationState(within: store.readTimeoutMs)).flatMap { _ in
+            try? ReadableFile(path: store.basePath, followingLinks: false)
+        } : nil
+        self.init(snapshot: snapshot, of: store.record, method: method, diff: encodeDiff, base: base, sink: sink, fileSink: fileSink)
     }
 
     /// Makes the next piece; true once the archive is complete.
@@ -93,20 +103,12 @@ public final class ArtifactWriter: @unchecked Sendable {
             let bytes = try read(at: offset)
             if bytes.isEmpty {
                 try zip.endEntry()
-                try zip.add(name: "manifest.json", bytes: ArtifactManifest.json(record, snapshot, sha256: hash.finalize()).prettySerialized(),
-                            method: method)
-                if let diff = snapshot.diff {
-                    // The diff, or the contract's error body of what kept it from being made.
-                    let json: JSONValue
-                    switch diff {
-                    case .success(let changes): json = encodeDiff(changes, snapshot.creation)
-                    case .failure(let error): json = (LarderError.classify(error) ?? LarderError(.internalError, "the diff failed: \(error)")).body
-                    }
-                    try zip.add(name: "diff.json", bytes: json.prettySerialized(), method: method)
+                if let base {
+                    try zip.beginEntry(name: "base.sqlite", size: base.size, crc: nil, method: .deflate)
+                    phase = .base(0)
+                    return false
                 }
-                try zip.finish()
-                phase = .done
-                return true
+                return try close()
             }
             let hash = self.hash, stored = method == .store
             try bytes.withUnsafeBytes { piece in
@@ -117,10 +119,36 @@ public final class ArtifactWriter: @unchecked Sendable {
                 }
             }
             phase = .data(offset + UInt64(bytes.count))
+        case .base(let offset):
+            let count = try base!.read(into: &buffer, at: offset)
+            if count == 0 {
+                try zip.endEntry()
+                return try close()
+            }
+            try buffer[0..<count].withUnsafeBytes { try zip.writeEntry($0) }
+            phase = .base(offset + UInt64(count))
         case .done:
             return true
         }
         return false
+    }
+
+    /// The manifest and the diff after the files, then the central directory.
+    private func close() throws -> Bool {
+        try zip.add(name: "manifest.json", bytes: ArtifactManifest.json(record, snapshot, sha256: hash.finalize(), withBase: base != nil).prettySerialized(),
+                    method: method)
+        if let diff = snapshot.diff {
+            // The diff, or the contract's error body of what kept it from being made.
+            let json: JSONValue
+            switch diff {
+            case .success(let changes): json = encodeDiff(changes, snapshot.creation)
+            case .failure(let error): json = (LarderError.classify(error) ?? LarderError(.internalError, "the diff failed: \(error)")).body
+            }
+            try zip.add(name: "diff.json", bytes: json.prettySerialized(), method: method)
+        }
+        try zip.finish()
+        phase = .done
+        return true
     }
 
     /// The next piece of the database, in `buffer` until the next read.

@@ -75,7 +75,8 @@ public final class Provisioner: Sendable {
         try StoreRecord.check(fixtures: (request.fixtures ?? template.defaultFixtures).count)
         let fixtures = try (request.fixtures ?? template.defaultFixtures).map { try template.fixture($0) }
         let hash = SHA256()
-        hash.update("larder-template-cache-2\n\(template.migrations.format.rawValue)\n")
+        // The cache's format and the SQLite that builds it (a fleet's runners may differ), never a machine's paths.
+        hash.update("larder-template-cache-3\n\(LarderVersion.sqlite)\n\(template.migrations.format.rawValue)\n")
         // Everything the build writes is in the key: what runs, and what the
         // tool records of it (file names, descriptions, its own checksum).
         // Keyed by text alone, two templates whose files had the same text
@@ -91,7 +92,9 @@ public final class Provisioner: Sendable {
                 for c in scripts { add("c \(event)", c) }
             }
             // What the team configured its tool with changes what is built too.
-            hash.update("b \(template.migrations.table) \(template.migrations.settings.noTransactionWrap)\n")
+            let settings = template.migrations.settings
+            hash.update("b \(template.migrations.table) \(settings.noTransactionWrap) \(settings.placeholderReplacement)\n")
+            for (name, value) in settings.placeholders.sorted(by: { $0.key < $1.key }) { hash.update("p \(name.utf8.count):\(name) \(value.utf8.count):\(value)\n") }
             hash.update("to \(version)\n")
         } else {
             hash.update("as-is\n")
@@ -106,15 +109,26 @@ public final class Provisioner: Sendable {
     /// A store of the cached template database of `plan`: a ready copy when
     /// there is one, else a copy made now.
     public func create(_ plan: Plan, label: String?, ttlSeconds: Int?) throws -> (Store, Provenance) {
-        let entry = try entry(plan)
-        let provenance = Provenance(template: plan.template.name, version: entry.version, snapshot: plan.snapshot?.name,
-                                    fixtures: plan.fixtures.map(\.name), counts: entry.counts)
-        return try registry.create(copyOf: entry, provenance: provenance, label: label, ttlSeconds: ttlSeconds)
+        func make() throws -> (Store, Provenance) {
+            let entry = try entry(plan)
+            let provenance = Provenance(template: plan.template.name, version: entry.version, snapshot: plan.snapshot?.name,
+                                        fixtures: plan.fixtures.map(\.name), counts: entry.counts)
+            return try registry.create(copyOf: entry, provenance: provenance, label: label, ttlSeconds: ttlSeconds)
+        }
+        do {
+            return try make()
+        } catch where cache.peek(plan.key).map({ !FileSystem.exists($0.path) }) == true {
+            // Another server sharing the cache's folder evicted it: brought in again.
+            cache.forgetIfGone(plan.key)
+            return try make()
+        }
     }
 
     /// The cached template database of `plan`, built now when it is not cached.
     public func entry(_ plan: Plan) throws -> TemplateCache.Entry {
-        try cache.entry(plan.key) { path in try build(plan, at: path) }
+        let about: JSONValue = ["name": .string(plan.template.name), "version": JSONValue(plan.version), "snapshot": JSONValue(plan.snapshot?.name),
+                                "fixtures": JSONValue(plan.fixtures.map(\.name))]
+        return try cache.entry(plan.key, template: about) { path in try build(plan, at: path) }
     }
 
     /// A store that is a copy of the ready app-built template `key`, whose
@@ -218,6 +232,32 @@ public final class Provisioner: Sendable {
                 return provenance(try Inspector.counts(db))
             }
         }
+    }
+
+    /// A kept store of an artifact's database (`larder open`): the file
+    /// `database` moved in, with `base` as its creation state when the
+    /// artifact carried one (else the database as it is). Both are checked
+    /// and opened hardened, as an upload is.
+    public func createFromArtifact(database: String, base: String?, label: String?, template: String?, version: String?,
+                                   fixtures: [String]) throws -> Store {
+        let (store, _) = try registry.create(label: label, ttlSeconds: nil, expectedBytes: FileSystem.size(database)) { path in
+            try FileSystem.move(database, to: path)
+            if let base { try FileSystem.move(base, to: FileSystem.parent(path) + "/" + Store.baseName) }
+            for file in [path] + (base == nil ? [] : [FileSystem.parent(path) + "/" + Store.baseName]) {
+                do {
+                    try Connection.validate(path: file)
+                } catch let error as SQLiteError {
+                    throw LarderError(.badRequest, "the artifact's \(FileSystem.lastComponent(file)) is not a usable SQLite database: \(error.message)")
+                }
+            }
+            let db = try Connection(path: path, mode: .readWrite)
+            try db.harden()
+            return try db.limited(milliseconds: registry.limits.operationTimeoutMs, "opening the artifact") {
+                try db.execute("PRAGMA journal_mode=WAL")
+                return Provenance(template: template, version: version, fixtures: fixtures, counts: try Inspector.counts(db), source: "artifact")
+            }
+        }
+        return try registry.update(store.id, StoreRegistry.Patch(keep: .forever))
     }
 
     /// An uploaded database: small ones in memory, large ones in the file

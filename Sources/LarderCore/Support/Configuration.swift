@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import FoundationEssentials
+import ObjectStore
 import Text
 
 /// Every setting of Larder in one value, with defaults, read once from
@@ -37,6 +38,17 @@ public struct Configuration: Sendable {
     public var logFormat: String?
     public var logLevel = "info"
     public var cacheMaxBytes: Int64 = 1 << 30
+    /// The template cache's folder; nil: `cache` in the root.
+    public var cacheDirectory: String?
+    /// The fleet's bucket, `s3://BUCKET/PREFIX`.
+    public var cacheURL: String?
+    public var cacheReadOnly = false
+    /// The bucket's time limit: connecting, any stall, a small request in all.
+    public var cacheTimeoutMs = 10_000
+    /// Where kept stores' artifacts go, `s3://BUCKET/PREFIX`.
+    public var artifactsURL: String?
+    /// The run's folder under the artifacts URL; nil: from the CI's variables, else the start time.
+    public var artifactsRun: String?
     /// Ready copies kept per recently used template entry (0: none).
     public var readyCopies = 16
     /// Permission bits of store files (`-wal` and `-shm` follow); their
@@ -87,6 +99,8 @@ public struct Configuration: Sendable {
 
         /// Names it had before, still accepted as flags and variables.
         public var aliases: [String] = []
+        /// Given as `--name` alone: on.
+        public var isFlag = false
 
         public var flag: String { "--" + name }
         public var environmentVariable: String { Setting.variable(name) }
@@ -129,6 +143,19 @@ public struct Configuration: Sendable {
             })
         }
 
+        /// On with `--name` alone (`--name=false` turns it off); the variable takes true, false, 1 or 0.
+        static func flag(_ name: String, _ path: WritableKeyPath<Configuration, Bool> & Sendable, _ help: String) -> Setting {
+            var setting = Setting(name: name, placeholder: "", choices: [], help: help, show: { String($0[keyPath: path]) }, set: { c, text in
+                switch text {
+                case "true", "1", "yes": c[keyPath: path] = true
+                case "false", "0", "no", "": c[keyPath: path] = false
+                default: throw InvalidSetting(description: "--\(name) takes no value (or =true, =false), not '\(text)'")
+                }
+            })
+            setting.isFlag = true
+            return setting
+        }
+
         static func choice(_ name: String, _ path: WritableKeyPath<Configuration, String> & Sendable, _ choices: [String], _ help: String) -> Setting {
             Setting(name: name, placeholder: "<" + choices.joined(separator: "|") + ">", choices: choices, help: help,
                     show: { $0[keyPath: path] }, set: { c, text in
@@ -142,10 +169,11 @@ public struct Configuration: Sendable {
     public static let groups: [(title: String, names: [String])] = [
         ("Network", ["host", "port", "token", "public-url", "allowed-hosts", "connection-limit", "connections-per-address",
                      "connection-timeout-seconds", "header-timeout-seconds", "max-body-bytes", "threads"]),
-        ("Storage", ["root", "fixtures", "missing-fixtures", "client-root", "store-mode", "store-group", "cache-max-bytes", "ready-copies", "sync"]),
+        ("Storage", ["root", "fixtures", "missing-fixtures", "client-root", "store-mode", "store-group", "cache-dir", "cache-max-bytes", "ready-copies", "sync"]),
         ("Stores", ["ttl-seconds", "kept-ttl-seconds", "max-stores", "max-disk-bytes", "reap-interval-seconds", "build-lease-seconds"]),
         ("Time and size limits", ["operation-timeout-ms", "busy-timeout-ms", "read-timeout-ms", "query-row-limit", "query-max-bytes",
                                   "wait-timeout-max-ms"]),
+        ("Fleet", ["cache-url", "cache-read-only", "cache-timeout-ms", "artifacts-url", "artifacts-run"]),
         ("Logging", ["log-format", "log-level"]),
     ]
 
@@ -195,7 +223,26 @@ public struct Configuration: Sendable {
                 "trace, debug, info, notice, warning, error or critical; each request is an info line."),
         .choice("sync", \.sync, ["auto", "off"],
                 "auto: a store made, kept or deleted, and a changed record, is on disk before the answer, and survives a power cut (not on tmpfs, which a power cut empties anyway); off: never synced (a root thrown away after its run, as `larder up`'s)."),
-        .bytes("cache-max-bytes", \.cacheMaxBytes, "Disk budget of the template cache; least recently used entries go first."),
+        .bytes("cache-max-bytes", \.cacheMaxBytes, "Disk budget of the template cache's folder; least recently used entries go first, by every server's use of it."),
+        .optional("cache-dir", \.cacheDirectory, "<path>",
+                  "Folder of the template cache (templates and finished app builds), which several servers and runs may share (default: cache in the root; `larder up`: ~/.cache/larder/cache)."),
+        .optional("cache-url", \.cacheURL, "<s3://bucket/prefix>",
+                  "The fleet's template cache in an S3-compatible bucket: a server looks there before building and publishes what it built. Keys and endpoint from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, AWS_ENDPOINT_URL.",
+                  check: { try Configuration.bucketURL($0, "cache-url") }),
+        .flag("cache-read-only", \.cacheReadOnly, "Read the fleet's cache, never publish to it (runners of pull requests from forks)."),
+        .int("cache-timeout-ms", \.cacheTimeoutMs, 100...600_000,
+             "The bucket's time limit: connecting, or a stall, this long ends a request (then the bucket is left alone for 60 s); templates are built here instead."),
+        .optional("artifacts-url", \.artifactsURL, "<s3://bucket/prefix>",
+                  "Uploads the artifact zip of every store kept because its test failed to PREFIX/RUN/LABEL-ID.zip (`larder open` shows one).",
+                  check: { try Configuration.bucketURL($0, "artifacts-url") }),
+        .optional("artifacts-run", \.artifactsRun, "<name>",
+                  "RUN in the artifacts' names (default: GITHUB_RUN_ID, CI_PIPELINE_ID or BUILDKITE_BUILD_ID, else the start time).",
+                  check: { run in
+                      guard run.utf8.count <= 100, run.utf8.allSatisfy(Catalog.isNameByte) else {
+                          throw InvalidSetting(description: "--artifacts-run must be 1 to 100 of A-Z a-z 0-9 . _ -, not '\(run)'")
+                      }
+                      return run
+                  }),
         .int("ready-copies", \.readyCopies, 0...1024,
              "Ready copies kept per recently used template entry (the 8 latest), made in the background so POST /stores only writes a record (0: none).")
             .formerly("pool-size"),
@@ -276,6 +323,8 @@ public struct Configuration: Sendable {
             let body = argument.dropFirst(2)
             if let equals = body.firstIndex(of: "=") {
                 try set(String(body[..<equals]), String(body[body.index(after: equals)...]))
+            } else if Configuration.settings.contains(where: { $0.isFlag && ($0.name == body || $0.aliases.contains(String(body))) }) {
+                try set(String(body), "true")
             } else {
                 guard let value = rest.popFirst() else { throw InvalidSetting(description: "\(argument) needs a value") }
                 try set(String(body), value)
@@ -286,6 +335,15 @@ public struct Configuration: Sendable {
     /// Whether `host` is a loopback address (anything else requires a token).
     public var listensOnLoopbackOnly: Bool {
         Loopback.contains(host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host)
+    }
+
+    /// An `s3://BUCKET/PREFIX` setting, checked as the bucket client reads it.
+    static func bucketURL(_ text: String, _ name: String) throws -> String {
+        do {
+            return try BucketURL(text).description
+        } catch let invalid as BucketURL.Invalid {
+            throw InvalidSetting(description: "--\(name): \(invalid.description)")
+        }
     }
 
     public func validate() throws {

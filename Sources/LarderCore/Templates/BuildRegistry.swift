@@ -33,6 +33,8 @@ public final class BuildRegistry: Sendable {
         public var version: String?
         public var counts: [(String, Int64)]?
         public var sizeBytes: Int64?
+        /// Where a ready build came from: finished here, found on this machine, or downloaded from the fleet.
+        public var origin: TemplateCache.Origin?
     }
 
     /// What `POST /builds` answers.
@@ -115,6 +117,8 @@ public final class BuildRegistry: Sendable {
         try BuildRegistry.check(key: key)
         try StoreRecord.check(label: label)
         discardLapsed()
+        // Finished by another server sharing the cache's folder, or by the fleet: ready here once brought in.
+        if shared.withLock({ $0.building[key] == nil }) { _ = try? cache.find(entryKey(key)) }
         let roomLeft = registry.hasRoom(for: 1) // asked outside the lock below (the quota asks it too)
         enum Step { case answer(Claim), start(Building) }
         let step = try shared.withLock { s -> Step in
@@ -257,7 +261,7 @@ public final class BuildRegistry: Sendable {
             }
             let about: JSONValue = ["key": .string(b.key), "label": JSONValue(b.label),
                                     "started_at": .double(b.startedAt.seconds), "finished_at": .double(Timestamp.now.seconds)]
-            return try cache.adopt(copy, key: entryKey(b.key), version: version, counts: counts, build: about)
+            return try cache.adopt(copy, key: entryKey(b.key), version: version, counts: counts, build: about, origin: .built)
         } catch let error as SQLiteError {
             throw LarderError.sqlite(error, as: .sqlError, "build '\(b.key)' is not a usable SQLite database", details: [("key", .string(b.key))])
         }
@@ -387,6 +391,6 @@ public final class BuildRegistry: Sendable {
         func time(_ name: String) -> Timestamp? { about?[name]?.doubleValue.map(Timestamp.init(seconds:)) }
         return Info(key: about?["key"]?.stringValue ?? String(entry.key.dropFirst(BuildRegistry.entryPrefix.count)), state: .ready,
                     label: about?["label"]?.stringValue, startedAt: time("started_at"), finishedAt: time("finished_at"),
-                    version: entry.version, counts: entry.counts, sizeBytes: entry.size)
+                    version: entry.version, counts: entry.counts, sizeBytes: entry.size, origin: entry.origin)
     }
 }

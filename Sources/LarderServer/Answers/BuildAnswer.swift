@@ -8,7 +8,10 @@ enum BuildAnswer {
         "key": OpenAPI.buildKey, "state": ["type": "string", "enum": ["building", "ready"]], "label": OpenAPI.nullableString,
         "path": ["type": "string", "description": "The builder's file (201 only), under --client-root when set."],
         "started_at": OpenAPI.time, "expires_at": OpenAPI.time, "finished_at": OpenAPI.time, "version": OpenAPI.nullableString,
-        "counts": OpenAPI.counts, "size_bytes": OpenAPI.nonNegative, "links": OpenAPI.answer([("self", ["type": "string", "format": "uri"])]),
+        "counts": OpenAPI.counts, "size_bytes": OpenAPI.nonNegative,
+        "origin": ["type": "string", "enum": ["built", "machine", "fleet"],
+                   "description": "A ready build's: finished through this server, found in the cache folder this machine shares, or downloaded from the fleet's bucket."],
+        "links": OpenAPI.answer([("self", ["type": "string", "format": "uri"])]),
     ]]
 
     static let object = ContractObject("Build", schema)
@@ -28,6 +31,7 @@ enum BuildAnswer {
             members.append(("version", JSONValue(info.version)))
             members.append(("counts", JSONValue(counts: info.counts ?? [])))
             members.append(("size_bytes", .int(info.sizeBytes ?? 0)))
+            if let origin = info.origin { members.append(("origin", .string(origin.rawValue))) }
         }
         members.append(("links", ["self": .string(s.base + "/builds/" + info.key)]))
         return .object(members)

@@ -50,6 +50,7 @@ enum Dashboard {
             h.element("main", ["id": "live"]) { h in
                 h.append(summary(s))
                 h.append(templates(s))
+                h.append(templateCache(s.cache))
                 h.raw("<h2>Stores</h2>")
                 h.append(filterForm(s, filter))
                 h.append(paging(page, cursor: cursor, filter: filter))
@@ -101,6 +102,37 @@ enum Dashboard {
                     }
                 }
             }
+        }
+    }
+
+    /// Where each template entry came from: built here, this machine's cache folder, or the fleet's bucket.
+    static func templateCache(_ cache: TemplateCache) -> HTML {
+        HTML { h in
+            let entries = cache.entries(prefix: "").filter { $0.build == nil }.sorted { ($0.template?["name"]?.stringValue ?? "", $0.key) < ($1.template?["name"]?.stringValue ?? "", $1.key) }
+            guard !entries.isEmpty else { return }
+            h.raw("<h2>Template cache</h2>")
+            h.element("table", ["class": "cache"]) { h in
+                h.raw("<tr><th>template</th><th>version</th><th>fixtures</th><th>rows</th><th>size</th><th>from</th><th>key</th></tr>")
+                for e in entries {
+                    h.element("tr") { h in
+                        h.element("td", text: e.template?["name"]?.stringValue ?? "")
+                        h.element("td", text: e.version ?? "")
+                        h.element("td", text: e.template?["fixtures"]?.arrayValue?.compactMap(\.stringValue).joined(separator: ", ") ?? "")
+                        h.element("td", ["class": "num"], text: String(e.counts.reduce(Int64(0)) { $0 + $1.1 }))
+                        h.element("td", ["class": "num"], text: byteCount(e.size))
+                        h.element("td", text: origin(e.origin))
+                        h.element("td") { h in h.element("code", text: String(e.key.prefix(12))) }
+                    }
+                }
+            }
+        }
+    }
+
+    static func origin(_ origin: TemplateCache.Origin) -> String {
+        switch origin {
+        case .built: return "built here"
+        case .machine: return "this machine's cache"
+        case .fleet: return "the fleet"
         }
     }
 
@@ -193,7 +225,7 @@ enum Dashboard {
             guard !builds.isEmpty else { return }
             h.raw("<h2>Builds</h2>")
             h.element("table", ["class": "builds"]) { h in
-                h.raw("<tr><th>key</th><th>state</th><th>label</th><th>version</th><th>rows</th><th>size</th><th>finished</th></tr>")
+                h.raw("<tr><th>key</th><th>state</th><th>label</th><th>version</th><th>rows</th><th>size</th><th>finished</th><th>from</th></tr>")
                 for b in builds {
                     h.element("tr") { h in
                         h.element("td") { h in h.element("code", text: b.key) }
@@ -205,6 +237,7 @@ enum Dashboard {
                         h.element("td") { h in
                             if let finished = b.finishedAt { h.append(time(finished)) } else { h.text("building") }
                         }
+                        h.element("td", text: b.origin.map(origin) ?? "")
                     }
                 }
             }

@@ -24,6 +24,12 @@ enum ArtifactRoutes {
         case "store": method = .store
         case let other: throw LarderError.badRequest("compression must be 'deflate' or 'store', not '\(other)'")
         }
+        let withBase: Bool
+        switch request.queryValue("base") ?? "false" {
+        case "true": withBase = true
+        case "false": withBase = false
+        case let other: throw LarderError.badRequest("base must be 'true' or 'false', not '\(other)'")
+        }
         let store = try s.registry.get(id)
         // Artifacts are made on workers of their own, as many at once as
         // there are cores: a burst of downloads cannot take the threads that
@@ -40,7 +46,7 @@ enum ArtifactRoutes {
                     // database: bounded tighter than GET /diff (counts stay whole).
                     writer = try ArtifactWriter(of: store, temporaryDirectory: s.layout.temporary, method: method,
                                                 diffMaxBytes: min(s.configuration.queryMaxBytes, ArtifactRoutes.diffMaxBytes), diff: DiffAnswer.json,
-                                                sink: { try stream.write($0) },
+                                                withBase: withBase, sink: { try stream.write($0) },
                                                 fileSink: { try stream.append(file: $0, offset: $1, count: $2) })
                 } catch {
                     respond(.failure(error))

@@ -11,12 +11,16 @@ enum BuildRoutes {
         let body = try JSONBody(request, RequestBody.createBuild, s.configuration)
         guard let key = try body.string("key") else { throw LarderError.badRequest("a build needs a 'key' (your fingerprint of its migrations)") }
         let label = try body.string("label")
-        // Making the builder's empty file is a few file calls: on the request thread.
-        switch try s.builds.claim(key: key, label: label) {
-        case .build(let info): return .now(json(201, BuildAnswer.json(s, info)))
-        case .building(let info): return .now(json(202, BuildAnswer.json(s, info)))
-        case .ready(let info): return .now(json(200, BuildAnswer.json(s, info)))
+        let answer: @Sendable () throws -> Response = {
+            switch try s.builds.claim(key: key, label: label) {
+            case .build(let info): return json(201, BuildAnswer.json(s, info))
+            case .building(let info): return json(202, BuildAnswer.json(s, info))
+            case .ready(let info): return json(200, BuildAnswer.json(s, info))
+            }
         }
+        // Making the builder's empty file is a few file calls, answered at
+        // once; a look in the fleet's bucket first is a download: on the workers.
+        return s.cache.fleet == nil ? .now(try answer()) : .later(answer)
     }
 
     /// `POST /builds/{key}/finish`: checks and copies the whole database, on the workers.

@@ -113,7 +113,12 @@ enum StoreRoutes {
         patch.ttlSeconds = try body.int("ttl_seconds")
         if body.has("label") { patch.label = .some(try body.string("label")) }
         let change = patch
-        return .later { json(200, serialized: try StoreAnswer.serialized(s, try s.registry.update(id, change), counts: nil)) }
+        return .later {
+            let store = try s.registry.update(id, change)
+            // Kept because its test failed: its artifact goes to the fleet's bucket too.
+            if change.keep == .yes || change.keep == .forever { s.artifactUploads?.upload(store, s) }
+            return json(200, serialized: try StoreAnswer.serialized(s, store, counts: nil))
+        }
     }
 
     /// `POST /stores/{id}/reset`: back to the creation state, in place.

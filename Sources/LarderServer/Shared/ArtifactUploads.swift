@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+import Dispatch
+import FileSystem
+import FoundationEssentials
+import LarderCore
+import ObjectStore
+import Synchronization
+
+/// `--artifacts-url`: the artifact of every store kept because its test
+/// failed goes to the bucket as `PREFIX/RUN/LABEL-ID.zip`, with the store's
+/// creation state in it, so `larder open` shows the failure's database and
+/// its diff on any machine. In the background, one at a time; a failure is
+/// logged and counted, never answered.
+final class ArtifactUploads: Sendable {
+    let bucket: Bucket
+    /// The run's folder: the CI's run id, else the server's start time.
+    let run: String
+    private let stats_ = Mutex<(uploads: Int, errors: Int)>((0, 0))
+    private let queue = DispatchQueue(label: "larder.artifact-uploads", qos: .utility)
+    private let underWay = DispatchGroup()
+
+    init(bucket: Bucket, run: String) {
+        self.bucket = bucket
+        self.run = run
+    }
+
+    /// The run's name when `--artifacts-run` names none: what CI systems call their run, else the time.
+    static func run(_ environment: [String: String], startedAt: Timestamp) -> String {
+        func value(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
+        let named = value("GITHUB_RUN_ID").map { id in value("GITHUB_RUN_ATTEMPT").map { id + "-" + $0 } ?? id }
+            ?? value("CI_PIPELINE_ID") ?? value("BUILDKITE_BUILD_ID")
+        if let named { return safe(named) }
+        let t = startedAt.rfc3339 // 2026-11-27T10:00:00.123Z
+        return String(t.prefix(19).filter { $0 != "-" && $0 != ":" }) + "Z"
+    }
+
+    var stats: (uploads: Int, errors: Int) { stats_.withLock { $0 } }
+
+    /// The object's name for `record`: `RUN/LABEL-ID.zip`, the label's
+    /// other bytes as `_` (`RUN/ID.zip` without a label).
+    func name(_ record: StoreRecord) -> String {
+        run + "/" + (record.label.map { ArtifactUploads.safe($0) + "-" } ?? "") + record.id + ".zip"
+    }
+
+    /// `text` in an object name's bytes (the others as `_`), at most 100 of them.
+    static func safe(_ text: String) -> String {
+        String(text.unicodeScalars.map { $0.isASCII && BucketURL.isNameByte(UInt8($0.value)) && $0 != "/" ? Character($0) : "_" }.prefix(100))
+    }
+
+    /// Uploads `store`'s artifact as it is now, in the background.
+    func upload(_ store: Store, _ s: ServerContext) {
+        underWay.enter()
+        queue.async { [self] in
+            defer { underWay.leave() }
+            let object = name(store.record)
+            let file = s.layout.temporary + "/upload-" + store.id + "-" + String(UInt64.random(in: 0...UInt64.max), radix: 36) + ".zip"
+            defer { FileSystem.remove(file) }
+            do {
+                try FileSystem.writeFile([], to: file, mode: 0o600)
+                let out = try AppendingFile(path: file)
+                let writer = try ArtifactWriter(of: store, temporaryDirectory: s.layout.temporary, method: .deflate,
+                                                diffMaxBytes: min(s.configuration.queryMaxBytes, ArtifactRoutes.diffMaxBytes), diff: DiffAnswer.json,
+                                                withBase: true, sink: { try out.append($0) })
+                while try !writer.step() {}
+                try bucket.upload(object, file: file, contentType: "application/zip")
+                stats_.withLock { $0.uploads += 1 }
+                s.logger.info("artifact uploaded", metadata: ["store": .string(store.id), "url": .string("s3://\(bucket.url.bucket)/\(bucket.url.key(object))")])
+            } catch {
+                stats_.withLock { $0.errors += 1 }
+                s.logger.warning("artifact upload failed", metadata: ["store": .string(store.id), "url": .string(bucket.url.description), "error": .string("\(error)")])
+            }
+        }
+    }
+
+    /// Waits for the uploads under way, at most `milliseconds`.
+    func drain(milliseconds: Int) {
+        _ = underWay.wait(timeout: .now() + .milliseconds(milliseconds))
+    }
+}
