@@ -29,8 +29,9 @@ let package = Package(
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
                        providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CSystem"),
-        // HTTP to S3-compatible buckets, requests signed with AWS Signature Version 4 by libcurl itself.
-        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // libcurl, loaded when a bucket is named (its headers from Debian's libcurl4-openssl-dev;
+        // not linked: its libraries stay out of every install that names no bucket).
+        .target(name: "CCurl"),
         // Trimming and fixed-point numbers without Foundation (which would link ICU).
         .target(name: "Text"),
         // SQLite's system calls as Larder gives them (non-blocking opens, the temporary files' budget): C, one state per process.

@@ -30,6 +30,7 @@ public final class Core: Sendable {
         catalog = Catalog(directory: configuration.fixtures)
         let fleet = try configuration.cacheURL.map { url in
             let access = BucketAccess.fromEnvironment(environment)
+            if let why = Bucket.unavailable { warn("fleet cache: \(why); templates are built here") }
             if !access.isSigned { warn("fleet cache: no AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY: \(url) is read anonymously, and nothing is published to it") }
             return FleetCache(bucket: Bucket(url: try BucketURL(url), access: access, timeoutMs: configuration.cacheTimeoutMs),
                               readOnly: configuration.cacheReadOnly, checkTimeoutMs: configuration.operationTimeoutMs, warn: warn)

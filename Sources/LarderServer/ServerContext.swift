@@ -50,6 +50,9 @@ final class ServerContext: Sendable {
         self.core = core
         let started = startedAt
         let access = BucketAccess.fromEnvironment(environment)
+        if configuration.artifactsURL != nil, let why = Bucket.unavailable {
+            logger.warning("--artifacts-url is set but artifacts cannot be uploaded: \(why)")
+        }
         if configuration.artifactsURL != nil && !access.isSigned {
             logger.warning("--artifacts-url is set but AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not: artifacts are not uploaded")
         }

@@ -115,12 +115,14 @@ public final class Bucket: Sendable {
     public let access: BucketAccess
     public let timeoutMs: Int
 
-    private static let initialized: Bool = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK }()
+    /// Why libcurl cannot be used here, or nil when it can (loaded at the first bucket).
+    public static var unavailable: String? {
+        larder_curl_load() == 1 ? nil : "libcurl (libcurl.so.4) is not installed (Debian: apt-get install libcurl4): " + String(cString: larder_curl_missing())
+    }
     /// The SHA-256 of no bytes: what a request without a body is signed with.
     static let emptyPayload = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
     public init(url: BucketURL, access: BucketAccess, timeoutMs: Int) {
-        _ = Bucket.initialized
         self.url = url
         self.access = access
         self.timeoutMs = timeoutMs
@@ -211,11 +213,12 @@ public final class Bucket: Sendable {
     /// the request in all, not only connecting and stalls.
     private func perform(_ method: String, _ name: String, payloadHash: String, contentType: String? = nil,
                          source: Source? = nil, sink: Sink, whole: Bool) throws -> Int {
-        guard let curl = curl_easy_init() else { throw BucketError.local("libcurl cannot start a request") }
-        defer { curl_easy_cleanup(curl) }
+        if let why = Bucket.unavailable { throw BucketError.transport(why) }
+        guard let curl = larder_curl_easy_init() else { throw BucketError.local("libcurl cannot start a request") }
+        defer { larder_curl_easy_cleanup(curl) }
         var headers: UnsafeMutablePointer<curl_slist>?
-        defer { curl_slist_free_all(headers) }
-        func header(_ line: String) { headers = curl_slist_append(headers, line) }
+        defer { larder_curl_slist_free_all(headers) }
+        func header(_ line: String) { headers = larder_curl_slist_append(headers, line) }
         let errorText = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
         errorText.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
         defer { errorText.deallocate() }
@@ -257,12 +260,12 @@ public final class Bucket: Sendable {
             if let token = access.sessionToken { header("x-amz-security-token: " + token) }
         }
         _ = larder_curl_set_list(curl, CURLOPT_HTTPHEADER, headers)
-        let code = withExtendedLifetime((sink, source)) { curl_easy_perform(curl) }
+        let code = withExtendedLifetime((sink, source)) { larder_curl_perform(curl) }
         if let failure = sink.failure { throw BucketError.local(failure) }
         guard code == CURLE_OK else {
             if code == CURLE_WRITE_ERROR && sink.overflowed { throw BucketError.tooLarge(sink.limit) }
             let detail = String(cString: errorText)
-            throw BucketError.transport(detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail)
+            throw BucketError.transport(detail.isEmpty ? String(cString: larder_curl_strerror(code)) : detail)
         }
         return larder_curl_status(curl)
     }

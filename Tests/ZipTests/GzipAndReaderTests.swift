@@ -17,7 +17,7 @@ final class GzipAndReaderTests: XCTestCase {
     func testGzipRoundTripsAndGzipReadsIt() throws {
         let scratch = Scratch()
         let plain = bytes(3 << 20)
-        FileManager.default.createFile(atPath: scratch.path + "/db", contents: Data(plain))
+        _ = FileManager.default.createFile(atPath: scratch.path + "/db", contents: Data(plain))
         let packed = try Gzip.compress(scratch.path + "/db", to: scratch.path + "/db.gz")
         XCTAssertEqual(packed, Gzip.Plain(sha256: SHA256.hex(plain), size: Int64(plain.count)))
         let unpacked = try Gzip.decompress(scratch.path + "/db.gz", to: scratch.path + "/back", maxBytes: 1 << 30)
@@ -34,10 +34,10 @@ final class GzipAndReaderTests: XCTestCase {
 
     func testDecompressRefusesWhatIsNotAWholeGzipWithinItsLimit() throws {
         let scratch = Scratch()
-        FileManager.default.createFile(atPath: scratch.path + "/db", contents: Data(bytes(1 << 20)))
+        _ = FileManager.default.createFile(atPath: scratch.path + "/db", contents: Data(bytes(1 << 20)))
         _ = try Gzip.compress(scratch.path + "/db", to: scratch.path + "/db.gz")
         let whole = try Data(contentsOf: URL(fileURLWithPath: scratch.path + "/db.gz"))
-        FileManager.default.createFile(atPath: scratch.path + "/cut.gz", contents: whole.prefix(whole.count / 2))
+        _ = FileManager.default.createFile(atPath: scratch.path + "/cut.gz", contents: whole.prefix(whole.count / 2))
         for (file, limit) in [("db", Int64(1) << 30), ("cut.gz", 1 << 30), ("db.gz", 1000)] {
             XCTAssertThrowsError(try Gzip.decompress(scratch.path + "/" + file, to: scratch.path + "/out", maxBytes: limit), file)
             XCTAssertFalse(FileManager.default.fileExists(atPath: scratch.path + "/out"), "nothing is left of a refusal")
@@ -53,7 +53,7 @@ final class GzipAndReaderTests: XCTestCase {
         try zip.add(name: "store.sqlite", bytes: big, method: .deflate)
         try zip.add(name: "manifest.json", bytes: small, method: .store)
         try zip.finish()
-        FileManager.default.createFile(atPath: scratch.path + "/ours.zip", contents: out)
+        _ = FileManager.default.createFile(atPath: scratch.path + "/ours.zip", contents: out)
         let python = Process()
         python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         python.arguments = ["python3", "-c", """
@@ -62,7 +62,7 @@ final class GzipAndReaderTests: XCTestCase {
                 z.writestr("store.sqlite", open(sys.argv[2], "rb").read())
                 z.writestr("manifest.json", b'{"id": 1}')
             """, scratch.path + "/python.zip", scratch.path + "/big"]
-        FileManager.default.createFile(atPath: scratch.path + "/big", contents: Data(big))
+        _ = FileManager.default.createFile(atPath: scratch.path + "/big", contents: Data(big))
         try python.run()
         python.waitUntilExit()
         for name in ["ours.zip", "python.zip"] {
@@ -76,9 +76,9 @@ final class GzipAndReaderTests: XCTestCase {
         // A flipped byte in the deflated data fails its CRC (or the inflate), never reads as something else.
         var broken = out
         broken[200] ^= 0xFF
-        FileManager.default.createFile(atPath: scratch.path + "/broken.zip", contents: broken)
+        _ = FileManager.default.createFile(atPath: scratch.path + "/broken.zip", contents: broken)
         XCTAssertThrowsError(try ZipReader(path: scratch.path + "/broken.zip").read("store.sqlite", maxBytes: 1 << 20))
-        FileManager.default.createFile(atPath: scratch.path + "/not.zip", contents: Data(small))
+        _ = FileManager.default.createFile(atPath: scratch.path + "/not.zip", contents: Data(small))
         XCTAssertThrowsError(try ZipReader(path: scratch.path + "/not.zip"))
     }
 }
