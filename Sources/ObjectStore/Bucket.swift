@@ -156,15 +156,6 @@ public final class Bucket: Sendable {
         return sink.written
     }
 
-    /// Whether the object `name` exists.
-    public func exists(_ name: String) throws -> Bool {
-        let sink = Sink(limit: 0)
-        let status = try perform("HEAD", name, payloadHash: Bucket.emptyPayload, sink: sink, whole: true)
-        if status == 404 { return false }
-        try Bucket.check(status, sink)
-        return true
-    }
-
     /// Puts `bytes` as the object `name`.
     public func put(_ name: String, bytes: [UInt8], contentType: String) throws {
         let source = Source(bytes: bytes)
@@ -235,9 +226,7 @@ public final class Bucket: Sendable {
         _ = larder_curl_set_text(curl, CURLOPT_PROTOCOLS_STR, "http,https")
         _ = larder_curl_set_callback(curl, CURLOPT_WRITEFUNCTION, Bucket.write)
         _ = larder_curl_set_pointer(curl, CURLOPT_WRITEDATA, sinkPointer)
-        switch method {
-        case "HEAD": _ = larder_curl_set_long(curl, CURLOPT_NOBODY, 1)
-        case "PUT":
+        if method == "PUT" {
             // An upload proper: a custom PUT with post fields would go out form-encoded.
             _ = larder_curl_set_long(curl, CURLOPT_UPLOAD, 1)
             if let source {
@@ -246,7 +235,6 @@ public final class Bucket: Sendable {
                 _ = larder_curl_set_offset(curl, CURLOPT_INFILESIZE_LARGE, curl_off_t(source.size))
             }
             // (No "Expect:" header to turn 100-continue off: libcurl would sign it empty and not send it.)
-        default: break
         }
         if let contentType { header("Content-Type: " + contentType) }
         if let key = access.accessKey, let secret = access.secretKey {
