@@ -42,9 +42,9 @@ final class ArtifactUploads: Sendable {
         run + "/" + (record.label.map { ArtifactUploads.safe($0) + "-" } ?? "") + record.id + ".zip"
     }
 
-    /// `text` in an object name's bytes (the others as `_`), at most 100 of them.
+    /// `text`'s first 100 bytes, each outside an object name's own (and `/`) as `_`.
     static func safe(_ text: String) -> String {
-        String(text.unicodeScalars.map { $0.isASCII && BucketURL.isNameByte(UInt8($0.value)) && $0 != "/" ? Character($0) : "_" }.prefix(100))
+        String(decoding: text.utf8.prefix(100).map { BucketURL.isNameByte($0) && $0 != 0x2f ? $0 : 0x5f }, as: UTF8.self)
     }
 
     /// Uploads `store`'s artifact as it is now, in the background.
