@@ -393,6 +393,10 @@ class ImageTests(CleanDebian):
                     os.kill(int(child), signal.SIGTERM)
         stop(process)
 
+    def test_the_image_has_the_libcurl_a_bucket_needs(self):
+        """--cache-url and --artifacts-url load libcurl when a bucket is named: the image installs it."""
+        self.assertTrue(glob.glob(os.path.join(self.chroot, "usr/lib/*/libcurl.so.4")))
+
     def test_the_stage_declares_the_volume_health_check_and_entrypoint(self):
         self.assertEqual(self.dockerfile.healthcheck(), ["larder", "health"])
         volumes = [v for k, v in self.dockerfile.instructions if k == "VOLUME"]
