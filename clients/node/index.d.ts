@@ -75,6 +75,8 @@ export interface BuildInfo {
   /** Ready builds: rows per user table. */
   counts?: Counts;
   size_bytes?: number;
+  /** Ready builds: finished through this server, found in the cache folder it shares, or downloaded from the fleet's bucket. */
+  origin?: 'built' | 'machine' | 'fleet';
   links: Record<string, string>;
   [field: string]: unknown;
 }
@@ -238,6 +240,8 @@ export interface Health {
   /** Templates in the fixtures folder. */
   templates: number;
   started_at: string;
+  /** The fleet's bucket (--cache-url), whether this server only reads it, and where kept stores' artifacts go; never credentials. */
+  cache: { url: string | null; read_only: boolean; artifacts_url: string | null };
 }
 
 /** A template, as GET /templates lists it. */

@@ -45,18 +45,21 @@ const discardTimeout = 30 * time.Second
 // is ready. Raw holds the whole answer, fields this type does not name
 // included.
 type BuildInfo struct {
-	Key        string            `json:"key"`
-	State      string            `json:"state"`
-	Label      string            `json:"label"`
-	Path       string            `json:"path"`
-	StartedAt  time.Time         `json:"started_at"`
-	ExpiresAt  time.Time         `json:"expires_at"`
-	FinishedAt time.Time         `json:"finished_at"`
-	Version    string            `json:"version"`
-	Counts     map[string]int64  `json:"counts"`
-	SizeBytes  int64             `json:"size_bytes"`
-	Links      map[string]string `json:"links"`
-	Raw        map[string]any    `json:"-"`
+	Key        string           `json:"key"`
+	State      string           `json:"state"`
+	Label      string           `json:"label"`
+	Path       string           `json:"path"`
+	StartedAt  time.Time        `json:"started_at"`
+	ExpiresAt  time.Time        `json:"expires_at"`
+	FinishedAt time.Time        `json:"finished_at"`
+	Version    string           `json:"version"`
+	Counts     map[string]int64 `json:"counts"`
+	SizeBytes  int64            `json:"size_bytes"`
+	// Origin of a ready build: "built" (finished through this server), "machine"
+	// (found in the cache folder it shares) or "fleet" (downloaded from its bucket).
+	Origin string            `json:"origin"`
+	Links  map[string]string `json:"links"`
+	Raw    map[string]any    `json:"-"`
 }
 
 // UnmarshalJSON fills the named fields and Raw.

@@ -376,6 +376,16 @@ type Health struct {
 	Version       string `json:"version"`
 	SQLiteVersion string `json:"sqlite_version"`
 	Stores        int64  `json:"stores"`
+	// Cache says which bucket the server's templates are shared through, if any.
+	Cache HealthCache `json:"cache"`
+}
+
+// HealthCache is /health's "cache": the fleet's bucket (--cache-url), whether
+// the server only reads it, and where kept stores' artifacts go; never credentials.
+type HealthCache struct {
+	URL          *string `json:"url"`
+	ReadOnly     bool    `json:"read_only"`
+	ArtifactsURL *string `json:"artifacts_url"`
 }
 
 // Health asks the server how it is (GET /health).
