@@ -41,6 +41,18 @@ struct ServeOptions: ParsableArguments {
     }
 }
 
+/// Blocks SIGTERM and SIGINT in every thread (threads inherit the mask), to
+/// be waited for with `sigwait` on the set answered; ignores SIGPIPE.
+func blockStopSignals() -> sigset_t {
+    var signals = sigset_t()
+    sigemptyset(&signals)
+    sigaddset(&signals, SIGTERM)
+    sigaddset(&signals, SIGINT)
+    pthread_sigmask(SIG_BLOCK, &signals, nil)
+    signal(SIGPIPE, SIG_IGN)
+    return signals
+}
+
 struct Serve: ParsableCommand {
     // `--help` is answered by `run`: usage and examples first, the settings by group after.
     static let configuration = CommandConfiguration(
@@ -62,14 +74,7 @@ struct Serve: ParsableCommand {
         // Every local user reaches a loopback port: a run's server answers only its user's processes.
         configuration.ownUserOnly = shared != nil
         let run = shared.map(SharedRun.init(folder:))
-        // Block the stop signals in every thread (threads inherit the mask),
-        // then wait for them here.
-        var signals = sigset_t()
-        sigemptyset(&signals)
-        sigaddset(&signals, SIGTERM)
-        sigaddset(&signals, SIGINT)
-        pthread_sigmask(SIG_BLOCK, &signals, nil)
-        signal(SIGPIPE, SIG_IGN)
+        var signals = blockStopSignals()
 
         // A fixtures folder that is not there is a mistake to say now, not at the first 404.
         let present = FileSystem.isDirectory(configuration.fixtures)

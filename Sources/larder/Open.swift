@@ -26,12 +26,7 @@ struct Open: ParsableCommand {
     @Flag(help: "Print the URL only; open no browser.") var noBrowser = false
 
     func run() throws {
-        var signals = sigset_t()
-        sigemptyset(&signals)
-        sigaddset(&signals, SIGTERM)
-        sigaddset(&signals, SIGINT)
-        pthread_sigmask(SIG_BLOCK, &signals, nil)
-        signal(SIGPIPE, SIG_IGN)
+        var signals = blockStopSignals()
         let environment = ProcessInfo.processInfo.environment
         let temporary = environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
         var template = Array((temporary + "/larder-open.XXXXXX").utf8CString)

@@ -32,7 +32,7 @@ import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from processes import (FIXTURES, Server, clean_environment, first_line, free_port, larder_binary,  # noqa: E402
-                       run_tests, scratch_folder, wait_until)
+                       readable_log, run_tests, scratch_folder, wait_until)
 from calls import call, metric  # noqa: E402
 from s3server import S3Server  # noqa: E402
 
@@ -89,17 +89,6 @@ def log_lines(server):
         except ValueError:
             lines.append({"msg": line})
     return lines
-
-
-def readable(log):
-    """A log's text as written and as its JSON lines read (a JSON string may escape "/" and "+")."""
-    parsed = []
-    for line in log.splitlines():
-        try:
-            parsed.append(json.dumps(json.loads(line), ensure_ascii=False))
-        except ValueError:
-            pass
-    return log + "\n" + "\n".join(parsed)
 
 
 def warnings_with(server, *words):
@@ -654,7 +643,7 @@ class HealthAndMetrics(FleetTest):
         for name in COUNTERS:
             self.assertRegex(text, r"(?m)^# TYPE %s counter$" % name)
             self.assertRegex(text, r"(?m)^%s \d+$" % name)
-        log = readable(server.log_text())
+        log = readable_log(server.log_text())
         server.stop()
         for secret in (S3.secret_access_key,):
             self.assertNotIn(secret, json.dumps(health))
@@ -669,7 +658,7 @@ class HealthAndMetrics(FleetTest):
         server = self.serve("--log-level", "trace", env=S3.session_env(AWS_SECRET_ACCESS_KEY=secret))
         self.store(server)
         self.assertTrue(wait_until(lambda: warnings_with(server, "fleet cache"), 10))
-        log = readable(server.log_text())
+        log = readable_log(server.log_text())
         server.stop()
         for value in (secret, S3.session["session_token"]):
             self.assertNotIn(value, log)

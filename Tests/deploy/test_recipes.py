@@ -40,7 +40,7 @@ import xml.etree.ElementTree as ElementTree
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from calls import call, metrics  # noqa: E402
-from processes import REPO, free_port, larder_binary, listening, scratch_folder, stop, wait_until  # noqa: E402
+from processes import REPO, free_port, larder_binary, listening, readable_log, scratch_folder, stop, wait_until  # noqa: E402
 from s3server import S3Server  # noqa: E402
 
 try:
@@ -182,17 +182,6 @@ def recipe_buckets(name):
     """The buckets a recipe names (s3://BUCKET/...), which the test's S3 server holds."""
     with open(os.path.join(DEPLOY, name)) as f:
         return sorted(set(re.findall(r"\bs3://([a-z0-9][a-z0-9.-]+[a-z0-9])", f.read())))
-
-
-def readable(log):
-    """A log's text as written and as its JSON lines read (a JSON string may escape "/" and "+")."""
-    parsed = []
-    for line in log.splitlines():
-        try:
-            parsed.append(json.dumps(json.loads(line), ensure_ascii=False))
-        except ValueError:
-            pass
-    return log + "\n" + "\n".join(parsed)
 
 
 def image_environment():
@@ -419,7 +408,7 @@ class Scratch(unittest.TestCase):
                 self.assertEqual(uploads, [])
 
         # No secret in what the servers show or log.
-        shown = "\n".join(shown + [readable(self.fleet_log_text())])
+        shown = "\n".join(shown + [readable_log(self.fleet_log_text())])
         self.assertNotIn(s3.secret_access_key, shown)
 
     def run_shell(self, script, env, cwd=None, timeout=60, shell="bash"):

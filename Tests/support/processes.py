@@ -13,6 +13,7 @@ the server is calls.py's.
     server.stop()
 """
 import collections
+import json
 import os
 import re
 import select
@@ -50,6 +51,17 @@ def run_tests(name):
     failed, skipped = len(result.failures) + len(result.errors), len(result.skipped)
     print("%s: %d passed, %d failed, %d skipped" % (name, result.testsRun - failed - skipped, failed, skipped))
     sys.exit(1 if failed else 0)
+
+
+def readable_log(log):
+    """A log's text as written and as its JSON lines read (a JSON string may escape "/" and "+")."""
+    parsed = []
+    for line in log.splitlines():
+        try:
+            parsed.append(json.dumps(json.loads(line), ensure_ascii=False))
+        except ValueError:
+            pass
+    return log + "\n" + "\n".join(parsed)
 
 
 def clean_environment(**extra):
