@@ -177,10 +177,11 @@ public struct LarderStore: Sendable, Identifiable {
     }
 
     /// `GET /stores/{id}/artifact`: the zip (`store.sqlite`, a consistent
-    /// snapshot even while the app writes; `manifest.json`; `diff.json`)
-    /// saved to `file`, replacing it; folders are made as needed.
+    /// snapshot even while the app writes; `manifest.json`; `diff.json`; its
+    /// creation state `base.sqlite`, so `larder open` shows what the test
+    /// changed) saved to `file`, replacing it; folders are made as needed.
     public func artifact(to file: URL) async throws {
-        try await client.download(base + "/artifact", to: file)
+        try await client.download(base + "/artifact", query: [("base", "true")], to: file)
     }
 
     /// `GET /stores/{id}/database`: the consistent snapshot alone, as an SQLite file.

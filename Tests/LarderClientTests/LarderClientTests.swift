@@ -192,6 +192,7 @@ final class LarderClientTests: XCTestCase {
         let names = try ZipReader.names(zip)
         XCTAssertTrue(names.contains("store.sqlite"), "\(names)")
         XCTAssertTrue(names.contains("manifest.json"), "\(names)")
+        XCTAssertTrue(names.contains("base.sqlite"), "its creation state, which larder open diffs against: \(names)")
         let database = try ZipReader.extract("store.sqlite", from: zip, into: scratch.path)
         XCTAssertEqual(try Connection(path: database).scalar("SELECT count(*) FROM artworks")?.int64, 12)
 

@@ -799,16 +799,25 @@ class Artifacts(FleetTest):
         [name] = S3.list(ARTIFACTS, self.prefix + "/local/")
         self.assertRegex(name[len(self.prefix + "/local/"):], r"^\d{8}T\d{6}Z/%s-%s\.zip$" % ("x" * 100, fourth["id"]))
 
-        # larder open, on the zip and on its s3:// URL.
-        self.open_and_look(path, S3.larder_env())
-        self.open_and_look("s3://%s/%s" % (ARTIFACTS, labelled_name), S3.larder_env())
+        # larder open, on the zip and on its s3:// URL: the diff against its creation state shows the test's row.
+        self.open_and_look(path, S3.larder_env(), changed="kept by a failure")
+        self.open_and_look("s3://%s/%s" % (ARTIFACTS, labelled_name), S3.larder_env(), changed="kept by a failure")
+        # What a client saves (GET /artifact?base=true, as the clients ask) shows it too; without base.sqlite there is no diff.
+        for base, changed in (("true", "kept by a failure"), ("false", None)):
+            status, body, _ = server.call("GET", "/stores/%s/artifact?base=%s" % (store["id"], base))
+            self.assertEqual(status, 200)
+            saved = os.path.join(self.scratch, "saved-%s.zip" % base)
+            with open(saved, "wb") as f:
+                f.write(body)
+            self.open_and_look(saved, S3.larder_env(), changed=changed)
 
         # The names: PREFIX/RUN/LABEL-ID.zip, the label's *bytes* outside [A-Za-z0-9._-] each
         # a "_" (é is two bytes: "__"), and PREFIX/RUN/ID.zip without a label.
         self.assertEqual(sorted(uploaded), sorted(["%s/run-42/tests_test_album.py__test_sync___-%s.zip" % (prefix, store["id"]),
                                                    "%s/run-42/%s.zip" % (prefix, unlabelled["id"])]))
 
-    def open_and_look(self, what, env):
+    def open_and_look(self, what, env, changed=None):
+        """`changed`: a value the page's diff must show; None: the page says the store is as created."""
         tmp = os.path.join(self.scratch, "open-tmp-%d" % len(os.listdir(self.scratch)))
         os.mkdir(tmp)
         env = dict(env, TMPDIR=tmp)
@@ -822,6 +831,11 @@ class Artifacts(FleetTest):
                 page = answer.read().decode("utf-8", "replace")
             for table in ("albums", "artists", "artworks"):
                 self.assertIn(table, page)
+            if changed is None:
+                self.assertIn("nothing: the store is as it was created", page)
+            else:
+                self.assertIn(html.escape(changed), page)
+                self.assertNotIn("nothing: the store is as it was created", page)
             made = os.listdir(tmp)
         finally:
             process.send_signal(signal.SIGTERM)

@@ -359,7 +359,8 @@ export declare class Store {
   diff(options?: DiffOptions): Promise<Diff>;
   schema(): Promise<StoreSchema>;
   /** Streams the artifact zip (store.sqlite, manifest.json) into `path`; resolves with its absolute path. */
-  artifact(path: string, options?: { compression?: 'deflate' | 'store' }): Promise<string>;
+  /** With the store's creation state (base.sqlite) unless `base: false`, so `larder open` shows what the test changed. */
+  artifact(path: string, options?: { compression?: 'deflate' | 'store'; base?: boolean }): Promise<string>;
   keep(): Promise<StoreInfo>;
   delete(): Promise<void>;
   /** POST /stores/{id}/check: see Larder.check. */

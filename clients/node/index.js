@@ -547,12 +547,13 @@ export class Store {
     return this.client.request('GET', `${this.base}/schema`);
   }
 
-  /** GET /stores/{id}/artifact, streamed into the file `path`; answers its absolute path. */
-  async artifact(path, { compression } = {}) {
+  /** GET /stores/{id}/artifact, streamed into the file `path`; answers its absolute path.
+   *  With its creation state (base.sqlite) unless `base: false`: `larder open` shows what the test changed. */
+  async artifact(path, { compression, base = true } = {}) {
     const target = resolve(path);
     await mkdir(dirname(target), { recursive: true });
     const res = await this.client.fetch('GET', `${this.base}/artifact`, {
-      query: { compression },
+      query: { compression, base: base ? 'true' : undefined },
       timeoutMs: Math.max(this.client.timeoutMs, DEFAULT_DOWNLOAD_TIMEOUT_MS),
     });
     try {

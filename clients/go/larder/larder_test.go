@@ -289,6 +289,10 @@ func TestKeepAndArtifact(t *testing.T) {
 		t.Fatal(err)
 	}
 	manifest := testenv.ReadZip(t, path)
+	// Its creation state too: `larder open` shows what the test changed.
+	if manifest["base"] != "base.sqlite" {
+		t.Errorf("manifest base = %v, want base.sqlite", manifest["base"])
+	}
 	if manifest["id"] != s.ID {
 		t.Errorf("manifest id = %v, want %s", manifest["id"], s.ID)
 	}

@@ -412,7 +412,8 @@ func (s *Store) Diff(ctx context.Context, opts ...DiffOptions) (*Diff, error) {
 // directory. The zip is streamed to a temporary file beside path and renamed
 // into place once complete, so path never holds half a zip.
 func (s *Store) Artifact(ctx context.Context, path string) (err error) {
-	resp, err := s.client.download(ctx, s.path("/artifact"))
+	// With the store's creation state (base.sqlite): `larder open` shows what the test changed.
+	resp, err := s.client.download(ctx, s.path("/artifact?base=true"))
 	if err != nil {
 		return err
 	}

@@ -313,6 +313,8 @@ describe('Larder client', () => {
       const names = zipNames(file);
       assert.ok(names.includes('store.sqlite'), `store.sqlite in ${names}`);
       assert.ok(names.includes('manifest.json'), `manifest.json in ${names}`);
+      // Its creation state too: `larder open` shows what the test changed.
+      assert.ok(names.includes('base.sqlite'), `base.sqlite in ${names}`);
     } finally {
       rmSync(dir, { recursive: true, force: true });
       await store.delete();

@@ -398,6 +398,8 @@ def test_artifact_is_streamed_to_a_zip_file(client, tmp_path):
     with zipfile.ZipFile(target) as archive:
         names = archive.namelist()
         assert "store.sqlite" in names and "manifest.json" in names
+        # Its creation state too: `larder open` shows what the test changed.
+        assert "base.sqlite" in names
         manifest = json.loads(archive.read("manifest.json"))
         archive.extract("store.sqlite", tmp_path)
     assert manifest["id"] == store.id

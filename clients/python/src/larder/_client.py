@@ -881,10 +881,13 @@ class Store:
         return cast(Dict[str, Any], self.client._call("GET", self._url("/diff"), query=query or None))
 
     def artifact(self, path: Union[str, "os.PathLike[str]"], compression: Optional[str] = None) -> str:
-        """Saves the store's artifact (a zip: store.sqlite, manifest.json)
-        to the file `path`, streamed; returns the path.
+        """Saves the store's artifact (a zip: store.sqlite, manifest.json, and
+        its creation state base.sqlite, so that `larder open` shows what the
+        test changed) to the file `path`, streamed; returns the path.
         `compression` is ``"deflate"`` (the server's default) or ``"store"``."""
-        query = {"compression": compression} if compression is not None else None
+        query = {"base": "true"}
+        if compression is not None:
+            query["compression"] = compression
         return self.client._download(self._url("/artifact"), query, path)
 
     def database(self, path: Union[str, "os.PathLike[str]"]) -> str:

@@ -158,9 +158,10 @@ public final class Store {
         return DiffResult.from(Json.asObject(larder.call("GET", base() + "/diff" + query, null, Duration.ZERO), "diff"));
     }
 
-    /** {@code GET /stores/{id}/artifact}: streams the zip (store.sqlite, manifest.json ...) into {@code file}; answers its absolute path. */
+    /** {@code GET /stores/{id}/artifact}: streams the zip (store.sqlite, manifest.json ..., and its creation state
+     *  base.sqlite, so that {@code larder open} shows what the test changed) into {@code file}; answers its absolute path. */
     public Path artifact(Path file) {
-        return larder.download(base() + "/artifact", file);
+        return larder.download(base() + "/artifact?base=true", file);
     }
 
     /** {@code PATCH /stores/{id} {"keep": true}}: the store outlives its ttl until deleted; answers the store. */

@@ -467,6 +467,7 @@ class ClientTest {
         try (ZipFile z = new ZipFile(zip.toFile())) {
             assertNotNull(z.getEntry("store.sqlite"), "store.sqlite in the zip");
             assertNotNull(z.getEntry("manifest.json"), "manifest.json in the zip");
+            assertNotNull(z.getEntry("base.sqlite"), "its creation state, which larder open shows the diff against");
             Map<?, ?> manifest = (Map<?, ?>) Json.parse(new String(z.getInputStream(z.getEntry("manifest.json")).readAllBytes(),
                     java.nio.charset.StandardCharsets.UTF_8));
             assertEquals(store.id(), manifest.get("id"));
