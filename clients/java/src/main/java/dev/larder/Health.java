@@ -7,10 +7,17 @@ import java.util.Map;
 /**
  * The answer of {@link Larder#health()}: {@code status} ({@code "ok"}), the server's {@code version},
  * the SQLite it runs, how many {@code stores} it holds and {@code templates} it serves (0: it makes stores
- * of uploads and builds only), and when it started.
+ * of uploads and builds only), when it started, and the buckets it shares templates and artifacts through.
  */
 public record Health(String status, String version, String sqliteVersion, long stores, long templates,
-                     Instant startedAt) {
+                     Instant startedAt, Cache cache) {
+    /**
+     * The fleet's bucket ({@code --cache-url}, null when none), whether this server only reads it, and
+     * where kept stores' artifacts go ({@code --artifacts-url}, null when none); never credentials.
+     */
+    public record Cache(String url, boolean readOnly, String artifactsUrl) {
+    }
+
     /** True when the server says it is {@code "ok"}. */
     public boolean isOk() {
         return "ok".equals(status);
@@ -18,8 +25,11 @@ public record Health(String status, String version, String sqliteVersion, long s
 
     /** Reads the API's health object. */
     static Health from(Map<String, Object> json) {
+        // (A server before the fleet cache says nothing of it.)
+        Map<String, Object> cache = json.get("cache") == null ? Map.of() : Json.asObject(json.get("cache"), "cache");
         return new Health(Json.text(json.get("status")), Json.text(json.get("version")),
                 Json.text(json.get("sqlite_version")), Json.number(json.get("stores")), Json.number(json.get("templates")),
-                Json.instant(json.get("started_at"), "started_at"));
+                Json.instant(json.get("started_at"), "started_at"),
+                new Cache(Json.text(cache.get("url")), Boolean.TRUE.equals(cache.get("read_only")), Json.text(cache.get("artifacts_url"))));
     }
 }

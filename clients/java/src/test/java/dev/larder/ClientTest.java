@@ -48,6 +48,8 @@ class ClientTest {
         assertTrue(health.isOk());
         assertFalse(health.version().isEmpty(), health.toString());
         assertNotNull(health.startedAt());
+        // No bucket named: the server shares its templates with no fleet.
+        assertEquals(new Health.Cache(null, false, null), health.cache());
     }
 
     @Test
