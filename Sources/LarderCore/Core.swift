@@ -44,7 +44,7 @@ public final class Core: Sendable {
     /// Waits for the trash and for what is being published to the fleet's
     /// cache, then lets another core take the root.
     public func close() {
-        cache.fleet?.drain(timeout: .milliseconds(configuration.cacheTimeoutMs * 3 + 5_000))
+        cache.fleet?.drain(timeout: configuration.bucketGrace)
         registry.close()
     }
 }

@@ -59,8 +59,7 @@ public final class LarderApp: Sendable {
         server.stop()
         context.workers.stop()
         context.artifacts.stop()
-        // What is still going to the buckets gets its time limit (a few times over) to get there.
-        context.artifactUploads?.drain(milliseconds: context.configuration.cacheTimeoutMs * 3 + 5_000)
+        context.artifactUploads?.drain(timeout: context.configuration.bucketGrace)
         context.core.close()
     }
 

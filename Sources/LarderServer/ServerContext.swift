@@ -48,19 +48,7 @@ final class ServerContext: Sendable {
         let logger = self.logger, environment = ProcessInfo.processInfo.environment
         let core = try Core(configuration: configuration, environment: environment) { logger.warning("\($0)") }
         self.core = core
-        let started = startedAt
-        let access = BucketAccess.fromEnvironment(environment)
-        if configuration.artifactsURL != nil, let why = Bucket.unavailable {
-            logger.warning("--artifacts-url is set but artifacts cannot be uploaded: \(why)")
-        }
-        if configuration.artifactsURL != nil && !access.isSigned {
-            logger.warning("--artifacts-url is set but AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not: artifacts are not uploaded")
-        }
-        artifactUploads = try configuration.artifactsURL.flatMap { url in
-            guard access.isSigned else { return nil }
-            return ArtifactUploads(bucket: Bucket(url: try BucketURL(url), access: access, timeoutMs: configuration.cacheTimeoutMs),
-                                   run: configuration.artifactsRun ?? ArtifactUploads.run(environment, startedAt: started))
-        }
+        artifactUploads = try ArtifactUploads.make(configuration, environment, startedAt: startedAt) { logger.warning("\($0)") }
         layout = core.layout
         registry = core.registry
         catalog = core.catalog

@@ -117,9 +117,8 @@ public final class Provisioner: Sendable {
         }
         do {
             return try make()
-        } catch where cache.peek(plan.key).map({ !FileSystem.exists($0.path) }) == true {
+        } catch where cache.forgetIfGone(plan.key) {
             // Another server sharing the cache's folder evicted it: brought in again.
-            cache.forgetIfGone(plan.key)
             return try make()
         }
     }

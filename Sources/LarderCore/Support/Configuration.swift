@@ -71,6 +71,10 @@ public struct Configuration: Sendable {
 
     public init() {}
 
+    /// How long a stop waits for what is still going to the buckets (publishes,
+    /// artifacts): each request's time limit a few times over.
+    public var bucketGrace: Duration { .milliseconds(cacheTimeoutMs * 3 + 5_000) }
+
     /// How long a wait waits when the request does not say: 30 s, within `--wait-timeout-max-ms`.
     public var defaultWaitTimeoutMs: Int { min(30_000, waitTimeoutMaxMs) }
 
@@ -268,9 +272,14 @@ public struct Configuration: Sendable {
         public let description: String
     }
 
+    /// The setting called `name`, now or formerly.
+    static func setting(named name: String) -> Setting? {
+        settings.first { $0.name == name || $0.aliases.contains(name) }
+    }
+
     /// Sets one setting by name from text, checking its type and range.
     public mutating func set(_ name: String, _ text: String) throws {
-        guard let setting = Configuration.settings.first(where: { $0.name == name || $0.aliases.contains(name) }) else {
+        guard let setting = Configuration.setting(named: name) else {
             throw InvalidSetting(description: "unknown setting --\(name)" + (Configuration.nearest(to: name).map { "; did you mean --\($0)?" } ?? ""))
         }
         try setting.set(&self, text)
@@ -323,7 +332,7 @@ public struct Configuration: Sendable {
             let body = argument.dropFirst(2)
             if let equals = body.firstIndex(of: "=") {
                 try set(String(body[..<equals]), String(body[body.index(after: equals)...]))
-            } else if Configuration.settings.contains(where: { $0.isFlag && ($0.name == body || $0.aliases.contains(String(body))) }) {
+            } else if Configuration.setting(named: String(body))?.isFlag == true {
                 try set(String(body), "true")
             } else {
                 guard let value = rest.popFirst() else { throw InvalidSetting(description: "\(argument) needs a value") }

@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: Apache-2.0
-import Dispatch
 import FileSystem
 import ObjectStore
 import SQLite
@@ -44,8 +43,7 @@ public final class FleetCache: Sendable {
         var toldAccessDenied = false
     }
     private let state = Mutex(State())
-    private let publishing = DispatchQueue(label: "larder.fleet-cache", qos: .utility)
-    private let underWay = DispatchGroup()
+    private let publishing = BackgroundLine(label: "larder.fleet-cache")
 
     /// Without keys nothing is published (an anonymous reader of a public bucket).
     public init(bucket: Bucket, readOnly: Bool, checkTimeoutMs: Int, warn: @escaping @Sendable (String) -> Void) {
@@ -160,9 +158,7 @@ public final class FleetCache: Sendable {
     /// Publishes `entry` in the background: the object, then its manifest.
     public func publish(_ entry: TemplateCache.Entry) {
         guard !readOnly else { return }
-        underWay.enter()
-        publishing.async { [self] in
-            defer { underWay.leave() }
+        publishing.submit { [self] in
             guard awake() else { return }
             let compressed = FileSystem.parent(entry.path) + "/tmp/" + entry.key + "-" + RandomName.hex() + ".sqlite.gz"
             defer { FileSystem.remove(compressed) }
@@ -199,9 +195,7 @@ public final class FleetCache: Sendable {
     }
 
     /// Waits for the publishing under way, at most `timeout`.
-    public func drain(timeout: Duration) {
-        _ = underWay.wait(timeout: .now() + timeout.dispatch)
-    }
+    public func drain(timeout: Duration) { publishing.drain(timeout: timeout) }
 
     /// A fault outside a fetch or a publish (keeping a download, say).
     func failed(_ why: String) {

@@ -158,6 +158,10 @@ public final class TemplateCache: Sendable {
         return try body()
     }
 
+    /// The entry's database and its sidecar (version, counts; its time is the entry's last use).
+    private func database(_ key: String) -> String { directory + "/" + key + ".sqlite" }
+    private func sidecar(_ key: String) -> String { directory + "/" + key + ".json" }
+
     private func scratch(_ key: String) -> String {
         temporaryDirectory + "/" + key + "-" + RandomName.hex() + ".sqlite"
     }
@@ -169,14 +173,14 @@ public final class TemplateCache: Sendable {
     @discardableResult
     public func adopt(_ file: String, key: String, version: String?, counts: [(String, Int64)], build: JSONValue? = nil,
                       template: JSONValue? = nil, origin: Origin = .built) throws -> Entry {
-        let path = directory + "/" + key + ".sqlite"
-        var sidecar: [(String, JSONValue)] = [("version", JSONValue(version)), ("counts", JSONValue(counts: counts))]
-        if let build { sidecar.append(("build", build)) }
-        if let template { sidecar.append(("template", template)) }
+        let path = database(key)
+        var about: [(String, JSONValue)] = [("version", JSONValue(version)), ("counts", JSONValue(counts: counts))]
+        if let build { about.append(("build", build)) }
+        if let template { about.append(("template", template)) }
         // Each step a rename within the folder: another server never reads half a file.
-        let about = scratch(key) + ".json"
-        try FileSystem.writeFile(JSONValue.object(sidecar).serialized(), to: about)
-        try FileSystem.rename(about, to: directory + "/" + key + ".json")
+        let written = scratch(key) + ".json"
+        try FileSystem.writeFile(JSONValue.object(about).serialized(), to: written)
+        try FileSystem.rename(written, to: sidecar(key))
         // Read-only on disk: stores are copies; nothing writes a template again.
         FileSystem.makeReadOnly(file)
         var incoming = file
@@ -213,15 +217,17 @@ public final class TemplateCache: Sendable {
     public func remove(_ key: String) -> Bool {
         guard let entry = state.withLock({ $0.entries.removeValue(forKey: key) }) ?? load(key) else { return false }
         FileSystem.remove(entry.path)
-        FileSystem.remove(directory + "/" + key + ".json")
+        FileSystem.remove(sidecar(key))
         return true
     }
 
-    /// Forgets `key` when its file is gone (another server evicted it): the
-    /// next request brings it in again.
-    public func forgetIfGone(_ key: String) {
+    /// Forgets `key` when its file is gone (another server evicted it), so
+    /// that the next request brings it in again; whether it did.
+    public func forgetIfGone(_ key: String) -> Bool {
         state.withLock { s in
-            if let e = s.entries[key], !FileSystem.exists(e.path) { s.entries[key] = nil }
+            guard let e = s.entries[key], !FileSystem.exists(e.path) else { return false }
+            s.entries[key] = nil
+            return true
         }
     }
 
@@ -240,15 +246,12 @@ public final class TemplateCache: Sendable {
         if let known {
             guard mark else { return known }
             // Now and then the use is written down for the other servers (and checked: another may have evicted it).
-            guard FileSystem.exists(known.path) else {
-                state.withLock { $0.entries[key] = nil }
-                return nil
-            }
-            FileSystem.touch(directory + "/" + key + ".json")
+            if forgetIfGone(key) { return nil }
+            FileSystem.touch(sidecar(key))
             return known
         }
         guard let found = load(key) else { return nil }
-        if using { FileSystem.touch(directory + "/" + key + ".json") }
+        if using { FileSystem.touch(sidecar(key)) }
         return state.withLock { s in
             if using { s.hits += 1 }
             if let e = s.entries[key] { return e }
@@ -259,7 +262,7 @@ public final class TemplateCache: Sendable {
 
     /// The entry `key` as the folder holds it: its database and its sidecar.
     private func load(_ key: String) -> Entry? {
-        let path = directory + "/" + key + ".sqlite", about = directory + "/" + key + ".json"
+        let path = database(key), about = sidecar(key)
         guard FileSystem.isPlainFile(path), let bytes = try? FileSystem.readFile(about), let json = try? JSONValue.parse(bytes) else { return nil }
         let counts = json["counts"]?.objectMembers?.map { ($0.0, $0.1.intValue ?? 0) } ?? []
         return Entry(key: key, path: path, version: json["version"]?.stringValue, counts: counts, size: FileSystem.size(path),
@@ -273,14 +276,14 @@ public final class TemplateCache: Sendable {
         var present: [(key: String, size: Int64, used: Double)] = []
         for file in FileSystem.entries(directory) where file.hasSuffix(".sqlite") {
             let k = String(file.dropLast(7))
-            let used = max(FileSystem.modifiedAt(directory + "/" + k + ".json") ?? 0, known[k]?.lastUsed ?? 0)
-            present.append((k, FileSystem.size(directory + "/" + file), used))
+            let used = max(FileSystem.modifiedAt(sidecar(k)) ?? 0, known[k]?.lastUsed ?? 0)
+            present.append((k, FileSystem.size(database(k)), used))
         }
         var total = present.reduce(Int64(0)) { $0 + $1.size }
         for e in present.sorted(by: { $0.used < $1.used }) where total > maxBytes && e.key != key {
             state.withLock { $0.entries[e.key] = nil }
-            FileSystem.remove(directory + "/" + e.key + ".sqlite")
-            FileSystem.remove(directory + "/" + e.key + ".json")
+            FileSystem.remove(database(e.key))
+            FileSystem.remove(sidecar(e.key))
             total -= e.size
         }
     }

@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: Apache-2.0
-import Dispatch
 import FileSystem
 import FoundationEssentials
 import LarderCore
@@ -16,12 +15,26 @@ final class ArtifactUploads: Sendable {
     /// The run's folder: the CI's run id, else the server's start time.
     let run: String
     private let stats_ = Mutex<(uploads: Int, errors: Int)>((0, 0))
-    private let queue = DispatchQueue(label: "larder.artifact-uploads", qos: .utility)
-    private let underWay = DispatchGroup()
+    private let uploading = BackgroundLine(label: "larder.artifact-uploads")
 
     init(bucket: Bucket, run: String) {
         self.bucket = bucket
         self.run = run
+    }
+
+    /// The uploads `--artifacts-url` asks for; nil when it is not set, and
+    /// (said through `warn`) when they cannot be made: no libcurl, no keys.
+    static func make(_ configuration: Configuration, _ environment: [String: String], startedAt: Timestamp,
+                     warn: (String) -> Void) throws -> ArtifactUploads? {
+        guard let url = configuration.artifactsURL else { return nil }
+        if let why = Bucket.unavailable { warn("--artifacts-url is set but artifacts cannot be uploaded: \(why)") }
+        let access = BucketAccess.fromEnvironment(environment)
+        guard access.isSigned else {
+            warn("--artifacts-url is set but AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not: artifacts are not uploaded")
+            return nil
+        }
+        return ArtifactUploads(bucket: Bucket(url: try BucketURL(url), access: access, timeoutMs: configuration.cacheTimeoutMs),
+                               run: configuration.artifactsRun ?? run(environment, startedAt: startedAt))
     }
 
     /// The run's name when `--artifacts-run` names none: what CI systems call their run, else the time.
@@ -49,9 +62,7 @@ final class ArtifactUploads: Sendable {
 
     /// Uploads `store`'s artifact as it is now, in the background.
     func upload(_ store: Store, _ s: ServerContext) {
-        underWay.enter()
-        queue.async { [self] in
-            defer { underWay.leave() }
+        uploading.submit { [self] in
             let object = name(store.record)
             let file = s.layout.temporary + "/upload-" + store.id + "-" + String(UInt64.random(in: 0...UInt64.max), radix: 36) + ".zip"
             defer { FileSystem.remove(file) }
@@ -72,8 +83,6 @@ final class ArtifactUploads: Sendable {
         }
     }
 
-    /// Waits for the uploads under way, at most `milliseconds`.
-    func drain(milliseconds: Int) {
-        _ = underWay.wait(timeout: .now() + .milliseconds(milliseconds))
-    }
+    /// Waits for the uploads under way, at most `timeout`.
+    func drain(timeout: Duration) { uploading.drain(timeout: timeout) }
 }
