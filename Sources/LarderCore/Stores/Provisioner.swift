@@ -125,9 +125,10 @@ public final class Provisioner: Sendable {
 
     /// The cached template database of `plan`, built now when it is not cached.
     public func entry(_ plan: Plan) throws -> TemplateCache.Entry {
-        let about: JSONValue = ["name": .string(plan.template.name), "version": JSONValue(plan.version), "snapshot": JSONValue(plan.snapshot?.name),
-                                "fixtures": JSONValue(plan.fixtures.map(\.name))]
-        return try cache.entry(plan.key, template: about) { path in try build(plan, at: path) }
+        try cache.entry(plan.key, template: ["name": .string(plan.template.name), "version": JSONValue(plan.version),
+                                             "snapshot": JSONValue(plan.snapshot?.name), "fixtures": JSONValue(plan.fixtures.map(\.name))]) { path in
+            try build(plan, at: path)
+        }
     }
 
     /// A store that is a copy of the ready app-built template `key`, whose

@@ -91,8 +91,9 @@ public final class TemplateCache: Sendable {
 
     /// The entry for `key`, built by `build` (which fills the file at the path
     /// it is given and answers the version) when it is nowhere to be found.
-    /// `template` says what it is made of (shown, never part of the key).
-    public func entry(_ key: String, template: JSONValue? = nil, build: (String) throws -> String?) throws -> Entry {
+    /// `template` says what it is made of (shown, never part of the key;
+    /// worked out only for a build, never on a hit).
+    public func entry(_ key: String, template: @autoclosure () -> JSONValue? = nil, build: (String) throws -> String?) throws -> Entry {
         if let hit = local(key, using: true) { return hit }
         return try holding(key) {
             if let found = found(key) { return found }
@@ -105,7 +106,7 @@ public final class TemplateCache: Sendable {
                 counts = try Inspector.counts(db)
                 try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             }
-            return try adopt(temporary, key: key, version: version, counts: counts, template: template, origin: .built)
+            return try adopt(temporary, key: key, version: version, counts: counts, template: template(), origin: .built)
         }
     }
 
