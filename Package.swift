@@ -61,7 +61,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["LarderCore", "LarderServer", "SQLite"], path: "Tests/TestSupport"),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite", "TestSupport"]),
         .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP"]),
-        .testTarget(name: "LarderCoreTests", dependencies: ["LarderCore", "SQLite", "FileSystem", "Digest", "TestSupport", "ObjectStore"]),
+        .testTarget(name: "LarderCoreTests", dependencies: ["LarderCore", "SQLite", "FileSystem", "Digest", "TestSupport", "ObjectStore", "Zip"]),
         .testTarget(name: "ZipTests", dependencies: ["Zip", "Digest", "TestSupport"]),
         .testTarget(name: "FileSystemTests", dependencies: ["FileSystem"]),
         .testTarget(name: "TextTests", dependencies: ["Text"]),

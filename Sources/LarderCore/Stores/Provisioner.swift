@@ -267,27 +267,39 @@ public final class Provisioner: Sendable {
         case file(path: String, size: Int)
     }
 
+    /// What an upload's body is: the database file, or a zip of it with
+    /// its `-wal` (and `-shm`), as Core Data or Room left them.
+    public enum UploadFormat: Sendable {
+        case database
+        case zip
+    }
+
     /// A store from an uploaded database, checked to be a real SQLite
     /// database (anything else is a bad request and leaves nothing behind), migrated
-    /// to `version` of `template` when one is named.
-    public func createFromUpload(_ upload: Upload, template name: String?, version: String?, label: String?,
+    /// to `version` of `template` when one is named. `maxBytes` bounds what a zip unpacks to.
+    public func createFromUpload(_ upload: Upload, format: UploadFormat = .database, maxBytes: Int = .max,
+                                 template name: String?, version: String?, label: String?,
                                  ttlSeconds: Int?) throws -> (Store, Provenance) {
         let template = try name.map { try catalog.template($0) }
         let target = try version.flatMap { v in try template.map { try $0.migrations.resolve(v) } }
         if version != nil && template == nil { throw LarderError.badRequest("'version' needs a 'template'") }
+        // A zip is unpacked (its WAL applied) aside; a database alone goes in as it came.
+        let unpacked = try format == .zip ? UploadedDatabase(upload, format: .zip, in: registry.layout.temporary, maxBytes: maxBytes) : nil
         let (head, size): ([UInt8], Int)
-        switch upload {
-        case .bytes(let bytes): (head, size) = (Array(bytes.prefix(100)), bytes.count)
-        case .file(let path, let count): (head, size) = (try FileSystem.readPrefix(path, count: 100), count)
+        switch (unpacked, upload) {
+        case (let unpacked?, _): (head, size) = (try FileSystem.readPrefix(unpacked.path, count: 100), Int(FileSystem.size(unpacked.path)))
+        case (nil, .bytes(let bytes)): (head, size) = (Array(bytes.prefix(100)), bytes.count)
+        case (nil, .file(let path, let count)): (head, size) = (try FileSystem.readPrefix(path, count: 100), count)
         }
         guard size >= 100, head.starts(with: Array("SQLite format 3\0".utf8)) else {
             throw LarderError(.badRequest, "the upload is not a SQLite database (no 'SQLite format 3' header)",
                               details: [("bytes", .int(Int64(size)))])
         }
         return try registry.create(label: label, ttlSeconds: ttlSeconds, expectedBytes: Int64(size)) { path in
-            switch upload { // the staging directory is invisible
-            case .bytes(let bytes): try FileSystem.writeFile(bytes, to: path)
-            case .file(let spooled, _): try FileSystem.move(spooled, to: path)
+            switch (unpacked, upload) { // the staging directory is invisible
+            case (let unpacked?, _): try FileSystem.move(unpacked.path, to: path)
+            case (nil, .bytes(let bytes)): try FileSystem.writeFile(bytes, to: path)
+            case (nil, .file(let spooled, _)): try FileSystem.move(spooled, to: path)
             }
             do {
                 try Connection.validate(path: path)
@@ -301,7 +313,7 @@ public final class Provisioner: Sendable {
             try db.harden()
             return try db.limited(milliseconds: registry.limits.operationTimeoutMs, "migrating the upload") {
                 try db.execute("PRAGMA journal_mode=WAL")
-                guard let template else { return Provenance(source: "upload") }
+                guard let template else { return Provenance(version: try Bookkeeping.read(db, preferring: nil).current, source: "upload") }
                 let migrator = Migrator(set: template.migrations)
                 let migrated = try target.map { try migrator.migrate(db, to: $0).to }
                 return Provenance(template: template.name, version: try migrated ?? migrator.state(db).current, source: "upload")

@@ -98,6 +98,38 @@ public struct StoreEditor: Sendable {
         }
     }
 
+    /// A test's copy of the store checked back in (`PUT /stores/{id}/database`):
+    /// the upload, checked as a new store's is, replaces the live contents
+    /// through SQLite (the backup API), in place, as a reset does, all or
+    /// nothing; the base stays the store's creation state, so diffs,
+    /// resets, artifacts and checks see what the test did. A copy of
+    /// another page size needs the store's journal out of WAL for the copy:
+    /// while a test holds the live file open that is a `conflict`.
+    public func checkIn(_ id: String, _ upload: Provisioner.Upload, format: Provisioner.UploadFormat, maxBytes: Int) throws -> Store {
+        let store = try registry.get(id)
+        let incoming = try UploadedDatabase(upload, format: format, in: registry.layout.temporary, maxBytes: maxBytes)
+        try incoming.validate()
+        try registry.admitReplacement(of: store, by: FileSystem.size(incoming.path))
+        // Immutable: what the client sent is only read, and leaves no -wal or -shm.
+        let source = try Connection.immutable(path: incoming.path)
+        try source.harden()
+        let pageSize = try source.scalar("PRAGMA page_size")?.int64
+        let template = try store.record.template.map { try catalog.template($0) }
+        return try registry.operate(store, exclusive: "check-in", timeoutMs: registry.limits.operationTimeoutMs, kept: true) { db in
+            let resized = try db.scalar("PRAGMA page_size")?.int64 != pageSize
+            if resized {
+                store.dropReaders()
+                try db.execute("PRAGMA journal_mode=DELETE")
+            }
+            try db.restore(from: source)
+            if resized { try db.execute("PRAGMA journal_mode=WAL") }
+            store.remember(counts: try Inspector.counts(db))
+            let version = try template.map { try Migrator(set: $0.migrations).state(db).current } ?? Bookkeeping.read(db, preferring: nil).current
+            if version != store.record.version { try registry.setVersion(store, version) } else { try? registry.save(store) }
+            return store
+        }
+    }
+
     public enum FixtureRequest: Sendable {
         case names([String])
         case sql(String)

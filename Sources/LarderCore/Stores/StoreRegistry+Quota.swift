@@ -47,6 +47,14 @@ extension StoreRegistry {
         if used + bytes > limits.maxDiskBytes { throw quotaExceeded(used, wanted: bytes) }
     }
 
+    /// Checks that the store's live file may become `bytes` long (a copy
+    /// checked in) within the quota.
+    func admitReplacement(of store: Store, by bytes: Int64) throws {
+        guard limits.maxDiskBytes > 0 else { return }
+        let used = usedBytes, live = FileSystem.size(store.databasePath) + FileSystem.size(store.databasePath + "-wal")
+        if used - live + bytes > limits.maxDiskBytes { throw quotaExceeded(used, wanted: bytes - live) }
+    }
+
     /// `error`, after asking ready copies for their room when it says the
     /// file system is full (so that room freed is not taken back by them).
     func relieving(_ error: Error) -> Error {

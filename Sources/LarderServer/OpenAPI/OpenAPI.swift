@@ -90,8 +90,9 @@ enum OpenAPI {
         if let d = op.description { operation.append(("description", .string(d))) }
         operation.append(("responses", .object(responses(op))))
         if !parameters.isEmpty { operation.append(("parameters", .array(parameters))) }
-        if let body = op.body {
-            let content = [(op.bodyType, ["schema": body.contract.ref] as JSONValue)] + op.rawBodyTypes.map { ($0, ["schema": ["type": "string", "format": "binary"]] as JSONValue) }
+        let raw = op.rawBodyTypes.map { ($0, ["schema": ["type": "string", "format": "binary"]] as JSONValue) }
+        if op.body != nil || !raw.isEmpty {
+            let content = (op.body.map { [(op.bodyType, ["schema": $0.contract.ref] as JSONValue)] } ?? []) + raw
             operation.append(("requestBody", ["required": .bool(op.bodyRequired), "content": .object(content)]))
         }
         return .object(operation)

@@ -48,9 +48,9 @@ enum Routes {
             Operation(method: "POST", path: "/stores", handler: StoreRoutes.create,
                       summary: "Create a store (JSON body, or a raw upload as application/vnd.sqlite3)", lane: .workers(.none), success: 201,
                       errors: [404, 408, 409, 413, 415, 422, 429, 507], body: RequestBody.createStore,
-                      rawBodyTypes: ["application/vnd.sqlite3"], undocumentedQuery: StoreCreation.uploadQuery, answer: StoreAnswer.object,
+                      rawBodyTypes: ["application/vnd.sqlite3", "application/zip"], undocumentedQuery: StoreCreation.uploadQuery, answer: StoreAnswer.object,
                       description: "An empty body gives an empty store. A raw upload (`Content-Type: application/vnd.sqlite3`, a SQLite "
-                          + "database file as the body) takes the query parameters `template`, `version`, `label` and `ttl_seconds` "
+                          + "database file as the body, or `application/zip`, a zip of the database with its `-wal`, whose last writes are applied) takes the query parameters `template`, `version`, `label` and `ttl_seconds` "
                           + "(\(StoreRecord.ttlSeconds.lowerBound) to \(StoreRecord.ttlSeconds.upperBound)), which do what the JSON fields do (a label is at most 256 bytes); a JSON body takes no query parameters. An upload "
                           + "that is not a SQLite database is a 400. `from` forks a live store (404 `store_not_found` when there is none): "
                           + "a consistent copy of its committed state, then `fixtures` (named fixtures of its template). `build` copies an "
@@ -125,6 +125,16 @@ enum Routes {
                       contentType: "application/zip"),
             Operation(method: "GET", path: "/stores/{id}/database", handler: ArtifactRoutes.database, summary: "A consistent snapshot of the database", lane: .workers(.store),
                       errors: [404, 409, 422, 507], contentType: "application/vnd.sqlite3"),
+            Operation(method: "PUT", path: "/stores/{id}/database", handler: StoreRoutes.checkIn,
+                      summary: "Check in a test's copy of the store: it replaces the store's contents", lane: .workers(.store),
+                      errors: [404, 408, 409, 413, 415, 422, 429, 507], rawBodyTypes: ["application/vnd.sqlite3", "application/zip"],
+                      bodyRequired: true, answer: StoreAnswer.object,
+                      description: "The body is the database (`application/vnd.sqlite3`), or a zip of it with its `-wal` (`application/zip`; "
+                          + "the WAL's last writes are applied, a `-shm` is ignored). It is checked as an upload is, then copied into the "
+                          + "live file through SQLite, in place, all or nothing; the store's creation state stays its base, so diff, reset, "
+                          + "artifact and check compare what the test did against what it was given. Not a (sound) database: 400. Over "
+                          + "--max-body-bytes: 413; over --max-disk-bytes: 429. A write transaction a test holds on the store: 409 with "
+                          + "Retry-After. A refused body leaves the store as it was."),
             Operation(method: "GET", path: "/builds", handler: BuildRoutes.list, summary: "App-built templates, building and ready",
                       answer: BuildAnswer.listObject),
             Operation(method: "POST", path: "/builds", handler: BuildRoutes.claim,

@@ -6,7 +6,7 @@ import MicroHTTP
 /// and checked from the body (or an upload's query) before anything is made.
 enum StoreCreation {
     /// A SQLite file as the body; a large one arrives spooled to a file.
-    case upload(Provisioner.Upload, spooled: SpooledBody?, template: String?, version: String?)
+    case upload(Provisioner.Upload, Provisioner.UploadFormat, spooled: SpooledBody?, template: String?, version: String?)
     /// A copy of an app-built template, waiting up to `timeoutMs` while it builds.
     case build(key: String, timeoutMs: Int?)
     /// A copy of a live store, then named fixtures of its template.
@@ -20,7 +20,7 @@ enum StoreCreation {
 
     /// The way asked for, and the label and lifetime every way takes.
     static func read(_ request: Request, _ configuration: Configuration) throws -> (StoreCreation, label: String?, ttlSeconds: Int?) {
-        if request.mediaType == "application/vnd.sqlite3" { return try readUpload(request) }
+        if let format = uploadFormat(request.mediaType) { return try readUpload(request, format) }
         try request.checkQuery(allowed: []) // a JSON body says it all
         let body = try JSONBody(request, RequestBody.createStore, configuration)
         let label = try body.string("label")
@@ -54,7 +54,16 @@ enum StoreCreation {
         return (.template(wanted), label, ttl)
     }
 
-    private static func readUpload(_ request: Request) throws -> (StoreCreation, label: String?, ttlSeconds: Int?) {
+    /// What a raw upload's media type says it is: the database, or a zip of it with its -wal.
+    static func uploadFormat(_ mediaType: String?) -> Provisioner.UploadFormat? {
+        switch mediaType {
+        case "application/vnd.sqlite3": .database
+        case "application/zip": .zip
+        default: nil
+        }
+    }
+
+    private static func readUpload(_ request: Request, _ format: Provisioner.UploadFormat) throws -> (StoreCreation, label: String?, ttlSeconds: Int?) {
         let template = request.queryValue("template")
         // As in the JSON body: a template means its latest version unless
         // told otherwise; an empty `version=` keeps the upload as it is.
@@ -62,6 +71,6 @@ enum StoreCreation {
         let ttl = try request.queryInt("ttl_seconds", in: StoreRecord.ttlSeconds)
         let spooled = request.bodyFile
         let upload: Provisioner.Upload = spooled.map { .file(path: $0.path, size: $0.size) } ?? .bytes(request.body)
-        return (.upload(upload, spooled: spooled, template: template, version: version), request.queryValue("label"), ttl)
+        return (.upload(upload, format, spooled: spooled, template: template, version: version), request.queryValue("label"), ttl)
     }
 }

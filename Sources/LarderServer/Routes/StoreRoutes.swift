@@ -15,11 +15,12 @@ enum StoreRoutes {
             json(201, serialized: try StoreAnswer.serialized(s, $0.0, counts: $0.1.counts, sizeBytes: $0.1.sizeBytes))
         }
         switch creation {
-        case .upload(let upload, let spooled, let template, let version):
+        case .upload(let upload, let format, let spooled, let template, let version):
             // The spooled file is kept alive by this closure until the store has it.
             return .later {
                 try made(withExtendedLifetime(spooled) {
-                    try s.provisioner.createFromUpload(upload, template: template, version: version, label: label, ttlSeconds: ttl)
+                    try s.provisioner.createFromUpload(upload, format: format, maxBytes: s.configuration.maxBodyBytes, template: template, version: version,
+                                                       label: label, ttlSeconds: ttl)
                 })
             }
         case .build(let key, let timeout):
@@ -127,6 +128,26 @@ enum StoreRoutes {
         _ = try JSONBody(request, .nothing, s.configuration)
         return .later {
             let store = try s.editor.reset(id)
+            return json(200, serialized: try StoreAnswer.serialized(s, store, counts: store.lastCounts))
+        }
+    }
+
+    /// `PUT /stores/{id}/database`: a test's copy of the store, checked in.
+    static func checkIn(_ request: Request, _ c: RouteContext) throws -> Outcome {
+        let s = c.server, id = try c.parameter("id")
+        guard let format = StoreCreation.uploadFormat(request.mediaType) else {
+            throw LarderError(.unsupportedMediaType, "send the database (Content-Type: application/vnd.sqlite3), or a zip of it with its -wal "
+                                  + "(application/zip)" + (request.mediaType.map { ", not \($0)" } ?? ""),
+                              details: [("content_type", JSONValue(request.mediaType))])
+        }
+        guard request.hasBody else { throw LarderError.badRequest("the body is the database to check in; it is empty") }
+        let spooled = request.bodyFile
+        let upload: Provisioner.Upload = spooled.map { .file(path: $0.path, size: $0.size) } ?? .bytes(request.body)
+        return .later {
+            // The spooled file is kept alive by this closure until the store has it.
+            let store = try withExtendedLifetime(spooled) {
+                try s.editor.checkIn(id, upload, format: format, maxBytes: s.configuration.maxBodyBytes)
+            }
             return json(200, serialized: try StoreAnswer.serialized(s, store, counts: store.lastCounts))
         }
     }
