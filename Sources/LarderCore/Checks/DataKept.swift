@@ -71,7 +71,9 @@ public struct DataKept: Sendable {
     }
 
     static func census(_ db: Connection, _ database: String, _ table: String) throws -> Census {
-        let columns = try db.rows("SELECT name FROM pragma_table_info(?, ?) ORDER BY cid", [.text(table), .text(database)]).compactMap { $0[0].string }
+        let all = try db.rows("SELECT name FROM pragma_table_info(?, ?) ORDER BY cid", [.text(table), .text(database)]).compactMap { $0[0].string }
+        let bookkeeping = CoreData.bookkeepingColumns(all)
+        let columns = all.filter { !bookkeeping.contains($0) }
         let counts = (["count(*)"] + columns.map { "count(\(quoteIdentifier($0)))" }).joined(separator: ", ")
         let row = try db.rows("SELECT \(counts) FROM \(quoteIdentifier(database)).\(quoteIdentifier(table))").first ?? []
         let numbers = row.map { $0.int64 ?? 0 }

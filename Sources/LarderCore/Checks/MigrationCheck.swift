@@ -174,9 +174,17 @@ public struct MigrationCheck: Sendable {
         let path = temporaryPath("\(t.name)-\(snapshot.name)")
         defer { removeDatabase(path) }
         func fail(_ text: String) { result.fail(text) }
+        let base = snapshot.wal == nil ? snapshot.path : temporaryPath("\(t.name)-\(snapshot.name)-base")
+        defer { if snapshot.wal != nil { removeDatabase(base) } }
+        if let note = snapshot.missingWAL { result.notes.append(note) }
         do {
-            try FileSystem.copyFile(from: snapshot.path, to: path)
+            try snapshot.copy(to: path)
+            if snapshot.wal != nil { try snapshot.copy(to: base) }
             let db = try Connection(path: path, mode: .readWrite, uri: true)
+            if try CoreData.isStore(db) {
+                fail(CoreData.notMigratedHere(snapshot.name, template: t.name))
+                return result
+            }
             // A throwaway copy: no durability needed, no fsync wanted.
             try db.execute("PRAGMA journal_mode=MEMORY; PRAGMA synchronous=OFF;")
             var problems: [String] = []
@@ -224,7 +232,7 @@ public struct MigrationCheck: Sendable {
             try MigrationCheck.checkExpectations(db, snapshot.expect, fail: fail)
             if dataCheck {
                 // The snapshot as saved, beside its migrated copy.
-                try db.attachImmutable(path: snapshot.path, as: "base")
+                try db.attachImmutable(path: base, as: "base")
                 try kept.failures(db).forEach(fail)
             }
             for step in migrated where !step.ran {

@@ -97,6 +97,9 @@ public enum StoreDiff {
         /// How to name the rowid in SQL (nil when columns take all of
         /// `rowid`, `_rowid_` and `oid`, or for `WITHOUT ROWID`).
         var rowid: String?
+        /// Columns that are bookkeeping, not data (Core Data's `Z_OPT`): a
+        /// row whose only change is in them is no update.
+        var bookkeeping: Set<String> = []
 
         /// The key as the answer names it, and as SQL reads it on the side `alias`.
         func key(_ alias: String) -> (names: [String], sql: [String]) {
@@ -147,7 +150,7 @@ public enum StoreDiff {
             } else {
                 key = .columns(keyColumns.isEmpty ? columns : keyColumns)
             }
-            out[name] = Shape(name: name, columns: columns, key: key, rowid: rowid)
+            out[name] = Shape(name: name, columns: columns, key: key, rowid: rowid, bookkeeping: CoreData.bookkeepingColumns(columns))
         }
         return out
     }
@@ -196,7 +199,7 @@ public enum StoreDiff {
             guard let was, let join else {
                 return "SELECT " + (["0"] + selected).joined(separator: ", ") + " FROM \(newTable) AS n LIMIT \(limit)"
             }
-            let differs = now.columns.filter(was.columns.contains).map { "n.\(quoteIdentifier($0)) IS NOT o.\(quoteIdentifier($0))" }
+            let differs = now.columns.filter { was.columns.contains($0) && !now.bookkeeping.contains($0) }.map { "n.\(quoteIdentifier($0)) IS NOT o.\(quoteIdentifier($0))" }
             var sql = "SELECT " + ([was.present("o")] + selected + was.handle("o")).joined(separator: ", ")
                 + " FROM \(newTable) AS n LEFT JOIN \(oldTable) AS o ON \(join) WHERE NOT \(was.present("o"))"
             if !differs.isEmpty { sql += " OR " + balanced(differs, "OR") }

@@ -147,9 +147,13 @@ public final class Provisioner: Sendable {
     func build(_ plan: Plan, at path: String) throws -> String? {
         if let snapshot = plan.snapshot {
             // The snapshot file itself is only ever read.
-            try FileSystem.copyFile(from: snapshot.path, to: path)
+            try snapshot.copy(to: path)
         }
         let db = try Connection(path: path, mode: .readWriteCreate)
+        if let snapshot = plan.snapshot, plan.version != nil, try CoreData.isStore(db) {
+            throw LarderError(.migrationFailed, CoreData.notMigratedHere(snapshot.name, template: plan.template.name),
+                              details: [("snapshot", .string(snapshot.name))])
+        }
         // Built aside and renamed into the cache when complete: no fsync needed.
         try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;")
         let migrator = Migrator(set: plan.template.migrations)

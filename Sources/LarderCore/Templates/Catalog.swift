@@ -156,7 +156,10 @@ public final class Catalog: @unchecked Sendable {
                     throw LarderError(.badRequest, "template '\(name)': \(snapshotName).expect.json is not valid JSON: \(error)")
                 }
             }
-            snapshots[snapshotName] = Template.Snapshot(name: snapshotName, path: path, sha256: SHA256.hex(try FileSystem.readFile(path)), expect: expect)
+            // Kept with its WAL (Core Data's, Room's): the two are the snapshot.
+            let wal = FileSystem.isPlainFile(path + "-wal") ? path + "-wal" : nil
+            let hash = SHA256.hex(try FileSystem.readFile(path)) + (try wal.map { " " + SHA256.hex(try FileSystem.readFile($0)) } ?? "")
+            snapshots[snapshotName] = Template.Snapshot(name: snapshotName, path: path, wal: wal, sha256: hash, expect: expect)
         }
         return Template(name: name, directory: folder, migrations: migrations, fixtures: fixtures, fixtureHashes: hashes,
                         snapshots: snapshots, defaultFixtures: settings.fixtures, roundTrip: settings.roundTrip)

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+import FileSystem
+import SQLite
 import Synchronization
 
 /// One application's schema as its fixtures folder describes it.
@@ -6,10 +8,30 @@ public struct Template: Sendable {
     public struct Snapshot: Sendable {
         public var name: String
         public var path: String
+        /// `NAME.sqlite-wal` when one is kept beside it: its last writes.
+        public var wal: String? = nil
+        /// Of the file and its WAL.
         public var sha256: String
         /// The parsed `NAME.expect.json`, if there is one.
         public var expect: JSONValue?
         public var expectedVersion: String? { expect?["version"].flatMap(MigrationCheck.version) }
+
+        /// The snapshot as SQLite reads it, as one new file at `target`: its
+        /// WAL applied to the copy, the kept files only ever read.
+        func copy(to target: String) throws {
+            try FileSystem.copyFile(from: path, to: target)
+            guard let wal else { return }
+            try FileSystem.copyFile(from: wal, to: target + "-wal")
+            let db = try Connection(path: target, mode: .readWrite)
+            try db.execute("PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode=DELETE")
+        }
+
+        /// What to say of a snapshot whose header says WAL with no `-wal` beside it.
+        var missingWAL: String? {
+            guard wal == nil, (try? FileSystem.readPrefix(path, count: 20))?.suffix(2) == [2, 2] else { return nil }
+            return "\(name).sqlite is in WAL mode and no \(name).sqlite-wal is kept beside it: its last writes may be missing "
+                + "(a database closed cleanly looks the same); keep the -wal with it, as the app left it"
+        }
     }
 
     public var name: String
