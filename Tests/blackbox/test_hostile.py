@@ -480,6 +480,141 @@ class LargeSchemaTests(ServerCase):
         self.assertIn("artworks", [t["name"] for t in answer["tables"]])
 
 
+class CheckInTests(ServerCase):
+    """PUT /stores/{id}/database (issue 47): a test's copy handed back. Every
+    bad body is the contract's error, and leaves the store as it was."""
+    extra = ("--max-body-bytes", str(2 << 20), "--busy-timeout-ms", "300")
+
+    def copy_of(self, store, sql=None):
+        """The store's database as a client checks it out, changed by `sql`."""
+        status, data, _ = self.larder.call("GET", "/stores/%s/database" % store["id"])
+        self.assertEqual(status, 200)
+        path = os.path.join(scratch_folder(self, "larder-copy-"), "copy.sqlite")
+        with open(path, "wb") as f:
+            f.write(data)
+        if sql:
+            db = sqlite3.connect(path)
+            db.executescript(sql)
+            db.close()
+        with open(path, "rb") as f:
+            return f.read()
+
+    def put(self, store, body, content_type="application/vnd.sqlite3", headers=None):
+        return self.larder.call("PUT", "/stores/%s/database" % store["id"], body, content_type, headers=headers)
+
+    def unchanged(self, store):
+        status, diff, _ = self.larder.call("GET", "/stores/%s/diff" % store["id"])
+        self.assertEqual(status, 200, diff)
+        self.assertEqual(diff["tables"], {}, diff)
+        self.assertEqual(self.larder.call("GET", "/stores/%s/counts" % store["id"])[1]["counts"]["artists"], 4)
+
+    @staticmethod
+    def zipped(files, method=None):
+        import io
+        import zipfile
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w", method or zipfile.ZIP_DEFLATED) as z:
+            for name, data in files:
+                z.writestr(name, data)
+        return out.getvalue()
+
+    def test_bad_bodies_are_refused_and_leave_the_store_as_it_was(self):
+        store = self.store()
+        good = self.copy_of(store, "INSERT INTO artists (name) VALUES ('never');")
+        cases = [
+            ("no type", good, None, 415),
+            ("json", b'{"sql": "DROP TABLE artists"}', "application/json", 415),
+            ("empty", b"", "application/vnd.sqlite3", 400),
+            ("text", b"DROP TABLE artists;" * 10, "application/vnd.sqlite3", 400),
+            ("truncated", good[:4096 + 100], "application/vnd.sqlite3", 400),
+            ("a zip with a way out", self.zipped([("../../../x.sqlite", good), ("x.sqlite-wal", b"")]), "application/zip", 400),
+            ("a zip of two", self.zipped([("a.sqlite", good), ("b.sqlite", good)]), "application/zip", 400),
+            ("a zip bomb", self.zipped([("a.sqlite", good + b"\0" * (16 << 20))]), "application/zip", 413),
+            ("a broken zip", good[:100] + b"PK\x05\x06" + b"\0" * 18, "application/zip", 400),
+        ]
+        for what, body, content_type, status in cases:
+            with self.subTest(what):
+                got, answer, _ = self.put(store, body, content_type)
+                self.assertEqual(got, status, (what, answer))
+                self.assertIn("error", answer)
+                self.assertNotIn(self.root, json.dumps(answer), "no server path in an error")
+                self.unchanged(store)
+        # Past --max-body-bytes: refused on its declared length, before a byte of it is read.
+        status, out = self.raw(b"PUT /stores/%s/database HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/vnd.sqlite3\r\n"
+                               b"Content-Length: %d\r\n\r\n" % (store["id"].encode(), 3 << 20))
+        self.assertEqual(status, 413, out[:300])
+        self.unchanged(store)
+        self.assertEqual(self.put({"id": "st_" + "0" * 32}, good)[0], 404)
+        self.assertEqual(os.listdir(os.path.join(self.root, "tmp")), [], "nothing left aside")
+        # And the good one goes through.
+        status, answer, _ = self.put(store, good)
+        self.assertEqual((status, answer["counts"]["artists"]), (200, 5), answer)
+
+    def test_a_write_transaction_held_is_409_with_retry_after(self):
+        store = self.store()
+        copy = self.copy_of(store, "DELETE FROM artists;")
+        holder = sqlite3.connect(store["path"], isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        holder.execute("INSERT INTO artists (name) VALUES ('held')")
+        status, answer, headers = self.put(store, copy)
+        self.assertEqual((status, answer["error"]["code"]), (409, "conflict"), answer)
+        self.assertIn("retry-after", {k.lower() for k in headers})
+        holder.execute("ROLLBACK")
+        holder.close()
+        self.unchanged(store)
+        self.assertEqual(self.put(store, copy)[0], 200)
+
+    def test_what_a_copy_holds_runs_nowhere(self):
+        """Triggers, an endless view and a function that is refused: checked
+        in, counted and diffed without running any of them."""
+        store = self.store()
+        copy = self.copy_of(store, """
+            CREATE TABLE log (x);
+            CREATE TRIGGER spy AFTER INSERT ON artists BEGIN INSERT INTO log VALUES (load_extension('/tmp/x')); END;
+            CREATE VIEW endless AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c;
+            """)
+        started = time.monotonic()
+        status, answer, _ = self.put(store, copy)
+        self.assertEqual(status, 200, answer)
+        self.assertLess(time.monotonic() - started, 20, "the view was never read")
+        self.assertEqual(answer["counts"]["log"], 0)
+        status, diff, _ = self.larder.call("GET", "/stores/%s/diff" % store["id"])
+        self.assertEqual(status, 200, diff)
+        self.assertEqual(sorted(change["name"] for change in diff["schema"]["added"]), ["endless", "log", "spy"], diff)
+
+    def test_a_store_file_linked_to_another_stores_writes_only_its_own(self):
+        """A test that made its store.sqlite a link to another suite's store:
+        its check-in never reaches the other store."""
+        mine, theirs = self.store(), self.store()
+        copy = self.copy_of(mine, "DELETE FROM artists;")
+        os.unlink(mine["path"])
+        os.symlink(theirs["path"], mine["path"])
+        status, answer, _ = self.put(mine, copy)
+        self.assertNotEqual(status, 500, answer)
+        self.unchanged(theirs)
+
+    def test_check_ins_racing_resets_are_each_whole(self):
+        store = self.store()
+        copy = self.copy_of(store, "INSERT INTO artists (name) VALUES ('copy');")
+        statuses = []
+        def work(i):
+            if i % 2:
+                statuses.append(self.put(store, copy)[0])
+            else:
+                statuses.append(self.larder.call("POST", "/stores/%s/reset" % store["id"])[0])
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertTrue(set(statuses) <= {200, 409}, statuses)
+        artists = self.larder.call("GET", "/stores/%s/counts" % store["id"])[1]["counts"]["artists"]
+        self.assertIn(artists, (4, 5))
+        db = sqlite3.connect(store["path"])
+        self.assertEqual(db.execute("PRAGMA integrity_check").fetchone()[0], "ok")
+        db.close()
+
+
 class TokenTests(unittest.TestCase):
     def test_routes_cannot_be_probed_without_the_token(self):
         root = fresh_root("larder-hostile-")
