@@ -2,7 +2,8 @@
 
 The binary comes from $LARDER_BINARY, the fixtures directory from
 $LARDER_FIXTURES (default: fixtures/ of the repository). A module may set
-SERVER_ARGS, a list of extra `larder serve` flags.
+SERVER_ARGS, a list of extra `larder serve` flags. `hidden_server` is one
+whose files this process cannot see (remote mode's tests).
 """
 import os
 import sys
@@ -15,6 +16,7 @@ import larder
 collect_ignore = ["sample"]
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+HIDDEN_LARDER = os.path.join(REPO, "Tests", "support", "hidden-larder")
 
 sys.path.insert(0, os.path.join(REPO, "Tests", "support"))
 import processes  # noqa: E402  (the one harness of the repository's Python scripts)
@@ -55,3 +57,17 @@ def server(request, tmp_path_factory):
 def client(server):
     with larder.Client(url=server.url) as c:
         yield c
+
+
+@pytest.fixture(scope="module")
+def hidden_server(tmp_path_factory):
+    """`larder serve` as a test on another machine (or in a simulator) sees
+    it: run by Tests/support/hidden-larder in a mount namespace of its own,
+    with a tmpfs over its root's parent, so no store's `path` exists for
+    this process; HTTP on loopback as ever."""
+    base = tmp_path_factory.mktemp("larder-hidden")
+    fixtures = os.environ.get("LARDER_FIXTURES") or os.path.join(REPO, "fixtures")
+    environment = dict(os.environ, LARDER_HIDDEN_BINARY=_binary())
+    running = Server(HIDDEN_LARDER, str(base / "root"), fixtures, env=environment)
+    yield running
+    running.stop()

@@ -153,6 +153,143 @@ def test_a_runs_stores_are_removed_by_its_prefix(server, tmp_path):
     client.close()
 
 
+# --- remote mode: a server whose files this machine cannot open -----------------------
+
+REMOTE_CONFTEST = '''
+import json
+import os
+
+import pytest
+
+
+@pytest.fixture
+def record(request):
+    """Notes this test's store: its id, its path (the local copy) and the server's."""
+    def write(store):
+        with open(os.path.join(os.environ["RECORDS"], request.node.name + ".json"), "w") as f:
+            json.dump({"id": store.id, "path": store.path, "server_path": store.info["path"],
+                       "remote": store.remote}, f)
+    return write
+'''
+
+REMOTE_TESTS = '''
+import contextlib
+import sqlite3
+
+import pytest
+
+pytestmark = pytest.mark.larder(template="gallery", fixtures=["artists"])
+
+
+def add_artwork(store, title):
+    with contextlib.closing(sqlite3.connect(store.path, isolation_level=None)) as db:
+        db.execute("INSERT INTO artworks (artist_id, title, year) VALUES (3, ?, 1928)", [title])
+
+
+def test_passes(larder_store, record):
+    record(larder_store)
+    add_artwork(larder_store, "Operarios")
+
+
+def test_fails(larder_store, record):
+    record(larder_store)
+    add_artwork(larder_store, "Abaporu")
+    assert larder_store.counts("artworks") == {"artworks": 1}, "the server has the last check-in: none yet"
+
+
+def test_fails_with_a_broken_copy(larder_store, record):
+    record(larder_store)
+    add_artwork(larder_store, "A Negra")
+    with open(larder_store.path, "r+b") as f:
+        f.write(b"no longer a SQLite database")
+    assert False, "broken on purpose"
+'''
+
+
+def test_remote_mode_checks_in_a_failed_tests_copy_and_drops_a_passing_ones(hidden_server, tmp_path):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text(REMOTE_CONFTEST)
+    (suite / "test_remote.py").write_text(REMOTE_TESTS)
+    records = tmp_path / "records"
+    records.mkdir()
+    run = "remote-" + uuid.uuid4().hex[:8]
+    environment = clean_environment()
+    environment.update({"LARDER_URL": hidden_server.url, "LARDER_MODE": "remote", "LARDER_RUN": run,
+                        "RECORDS": str(records)})
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(suite)],
+                            cwd=str(suite), env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    output = result.stdout.decode("utf-8", "replace")
+    assert result.returncode == 1, output
+    assert "2 failed, 1 passed" in output, output
+    found = {path.stem: json.loads(path.read_text()) for path in records.iterdir()}
+    assert set(found) == {"test_passes", "test_fails", "test_fails_with_a_broken_copy"}
+    for name, record in found.items():
+        assert record["remote"] is True, name
+        assert not os.path.exists(record["server_path"]), name  # the server's files are out of sight
+        assert not os.path.exists(os.path.dirname(record["path"])), name  # the local copy is gone
+
+    client = larder.Client(url=hidden_server.url)
+    stores = {s["label"]: s for s in client._call("GET", "/stores", query={"label_prefix": run + "/"})["stores"]}
+    # The passing test's store is gone, with nothing uploaded; the failing ones' are kept.
+    assert sorted(stores) == [run + "/test_remote.py/test_fails", run + "/test_remote.py/test_fails_with_a_broken_copy"]
+    kept = client.store(found["test_fails"]["id"])
+    assert kept.info["keep"] is True
+    # What the test wrote to its copy was checked in: the diff and the artifact show it.
+    artworks = kept.diff()["tables"]["artworks"]
+    assert artworks["inserted"] == 1 and artworks["rows"][0]["new"]["title"] == "Abaporu", artworks
+    artifact = suite / "larder-artifacts" / ("test_remote.py_test_fails-%s.zip" % kept.id)
+    assert "store %s kept; artifact: %s" % (kept.id, artifact) in output, output
+    with zipfile.ZipFile(str(artifact)) as archive:
+        archive.extract("store.sqlite", str(tmp_path / "fails"))
+    with open_db(tmp_path / "fails" / "store.sqlite") as db:
+        assert db.execute("SELECT title FROM artworks").fetchall() == [("Abaporu",)]
+
+    # A copy the server refuses: the failure says so; the store is kept as
+    # last checked in (as it was made), its artifact saved all the same.
+    broken = client.store(found["test_fails_with_a_broken_copy"]["id"])
+    assert broken.info["keep"] is True
+    assert broken.diff()["tables"] == {}
+    artifact = suite / "larder-artifacts" / ("test_remote.py_test_fails_with_a_broken_copy-%s.zip" % broken.id)
+    assert artifact.exists()
+    assert "store %s kept; artifact: %s" % (broken.id, artifact) in output, output
+    assert ("store %s: the check-in of its local copy failed (" % broken.id) in output, output
+    assert "it is kept with what was last checked in" in output, output
+    assert client.delete_stores(label_prefix=run + "/") == 2
+    client.close()
+
+
+MODE_TESTS = '''
+import os
+
+
+def test_mode(larder_client):
+    assert larder_client.mode == os.environ["EXPECTED_MODE"]
+'''
+
+
+def test_the_plugins_mode_from_its_option_or_larder_mode(server, tmp_path):
+    (tmp_path / "test_mode.py").write_text(MODE_TESTS)
+
+    def run(*args, **env):
+        environment = clean_environment()
+        environment.update({"LARDER_URL": server.url}, **env)
+        result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
+                                 *args], cwd=str(tmp_path), env=environment, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, timeout=60)
+        return result.returncode, result.stdout.decode("utf-8", "replace")
+
+    # A loopback URL is local, unless the option (which beats $LARDER_MODE) says remote.
+    code, output = run("--larder-mode", "remote", EXPECTED_MODE="remote", LARDER_MODE="local")
+    assert code == 0, output
+    code, output = run(EXPECTED_MODE="local")
+    assert code == 0, output
+    # Neither remote nor local: every test that needs the client fails, saying why.
+    code, output = run(EXPECTED_MODE="local", LARDER_MODE="far")
+    assert code == 1, output
+    assert "larder_client: LARDER_MODE is 'far': set it to 'remote' or 'local'" in output, output
+
+
 # --- labels: RUN/PACKAGE/TEST ------------------------------------------------------
 
 LABEL_CONFTEST = '''
@@ -267,7 +404,7 @@ def test_marker_is_registered_and_options_are_listed(tmp_path):
                             env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
     text = result.stdout.decode()
     for option in ("--larder-url", "--larder-binary", "--larder-fixtures", "--larder-template", "--larder-run",
-                   "--larder-artifacts"):
+                   "--larder-mode", "--larder-artifacts"):
         assert option in text
 
 

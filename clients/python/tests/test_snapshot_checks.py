@@ -384,6 +384,61 @@ def test_alembic_revision_leaving_an_index_behind_fails_naming_it(module_client,
     module_client.store(result["kept_store"]).delete()
 
 
+def test_alembic_check_in_remote_mode(hidden_server, alembic_projects, alembic_v1, tmp_path):
+    """A server whose files are out of this machine's sight: the upload is
+    downloaded, Alembic migrates the local copy, which is checked in before
+    the server judges it."""
+    good, edited = alembic_projects["good"], alembic_projects["edited"]
+    with larder.Client(url=hidden_server.url, mode="remote") as client:
+        # The reference, made here by the same migrator on an empty file and
+        # uploaded (a build's migrator would need the server's files).
+        fresh = tmp_path / "fresh.sqlite"
+        good.migrate(fresh)
+        with client.upload(fresh, label=unique("reference")) as reference:
+            paths = []
+
+            def migrate(path):
+                paths.append((path, os.path.exists(path)))
+                good.migrate(path)
+
+            label = unique("remote-pass")
+            result = client.check_snapshot(alembic_v1, migrate=migrate, store=reference, label=label,
+                                           expect={"version": "0001", "counts": {"notes": 3},
+                                                   "assert": ["SELECT count(*) = 3 FROM notes WHERE pinned = 0"]})
+            assert result["passed"] is True, result
+            assert (result["from_version"], result["to_version"]) == ("0001", "0002")
+            assert result["kept_store"] is None and stores_labelled(client, label) == []
+            ((path, existed),) = paths
+            assert existed and os.path.basename(os.path.dirname(path)).startswith("larder-remote-")
+            assert not os.path.exists(os.path.dirname(path))  # the local copy is gone
+
+            # A failing one: kept with what the migrator made of the local copy.
+            result = client.check_snapshot(alembic_v1, migrate=edited.migrate, store=reference)
+            assert result["passed"] is False
+            (failure,) = result["failures"]
+            assert failure.startswith("schema differs from the reference: index ix_notes_tag on notes"), failure
+            kept = client.store(result["kept_store"])
+            assert kept.info["keep"] is True
+            assert [row[0] for row in kept.query("SELECT name FROM pragma_table_info('notes')")["rows"]] == [
+                "id", "body", "tag", "pinned"]
+            kept.delete()
+
+            # A migrator that raises half way: its store is kept with what it got to.
+            def half_way(path):
+                with open_db(path) as db:
+                    db.execute("ALTER TABLE notes ADD COLUMN half INTEGER")
+                raise RuntimeError("0002 failed half way")
+
+            label = unique("remote-raises")
+            with pytest.raises(RuntimeError, match="half way"):
+                client.check_snapshot(alembic_v1, migrate=half_way, store=reference, label=label)
+            (kept_info,) = stores_labelled(client, label)
+            assert kept_info["keep"] is True
+            kept = client.store(kept_info["id"])
+            assert "half" in [row[0] for row in kept.query("SELECT name FROM pragma_table_info('notes')")["rows"]]
+            kept.delete()
+
+
 # --- the API, with a migrator of Python's sqlite3 ----------------------------------
 
 V1 = ("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL, tag TEXT);"

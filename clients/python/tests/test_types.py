@@ -26,7 +26,11 @@ def use(client: larder.Client) -> List[str]:
     other = larder.Client.for_tests(url)
     label: str = larder.store_label("tests/test_a.py", "TestB::test_c", larder.run_prefix())
     deleted: int = client.delete_stores(label_prefix="run-1/")
-    return [store.id, str(counts), url, other.url, label, str(deleted)]
+    remote = larder.Client("http://10.0.2.2:7464", mode="remote")
+    copy: larder.Store = remote.create_store(template="gallery").check_in().check_out()
+    changed: bool = copy.changed() or copy.remote
+    copy.close()
+    return [store.id, str(counts), url, other.url, label, str(deleted), remote.mode, str(changed)]
 '''
 
 MISUSES = '''
@@ -34,6 +38,7 @@ import larder
 
 larder.Client().create_store(ttl_seconds="a minute")
 larder.start_server(runner_pid="1")
+larder.Client(mode=True)
 '''
 
 
@@ -59,3 +64,4 @@ def test_code_using_the_installed_package_is_checked(tmp_path):
     assert code == 1, output
     assert 'Argument "ttl_seconds" to "create_store" of "Client" has incompatible type "str"' in output, output
     assert 'Argument "runner_pid" to "start_server" has incompatible type "str"' in output, output
+    assert 'Argument "mode" to "Client" has incompatible type "bool"' in output, output

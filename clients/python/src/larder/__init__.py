@@ -27,6 +27,14 @@
     # One run's stores, kept ones too, removed at once.
     client.delete_stores(label_prefix=run + "/")
 
+    # A server whose files this machine cannot open (another host, a
+    # container): remote mode, the default for a URL that is not loopback
+    # (else $LARDER_MODE=remote or mode="remote"). `path` is a local copy.
+    store = larder.Client("http://larder.ci.internal:7464").create_store(template="gallery")
+    ...                                           # the test writes store.path
+    store.check_in()                              # PUT /stores/{id}/database
+    store.delete()                                # and the local copy with it
+
 Installing the package also installs a pytest plugin (larder.pytest_plugin):
 the fixtures `larder_store`, `larder_client` and `larder_check_snapshot`,
 the marker `@pytest.mark.larder(...)` and the hook `pytest_larder_build`;

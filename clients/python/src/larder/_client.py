@@ -8,18 +8,28 @@ dance (claim, migrate, finish or discard; or wait), and
 application's own migrator migrate it and asks the server to judge it. A
 `Client` keeps one keep-alive connection per thread, so a store may be
 written from one thread while another waits on its counts.
+
+In remote mode (`Client(mode="remote")`, $LARDER_MODE, or by default when
+the server's host is not a loopback address) a store's `path` is a local
+copy of it, downloaded (GET /stores/{id}/database) and handed back with
+`Store.check_in` (PUT /stores/{id}/database): for tests that cannot open the
+server's files.
 """
 from __future__ import annotations
 
 import http.client
+import ipaddress
 import json
 import os
+import shutil
 import socket
 import tempfile
 import threading
 import time
 import traceback
 import urllib.parse
+import weakref
+import zipfile
 from typing import IO, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union, cast
 
 __all__ = ["Client", "Store", "LarderError", "Timeout", "SnapshotCheckFailed", "DEFAULT_URL",
@@ -68,6 +78,50 @@ RUN_VARIABLES: Tuple[Tuple[str, str], ...] = (
 LABEL_MAX_BYTES = 256
 
 _USER_AGENT = "larder-python/0.1.0"
+
+# Remote mode: the modes, the variable that names one, and where a store's
+# local copy lives (a private folder of its own, tempfile.mkdtemp's 0700).
+MODES = ("local", "remote")
+MODE_VARIABLE = "LARDER_MODE"
+REMOTE_FOLDER_PREFIX = "larder-remote-"
+LOCAL_NAME = "store.sqlite"
+SQLITE_TYPE = "application/vnd.sqlite3"
+ZIP_TYPE = "application/zip"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a URL's host, without brackets) is a loopback address:
+    ``localhost``, 127.0.0.0/8 or ``::1``."""
+    host = host.lower()
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if address.version == 4:
+        return address in ipaddress.ip_network("127.0.0.0/8")
+    return address == ipaddress.IPv6Address("::1")
+
+
+def resolve_mode(mode: Optional[str], url: str, environ: Optional[Mapping[str, str]] = None) -> str:
+    """``"local"`` or ``"remote"``: `mode` when given, else $LARDER_MODE
+    (when set and not empty), else remote when `url`'s host is not a
+    loopback address and local when it is. Any other value is a
+    `ValueError` naming where it came from and the two values.
+    `environ` defaults to `os.environ`."""
+    if mode is not None:
+        if mode not in MODES:
+            raise ValueError("a Larder client's mode is 'remote' or 'local', not %r" % (mode,))
+        return mode
+    environ = os.environ if environ is None else environ
+    value = environ.get(MODE_VARIABLE)
+    if value:
+        if value not in MODES:
+            raise ValueError("%s is %r: set it to 'remote' or 'local' (or leave it unset)" % (MODE_VARIABLE, value))
+        return value
+    host = urllib.parse.urlsplit(url).hostname or ""
+    return "local" if is_loopback(host) else "remote"
 
 
 def run_prefix(run: Optional[str] = None, environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
@@ -193,15 +247,23 @@ class Client:
     """A Larder server. `url` defaults to $LARDER_URL, then
     http://127.0.0.1:7464; `token` to $LARDER_TOKEN (sent as a Bearer token
     when set). `timeout` is the socket time limit of one request, in seconds.
+
+    `mode` is ``"local"`` (a store's `path` is the server's own file) or
+    ``"remote"`` (a store's `path` is a local copy, handed back with
+    `Store.check_in`); by default $LARDER_MODE, else remote when the URL's
+    host is not a loopback address (``localhost``, 127.0.0.0/8, ``::1``)
+    and local when it is (`resolve_mode`). Another value is a `ValueError`.
     """
 
-    def __init__(self, url: Optional[str] = None, token: Optional[str] = None, *, timeout: float = DEFAULT_TIMEOUT):
+    def __init__(self, url: Optional[str] = None, token: Optional[str] = None, *, timeout: float = DEFAULT_TIMEOUT,
+                 mode: Optional[str] = None):
         self.url = (url or os.environ.get("LARDER_URL") or DEFAULT_URL).rstrip("/")
         self.token = token if token is not None else (os.environ.get("LARDER_TOKEN") or None)
         self.timeout = timeout
         parts = urllib.parse.urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("a Larder URL is http(s)://HOST[:PORT][/PREFIX], not %r" % self.url)
+        self.mode = resolve_mode(mode, self.url)
         self._https = parts.scheme == "https"
         self._host = parts.hostname
         self._port = parts.port
@@ -213,13 +275,19 @@ class Client:
         self._generation = 0
 
     def __repr__(self) -> str:
-        return "larder.Client(%r)" % self.url
+        return "larder.Client(%r, mode=%r)" % (self.url, self.mode)
+
+    @property
+    def remote(self) -> bool:
+        """Whether this client works in remote mode (`mode` is ``"remote"``)."""
+        return self.mode == "remote"
 
     @classmethod
     def for_tests(cls, url: Optional[str] = None, token: Optional[str] = None, *,
                   binary: Union[str, "os.PathLike[str]", None] = None,
                   fixtures: Union[str, "os.PathLike[str]", None] = None, runner_pid: Optional[int] = None,
-                  cwd: Union[str, "os.PathLike[str]", None] = None, timeout: float = DEFAULT_TIMEOUT) -> "Client":
+                  cwd: Union[str, "os.PathLike[str]", None] = None, timeout: float = DEFAULT_TIMEOUT,
+                  mode: Optional[str] = None) -> "Client":
         """A client for a test run outside pytest (unittest, a script), found
         as every Larder test helper finds its server: `url`, else
         $LARDER_URL, else the run's shared server, started when none runs
@@ -228,11 +296,14 @@ class Client:
         one shipped in this package or `larder` on PATH). It serves this
         process and `runner_pid`, and stops by itself a second after they
         have ended. No URL and no binary: `LarderError` (code
-        ``"no_server"``) saying both ways out."""
+        ``"no_server"``) saying both ways out. `mode` as for `Client` (a
+        server started here is on loopback: local unless $LARDER_MODE or
+        `mode` says remote)."""
         from ._up import url_for_tests
 
+        resolve_mode(mode, url or os.environ.get("LARDER_URL") or DEFAULT_URL)  # a bad mode fails before a server starts
         url = url_for_tests(url, binary=binary, fixtures=fixtures, runner_pid=runner_pid, cwd=cwd)
-        return cls(url=url, token=token, timeout=timeout)
+        return cls(url=url, token=token, timeout=timeout, mode=mode)
 
     # --- the API ---------------------------------------------------------------
 
@@ -248,7 +319,8 @@ class Client:
         id) forks a live store; `build` copies an app-built template (see
         `build`), waiting server-side while it is still being built, up to
         `timeout_ms` (the server's default 30000; only with `build`), then
-        `larder.Timeout`."""
+        `larder.Timeout`. In remote mode the new store is downloaded into a
+        local copy, its `path` (when that fails, the store is deleted)."""
         body: Dict[str, Any] = {}
         if template is not None:
             body["template"] = template
@@ -275,7 +347,7 @@ class Client:
             # The server may wait for the build before it copies it.
             wait = int(timeout_ms) if timeout_ms is not None else WAIT_TIMEOUT_MS
             limit = wait / 1000.0 + self.timeout
-        return Store(self, self._call("POST", "/stores", body=body, timeout=limit))
+        return self._new_store(self._call("POST", "/stores", body=body, timeout=limit))
 
     def upload(self, database: Union[str, "os.PathLike[str]", bytes], *, template: Optional[str] = None,
                version: Any = "latest", label: Optional[str] = None, ttl_seconds: Optional[int] = None) -> "Store":
@@ -283,7 +355,8 @@ class Client:
         (`application/vnd.sqlite3`): a store holding that database.
         `database` is the file's path, or its bytes. With no `template` the
         store keeps the file as it is (what `check` needs); with one it is
-        migrated to `version` ("latest"; None: kept as it is)."""
+        migrated to `version` ("latest"; None: kept as it is). In remote
+        mode the store is downloaded into a local copy, as `create_store`'s."""
         query: Dict[str, Any] = {"label": label, "ttl_seconds": ttl_seconds}
         if template is not None:
             query["template"] = template
@@ -292,9 +365,22 @@ class Client:
             elif version != "latest":
                 query["version"] = str(version)
         if isinstance(database, (bytes, bytearray)):
-            return Store(self, self._call("POST", "/stores", query=query, raw=bytes(database)))
+            return self._new_store(self._call("POST", "/stores", query=query, raw=bytes(database)))
         with open(os.fspath(database), "rb") as file:
-            return Store(self, self._call("POST", "/stores", query=query, raw=file))
+            info = self._call("POST", "/stores", query=query, raw=file)
+        return self._new_store(info)
+
+    def _new_store(self, info: Dict[str, Any]) -> "Store":
+        """A store just made; in remote mode, with its local copy (a store
+        whose copy cannot be made is deleted: no one would delete it)."""
+        store = Store(self, info)
+        if store.remote:
+            try:
+                store.check_out()
+            except BaseException:
+                _delete_quietly(store)
+                raise
+        return store
 
     def delete_stores(self, *, label: Optional[str] = None, label_prefix: Optional[str] = None) -> int:
         """DELETE /stores?label=...&label_prefix=...: removes every store
@@ -308,7 +394,9 @@ class Client:
         return int(answer["deleted"])
 
     def store(self, store_id: str) -> "Store":
-        """GET /stores/{id}: a store that exists already (404 `store_not_found` if not)."""
+        """GET /stores/{id}: a store that exists already (404 `store_not_found`
+        if not). In remote mode its local copy is downloaded the first time
+        its `path` is asked for (or `check_out()` is called)."""
         return Store(self, self._call("GET", "/stores/" + _segment(store_id)))
 
     get_store = store
@@ -355,8 +443,9 @@ class Client:
         """Checks that the application's own migrator migrates the old
         database `path` (a snapshot kept in the repository) correctly:
         uploads it as it is, calls ``migrate(store_path)`` (a `str`; commit
-        and close connections before returning), then `check` against the
-        reference, exactly one of `build` (a key, see `build`), `template`
+        and close connections before returning; in remote mode the path of
+        the store's local copy, checked in once `migrate` returns), then
+        `check` against the reference, exactly one of `build` (a key, see `build`), `template`
         (at `version`) or `store` (a `Store` or id).
 
         `expect` defaults to ``NAME.expect.json`` beside the file (NAME: the
@@ -398,40 +487,52 @@ class Client:
         name = os.path.basename(path)
         if expect is None:
             expect = expectations_of(path)
+        # In remote mode: a local copy, which the migrator migrates and which
+        # goes back before the check; removed (close) whatever happens.
         uploaded = self.upload(path, label=label if label is not None else name)
         try:
-            migrate(uploaded.path)
-        except Exception as error:
-            self._keep_quietly(uploaded, kept)
-            note = "larder: the migrator raised on snapshot %s; its store %s is kept" % (name, uploaded.id)
-            if hasattr(error, "add_note"):  # Python 3.11
-                error.add_note(note)
-            if not capture:
+            try:
+                migrate(uploaded.path)
+            except Exception as error:
+                self._keep_quietly(uploaded, kept)
+                note = "larder: the migrator raised on snapshot %s; its store %s is kept" % (name, uploaded.id)
+                if hasattr(error, "add_note"):  # Python 3.11
+                    error.add_note(note)
+                if not capture:
+                    raise
+                return {"template": None, "kind": "app", "snapshot": name, "from_version": None, "to_version": None,
+                        "passed": False, "ms": 0, "failures": ["the migrator raised %s" % _one_line(error)],
+                        "notes": [], "against": against, "kept_store": uploaded.id,
+                        "traceback": "".join(traceback.format_exception(type(error), error, error.__traceback__))}
+            # (KeyboardInterrupt and the like leave the store to its ttl.)
+            try:
+                uploaded.check_in()  # remote mode: what the migrator made goes back (locally: nothing to do)
+                result = self.check(uploaded, against, snapshot=name, expect=expect, data=data)
+            except BaseException:
+                _delete_quietly(uploaded)  # nothing was judged: nothing to look at
                 raise
-            return {"template": None, "kind": "app", "snapshot": name, "from_version": None, "to_version": None,
-                    "passed": False, "ms": 0, "failures": ["the migrator raised %s" % _one_line(error)], "notes": [],
-                    "against": against, "kept_store": uploaded.id,
-                    "traceback": "".join(traceback.format_exception(type(error), error, error.__traceback__))}
-        # (KeyboardInterrupt and the like leave the store to its ttl.)
-        try:
-            result = self.check(uploaded, against, snapshot=name, expect=expect, data=data)
-        except BaseException:
-            _delete_quietly(uploaded)  # nothing was judged: nothing to look at
-            raise
-        result["against"] = against
-        if result.get("passed"):
-            result["kept_store"] = None
-            uploaded.delete()
-        else:
-            uploaded.keep()
-            result["kept_store"] = uploaded.id
-            if kept is not None:
-                kept(uploaded)
-        return result
+            result["against"] = against
+            if result.get("passed"):
+                result["kept_store"] = None
+                uploaded.delete()
+            else:
+                uploaded.keep()
+                result["kept_store"] = uploaded.id
+                if kept is not None:
+                    kept(uploaded)
+            return result
+        finally:
+            uploaded.close()
 
     @staticmethod
     def _keep_quietly(store: "Store", kept: Optional[Callable[["Store"], None]]) -> None:
         try:
+            # Remote mode: what the migrator left goes back, to look at (best
+            # effort: the migrator's error is the one to report).
+            try:
+                store.check_in()
+            except Exception:
+                pass
             store.keep()
             if kept is not None:
                 kept(store)
@@ -512,15 +613,22 @@ class Client:
     def _finish(self, key: str) -> None:
         """POST /builds/{key}/finish, asked again while it answers 409
         `conflict` (a connection still writing the file)."""
+        self._while_conflict(lambda: self._call("POST", _build_url(key) + "/finish"))
+
+    @staticmethod
+    def _while_conflict(request: Callable[[], Any]) -> Any:
+        """`request()`'s answer, asked up to `FINISH_ATTEMPTS` times while it
+        raises 409 `conflict` (a write transaction open on the server's
+        side), a Retry-After apart."""
         for attempt in range(1, FINISH_ATTEMPTS + 1):
             try:
-                self._call("POST", _build_url(key) + "/finish")
-                return
+                return request()
             except LarderError as error:
                 if error.status != 409 or attempt == FINISH_ATTEMPTS:
                     raise
                 pause = RETRY_AFTER_DEFAULT if error.retry_after is None else error.retry_after
                 time.sleep(min(max(pause, 0.0), RETRY_AFTER_MAX))
+        raise AssertionError("not reached")  # pragma: no cover
 
     def _discard_quietly(self, key: str) -> None:
         try:
@@ -603,19 +711,19 @@ class Client:
         return headers
 
     def _open(self, method: str, path: str, query: Optional[Dict[str, Any]], body: Any,
-              timeout: Optional[float], raw: Union[bytes, IO[bytes], None] = None,
+              timeout: Optional[float], raw: Union[bytes, IO[bytes], None] = None, raw_type: str = SQLITE_TYPE,
               ) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         """Sends one request and reads the status line and headers of its
         answer. The body is `body` as JSON, or `raw` (bytes, or a file
-        opened for reading in binary, sent from where it stands) as a SQLite
-        database."""
+        opened for reading in binary, sent from where it stands) of the
+        type `raw_type` (a SQLite database unless said)."""
         target = self._prefix + path
         if query:
             target += "?" + urllib.parse.urlencode([(k, v) for k, v in query.items() if v is not None])
         data: Union[bytes, IO[bytes], None] = None
         content_type = None
         if raw is not None:
-            data, content_type = raw, "application/vnd.sqlite3"
+            data, content_type = raw, raw_type
         elif body is not None:
             data, content_type = json.dumps(body).encode("utf-8"), "application/json"
         headers = self._headers(content_type)
@@ -650,19 +758,20 @@ class Client:
         raise AssertionError("not reached")  # pragma: no cover
 
     def _call(self, method: str, path: str, *, query: Optional[Dict[str, Any]] = None, body: Any = None,
-              timeout: Optional[float] = None, raw: Union[bytes, IO[bytes], None] = None) -> Any:
+              timeout: Optional[float] = None, raw: Union[bytes, IO[bytes], None] = None,
+              raw_type: str = SQLITE_TYPE) -> Any:
         """One request; the decoded JSON answer (None for an empty one)."""
-        return self._exchange(method, path, query=query, body=body, timeout=timeout, raw=raw)[1]
+        return self._exchange(method, path, query=query, body=body, timeout=timeout, raw=raw, raw_type=raw_type)[1]
 
     def _exchange(self, method: str, path: str, *, query: Optional[Dict[str, Any]] = None, body: Any = None,
                   timeout: Optional[float] = None, raw: Union[bytes, IO[bytes], None] = None,
-                  results: Tuple[int, ...] = ()) -> Tuple[int, Any]:
+                  raw_type: str = SQLITE_TYPE, results: Tuple[int, ...] = ()) -> Tuple[int, Any]:
         """One request; the 2xx status and the decoded JSON answer (None for
         an empty one). `raw` is a body sent as it is (a SQLite database),
         instead of `body` as JSON. A status in `results` whose answer is a
         JSON object that is no error body is an answer too (a failed check's
         422)."""
-        connection, response = self._open(method, path, query, body, timeout, raw)
+        connection, response = self._open(method, path, query, body, timeout, raw, raw_type)
         try:
             payload = response.read()
         except BaseException as error:
@@ -757,10 +866,42 @@ def _build_url(key: str) -> str:
     return "/builds/" + _segment(key)
 
 
+# A local copy's state as `Store` compares it: (size, mtime) of the
+# database and of its -wal (None when missing or empty).
+_Signature = Tuple[Optional[Tuple[int, int]], Optional[Tuple[int, int]]]
+
+
+def _stat(path: str, empty_is_none: bool = False) -> Optional[Tuple[int, int]]:
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    if empty_is_none and info.st_size == 0:
+        return None
+    return info.st_size, info.st_mtime_ns
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 class Store:
     """One store. `info` is the store object as last answered by the server
-    (`refresh()` reads it again); `id` and `path` come from it. `path` is the
-    live SQLite file, to open with sqlite3 on the same machine.
+    (`refresh()` reads it again); `id` comes from it. `path` is the live
+    SQLite file, to open with sqlite3 on the same machine: ``info["path"]``.
+
+    In remote mode (`remote` is True: the client's mode) `path` is instead a
+    local copy of the store, ``larder-remote-XXXX/store.sqlite`` in the
+    temporary directory, and ``info["path"]`` stays the server's path, of no
+    use here. `check_in()` hands the copy back; `load`, `migrate` and a
+    `query` check it in first when it changed, and `load`, `migrate`,
+    `reset` and a `query` that changes rows download the store over it
+    again. `counts`, `wait`, `diff`, `schema`, `artifact`, `database`, a
+    read-only `query` and `refresh` see what was last checked in. `close()`
+    (and `delete()`) removes the copy.
 
     Used as a context manager, the store is deleted on leaving the block.
     """
@@ -768,6 +909,12 @@ class Store:
     def __init__(self, client: Client, info: Dict[str, Any]):
         self.client = client
         self.info = info
+        self.remote = client.remote
+        # Remote mode: the folder of the local copy (None until it is made,
+        # and after close), and its state when last checked out or in.
+        self._folder: Optional[str] = None
+        self._synced: Optional[_Signature] = None
+        self._cleanup: Optional[weakref.finalize[..., Any]] = None
 
     @property
     def id(self) -> str:
@@ -775,10 +922,122 @@ class Store:
 
     @property
     def path(self) -> str:
-        return cast(str, self.info["path"])
+        """The SQLite file to open: the server's (local mode), or the local
+        copy (remote mode; downloaded now when there is none yet)."""
+        if not self.remote:
+            return cast(str, self.info["path"])
+        if self._folder is None:
+            self.check_out()
+        return self._local_path()
+
+    def _local_path(self) -> str:
+        return os.path.join(cast(str, self._folder), LOCAL_NAME)
 
     def __repr__(self) -> str:
-        return "<larder.Store %s %s>" % (self.id, self.path)
+        if self.remote:
+            where = self._local_path() if self._folder is not None else "(no local copy)"
+            return "<larder.Store %s remote, %s>" % (self.id, where)
+        return "<larder.Store %s %s>" % (self.id, self.info.get("path"))
+
+    # --- remote mode: the local copy --------------------------------------------
+
+    def check_out(self) -> "Store":
+        """Remote mode: downloads the store (GET /stores/{id}/database) over
+        the local copy, making its private folder the first time (written
+        beside it and renamed over it; a stale ``-wal`` and ``-shm`` are
+        removed first). Changes made to the copy since the last check-in are
+        lost: `check_in()` first to keep them. Close the copy's connections
+        before. Local mode: does nothing. Returns the store."""
+        if not self.remote:
+            return self
+        made = self._folder is None
+        if self._folder is None:
+            folder = tempfile.mkdtemp(prefix=REMOTE_FOLDER_PREFIX)  # mode 0700
+            self._folder = folder
+            self._cleanup = weakref.finalize(self, shutil.rmtree, folder, True)
+        local = self._local_path()
+        try:
+            incoming = self.client._download(self._url("/database"), None, local + ".incoming")
+            # A write made right after the download may fall in the same
+            # clock tick as the file's mtime, and a rewrite keeps the size:
+            # dated back, the copy's first change is always seen.
+            stat = os.stat(incoming)
+            os.utime(incoming, ns=(stat.st_atime_ns, stat.st_mtime_ns - 2000000000))
+            for suffix in ("-wal", "-shm"):  # they belong to the old file
+                _unlink_quietly(local + suffix)
+            os.replace(incoming, local)
+        except BaseException:
+            if made:
+                self.close()
+            raise
+        self._synced = self._signature()
+        return self
+
+    def check_in(self) -> "Store":
+        """Remote mode: hands the local copy back to the server (PUT
+        /stores/{id}/database), which takes it as the store's contents, all
+        or nothing; its creation state stays, so `diff`, `reset`, `artifact`
+        and checks compare what the test did against what it was given. A
+        copy with a non-empty ``store.sqlite-wal`` beside it goes as a zip of
+        both, else the file alone. Close (or commit) the copy's connections
+        first: a copy taken while a connection writes may be torn. Updates
+        `info`; returns the store. Local mode, or no local copy yet: does
+        nothing. A copy the server refuses raises `LarderError` (400/415/422
+        not a sound database, 413 too big, 429 over the server's disk; 409
+        `conflict`, a write transaction open on the server, is asked again a
+        Retry-After apart, up to 5 times)."""
+        if not self.remote or self._folder is None:
+            return self
+        local = self._local_path()
+        signature = self._signature()  # before reading: a write meanwhile is seen next time
+        body, content_type = local, SQLITE_TYPE
+        if signature[1] is not None:  # a WAL with frames: the database without it is not the store
+            body, content_type = local + ".checkin.zip", ZIP_TYPE
+            with zipfile.ZipFile(body, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+                archive.write(local, LOCAL_NAME)
+                archive.write(local + "-wal", LOCAL_NAME + "-wal")
+        try:
+            self.info = self.client._while_conflict(lambda: self._put(body, content_type))
+        finally:
+            if content_type == ZIP_TYPE:
+                _unlink_quietly(body)
+        self._synced = signature
+        return self
+
+    def _put(self, body: str, content_type: str) -> Any:
+        with open(body, "rb") as file:
+            return self.client._call("PUT", self._url("/database"), raw=file, raw_type=content_type,
+                                     timeout=max(self.client.timeout, DOWNLOAD_TIMEOUT))
+
+    def changed(self) -> bool:
+        """Remote mode: whether the local copy (the database or its -wal,
+        their size or mtime) changed since it was last checked out or in.
+        Local mode, or no local copy: False."""
+        return self.remote and self._folder is not None and self._signature() != self._synced
+
+    def close(self) -> None:
+        """Remote mode: removes the local copy and its folder (the store on
+        the server stays; a later `path` downloads it again). Close the
+        copy's connections first. Local mode: does nothing."""
+        cleanup, self._cleanup, self._folder, self._synced = self._cleanup, None, None, None
+        if cleanup is not None:
+            cleanup()
+
+    def _signature(self) -> _Signature:
+        local = self._local_path()
+        return _stat(local), _stat(local + "-wal", empty_is_none=True)
+
+    def _before_change(self) -> None:
+        """Before a server-side change: the local copy's changes go first."""
+        if self.changed():
+            self.check_in()
+
+    def _after_change(self) -> None:
+        """After a server-side change: the local copy follows it."""
+        if self.remote and self._folder is not None:
+            self.check_out()
+
+    # --- the API ------------------------------------------------------------------
 
     def __enter__(self) -> "Store":
         return self
@@ -821,7 +1080,11 @@ class Store:
               max_rows: Optional[int] = None, timeout_ms: Optional[int] = None) -> Dict[str, Any]:
         """One SQL statement run by the server in this store:
         ``{"columns": [...], "rows": [[...]], "changes": n}``. `params` bind
-        ``?`` (a list) or ``:name`` (a dict) parameters."""
+        ``?`` (a list) or ``:name`` (a dict) parameters.
+
+        Remote mode: the local copy is checked in first when it changed, and
+        downloaded again after a statement whose ``changes`` > 0."""
+        self._before_change()
         body: Dict[str, Any] = {"sql": sql}
         if params is not None:
             body["params"] = params if isinstance(params, dict) else list(params)
@@ -829,13 +1092,18 @@ class Store:
             body["max_rows"] = max_rows
         if timeout_ms is not None:
             body["timeout_ms"] = timeout_ms
-        return cast(Dict[str, Any], self.client._call("POST", self._url("/query"), body=body))
+        answer = cast(Dict[str, Any], self.client._call("POST", self._url("/query"), body=body))
+        if isinstance(answer, dict) and (answer.get("changes") or 0) > 0:
+            self._after_change()
+        return answer
 
     def load(self, fixtures: Union[str, Sequence[str], None] = None, rows: Optional[Dict[str, List[Dict[str, Any]]]] = None,
              sql: Optional[str] = None) -> Dict[str, Any]:
         """Loads data, all or nothing: named `fixtures` of the store's
         template, `rows` (``{"table": [{"col": value}]}``) or `sql` (one of
-        the three). Returns ``{"loaded": [...], "counts": {...}}``."""
+        the three). Returns ``{"loaded": [...], "counts": {...}}``. Remote
+        mode: the local copy is checked in first when it changed, and
+        downloaded again after."""
         body: Dict[str, Any] = {}
         if fixtures is not None:
             body["fixtures"] = _names(fixtures)
@@ -843,13 +1111,20 @@ class Store:
             body["rows"] = rows
         if sql is not None:
             body["sql"] = sql
-        return cast(Dict[str, Any], self.client._call("POST", self._url("/fixtures"), body=body))
+        self._before_change()
+        answer = cast(Dict[str, Any], self.client._call("POST", self._url("/fixtures"), body=body))
+        self._after_change()
+        return answer
 
     def migrate(self, to: str = "latest") -> Dict[str, Any]:
-        """Migrates the store: ``{"from": ..., "to": ..., "applied": [...]}``."""
+        """Migrates the store: ``{"from": ..., "to": ..., "applied": [...]}``.
+        Remote mode: the local copy is checked in first when it changed, and
+        downloaded again after."""
+        self._before_change()
         answer: Dict[str, Any] = self.client._call("POST", self._url("/migrate"), body={"to": str(to)})
         if isinstance(answer, dict) and "to" in answer:
             self.info["version"] = answer["to"]
+        self._after_change()
         return answer
 
     def migrations(self) -> Dict[str, Any]:
@@ -862,8 +1137,11 @@ class Store:
 
     def reset(self) -> "Store":
         """POST /stores/{id}/reset: the contents back to what they were when
-        the store was made, in place (same path); returns the store."""
+        the store was made, in place (same path); returns the store. Remote
+        mode: the local copy is downloaded again (what it held that was not
+        checked in is gone, as the reset would have it)."""
         self.info = self.client._call("POST", self._url("/reset"))
+        self._after_change()
         return self
 
     def diff(self, tables: Union[str, Sequence[str], None] = None, limit: Optional[int] = None) -> Dict[str, Any]:
@@ -903,8 +1181,15 @@ class Store:
         return self
 
     def delete(self) -> None:
-        """DELETE /stores/{id}: removes every file of the store."""
-        self.client._call("DELETE", self._url())
+        """DELETE /stores/{id}: removes every file of the store (and, in
+        remote mode, the local copy: see `close`)."""
+        try:
+            self.client._call("DELETE", self._url())
+        except LarderError as error:
+            if error.code == "store_not_found":
+                self.close()
+            raise
+        self.close()
 
 
 # --- snapshot checks ---------------------------------------------------------------

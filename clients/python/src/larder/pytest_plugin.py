@@ -34,6 +34,12 @@ entry point: installing the package activates it.
   a "larder" section shown under the failure, the user properties
   `larder_store` and `larder_artifact` (JUnit XML <property>), and a list at
   the end of the terminal summary;
+- remote mode (--larder-mode / $LARDER_MODE, by default when the URL's host
+  is not a loopback address): a store's `path` is a local copy. A failing
+  test's copy is checked in before the store is kept (a check-in that fails
+  is said in the "larder" section; the store is still kept with what was
+  last checked in, and its artifact saved); a passing test's store is
+  deleted without an upload. The local copy is removed either way;
 - fixture `larder_check_snapshot`: a function that checks one old database
   (a snapshot the repository keeps) migrated by the application's own
   migrator, `Client.check_snapshot`, and fails the test with every failure
@@ -69,6 +75,8 @@ _reports_key = pytest.StashKey[Dict[str, Any]]()
 _kept_key = pytest.StashKey[List[Tuple[str, str]]]()
 # The session's build: (key or None, None), or (None, what to raise for every test).
 _build_key = pytest.StashKey[Tuple[Optional[str], Optional[BaseException]]]()
+# What went wrong on the way to keeping an item's store (a failed check-in).
+_notes_key = pytest.StashKey[List[str]]()
 # larder_client's last failure to find or start the server.
 _no_server_key = pytest.StashKey[BaseException]()
 # pytest.skip() or pytest.fail() in the hook.
@@ -116,6 +124,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "$LARDER_RUN, else the CI system's run id: $GITHUB_RUN_ID, $CI_PIPELINE_ID, "
                          "$BUILDKITE_BUILD_ID, $BUILD_TAG or $CIRCLE_WORKFLOW_ID, each on its own CI system; "
                          "with none, labels are PACKAGE/TEST).")
+    group.addoption("--larder-mode", default=None, choices=("remote", "local"),
+                    help="remote: each store's path is a local copy of it, checked in when the test fails "
+                         "(for a server whose files this machine cannot open); local: the server's own file "
+                         "(default: $LARDER_MODE, else remote when the server's host is not a loopback address).")
     group.addoption("--larder-artifacts", default=None, metavar="DIR",
                     help="Where the artifacts of failed tests' stores are saved (default: $LARDER_ARTIFACTS, "
                          "else larder-artifacts/ in the working directory).")
@@ -249,7 +261,10 @@ def larder_client(pytestconfig: pytest.Config) -> Iterator[Client]:
         no_server = pytest.fail.Exception(failure, pytrace=False)
         pytestconfig.stash[_no_server_key] = no_server
         raise no_server
-    client = Client(url=url)
+    try:
+        client = Client(url=url, mode=pytestconfig.getoption("larder_mode") or None)
+    except ValueError as error:  # $LARDER_MODE is neither remote nor local
+        raise pytest.fail.Exception("larder_client: %s" % error, pytrace=False) from None
     yield client
     client.close()
 
@@ -267,7 +282,8 @@ def pytest_fixture_setup(fixturedef: Any, request: pytest.FixtureRequest) -> Gen
 @pytest.fixture
 def larder_store(request: pytest.FixtureRequest, larder_client: Client) -> Iterator[Store]:
     """A fresh store for this test; deleted after a pass, kept with its
-    artifact saved after a failure."""
+    artifact saved after a failure (remote mode: its local copy checked in
+    first; the local copy removed either way)."""
     item = request.node
     options = store_options(item, larder_client)
     failure: Optional[str]
@@ -282,17 +298,36 @@ def larder_store(request: pytest.FixtureRequest, larder_client: Client) -> Itera
     yield store
     reports = item.stash.get(_reports_key, {})
     failed = any(report.failed for when, report in reports.items() if when in ("setup", "call"))
-    if failed:
-        _keep(item, store)
-    else:
-        try:
-            store.delete()
-        except LarderError as error:
-            if error.code != "store_not_found":  # the test deleted it itself
-                raise
+    try:
+        if failed:
+            _keep(item, store)
+        else:
+            try:
+                store.delete()  # remote mode: no upload, what the test did is not wanted
+            except LarderError as error:
+                if error.code != "store_not_found":  # the test deleted it itself
+                    raise
+    finally:
+        store.close()  # remote mode: the local copy goes
 
 
 def _keep(item: pytest.Item, store: Store) -> None:
+    # Remote mode: what the test did to its copy goes to the server first,
+    # so that the kept store, its diff and its artifact show it.
+    if store.remote:
+        problem = None
+        try:
+            store.check_in()
+        except LarderError as error:
+            if error.code == "store_not_found":  # the test deleted it itself: nothing to keep
+                return
+            problem = str(error)
+        except OSError as error:  # the copy is gone or unreadable
+            problem = "%s: %s" % (type(error).__name__, error)
+        if problem is not None:
+            item.stash.setdefault(_notes_key, []).append(
+                "store %s: the check-in of its local copy failed (%s); it is kept with what was last "
+                "checked in" % (store.id, problem))
     try:
         store.keep()
     except LarderError as error:
@@ -357,11 +392,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     outcome = yield
     report = outcome.get_result()
     item.stash.setdefault(_reports_key, {})[report.when] = report
-    if report.when == "teardown" and item.stash.get(_kept_key, None):
+    notes = item.stash.get(_notes_key, None)
+    kept = item.stash.get(_kept_key, None)
+    if report.when == "teardown" and (kept or notes):
         # A section whose title says "teardown" is printed under the test's
         # failure in the summary, by pytest and by xdist's controller alike.
-        report.sections.append(("larder (teardown)", "\n".join(
-            "store %s kept; artifact: %s" % (store_id, path) for store_id, path in item.stash[_kept_key])))
+        lines = list(notes or [])
+        lines += ["store %s kept; artifact: %s" % (store_id, path) for store_id, path in kept or []]
+        report.sections.append(("larder (teardown)", "\n".join(lines)))
 
 
 class _Summary:
