@@ -15,7 +15,7 @@ export type Counts = Record<string, number>;
 
 export interface StoreInfo {
   id: string;
-  /** The live SQLite file, for test code on the same machine. */
+  /** The live SQLite file on the server's machine, for test code there; in remote mode not yours to open (use Store.path). */
   path: string;
   template: string | null;
   version: string | null;
@@ -41,7 +41,19 @@ export interface LarderOptions {
   token?: string | null;
   /** How long an ordinary request may take, in ms (default 120000); a wait's own timeout goes on top. */
   timeoutMs?: number;
+  /** Default: LARDER_MODE, else 'remote' when the URL's host is not a loopback address, else 'local'. */
+  mode?: LarderMode | null;
 }
+
+/** 'remote': the test works on a local copy of each store, which it checks in; 'local': on the server's file. */
+export type LarderMode = 'local' | 'remote';
+
+/**
+ * The mode a client works in: `mode` when given, else LARDER_MODE ('remote' or 'local'; another value
+ * is an error), else 'remote' when `url`'s host is not localhost, 127.0.0.0/8 or ::1; `url` null (a
+ * server the helper starts) is 'local'.
+ */
+export declare function resolveMode(options?: { mode?: LarderMode | null; url?: string | null }): LarderMode;
 
 export interface CreateStoreOptions {
   template?: string;
@@ -298,6 +310,8 @@ export declare class Larder {
   readonly url: string;
   readonly token: string | null;
   timeoutMs: number;
+  /** 'remote': every Store it answers works on a local copy (see Store.checkIn). */
+  readonly mode: LarderMode;
   health(): Promise<Health>;
   templates(): Promise<TemplateSummary[]>;
   createStore(options?: CreateStoreOptions): Promise<Store>;
@@ -343,18 +357,29 @@ export interface RequestOptions {
 export declare class Store {
   constructor(client: Larder, info: StoreInfo);
   readonly client: Larder;
-  /** The store as the server last described it. */
+  /** The store as the server last described it (its `path` is the server's). */
   info: StoreInfo;
   readonly id: string;
+  /** The SQLite file to open: in remote mode the local copy (larder-remote-XXXX/store.sqlite), else the server's live file. */
   readonly path: string;
+  /** Whether it works on a local copy (remote mode). */
+  readonly remote: boolean;
   refresh(): Promise<StoreInfo>;
   counts(options?: { tables?: string[] | string }): Promise<Counts>;
   /** Resolves with the counts once `condition` ("t>=3", comma-separated for several) holds; rejects with LarderTimeout. */
   wait(condition: string, options?: { timeoutMs?: number; tables?: string[] | string }): Promise<Counts>;
+  /** In remote mode the local copy is checked in first when it changed, and downloaded again when rows changed. */
   query(sql: string, params?: unknown[] | Record<string, unknown>): Promise<QueryResult>;
   load(options: LoadOptions): Promise<LoadResult>;
   migrate(options?: { to?: string }): Promise<MigrateResult>;
   reset(): Promise<StoreInfo>;
+  /**
+   * Remote mode: PUT /stores/{id}/database with the local copy (a zip with its -wal when that is not
+   * empty), resolving with the store; close your connections to it first. Local mode: nothing to do.
+   */
+  checkIn(): Promise<StoreInfo>;
+  /** Removes the local copy and its folder (remote mode); the store stays on the server. */
+  close(): Promise<void>;
   /** What changed since the store was created; rejects with a 400 LarderError for an unknown table or a bad limit. */
   diff(options?: DiffOptions): Promise<Diff>;
   schema(): Promise<StoreSchema>;
@@ -362,6 +387,7 @@ export declare class Store {
   /** With the store's creation state (base.sqlite) unless `base: false`, so `larder open` shows what the test changed. */
   artifact(path: string, options?: { compression?: 'deflate' | 'store'; base?: boolean }): Promise<string>;
   keep(): Promise<StoreInfo>;
+  /** DELETE /stores/{id}; a local copy goes too. */
   delete(): Promise<void>;
   /** POST /stores/{id}/check: see Larder.check. */
   check(against: CheckReference, options?: CheckOptions): Promise<CheckResult>;

@@ -1,8 +1,10 @@
 // Larder client for Node 18+: isolated throwaway SQLite stores over HTTP.
 // The HTTP contract is docs/api.md of the Larder repository.
 
-import { createWriteStream, existsSync, readdirSync } from 'node:fs';
-import { mkdir, readFile, rm } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { createWriteStream, existsSync, readdirSync, rmSync } from 'node:fs';
+import { chmod, mkdir, mkdtemp, readFile, rename, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -82,12 +84,53 @@ function tableList(tables) {
   return Array.isArray(tables) ? tables.join(',') : String(tables);
 }
 
+// Remote mode (issue 47): the client works on a local copy of each store and hands it back.
+const MODES = ['local', 'remote'];
+
+/** Whether `url`'s host is a loopback address: localhost, 127.0.0.0/8 or ::1. */
+function isLoopbackUrl(url) {
+  let host;
+  try {
+    host = new URL(url).hostname.toLowerCase();
+  } catch {
+    return false;
+  }
+  // The URL parser has made 127.1 127.0.0.1 and [0:0:0:0:0:0:0:1] [::1] already.
+  return host === 'localhost' || host === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/**
+ * The mode a client works in: `mode` when given ('local' or 'remote'), else LARDER_MODE, else
+ * remote when `url`'s host is not a loopback address; `url` null (a server the helper starts) is local.
+ * @param {{ mode?: 'local' | 'remote' | null, url?: string | null }} [options]
+ * @returns {'local' | 'remote'}
+ */
+export function resolveMode({ mode, url } = {}) {
+  if (mode !== undefined && mode !== null) {
+    if (!MODES.includes(mode)) throw new TypeError(`Larder: mode must be 'remote' or 'local', not ${JSON.stringify(mode)}`);
+    return mode;
+  }
+  const env = process.env.LARDER_MODE;
+  if (env) {
+    if (!MODES.includes(env)) {
+      throw new LarderError(`Larder: LARDER_MODE must be 'remote' or 'local' (or unset), not ${JSON.stringify(env)}`, { code: 'bad_mode' });
+    }
+    return env;
+  }
+  if (url === null) return 'local';
+  return isLoopbackUrl(url) ? 'local' : 'remote';
+}
+
 export class Larder {
-  /** `url` defaults to LARDER_URL, then DEFAULT_URL; `token` to LARDER_TOKEN. */
-  constructor({ url, token, timeoutMs } = {}) {
+  /**
+   * `url` defaults to LARDER_URL, then DEFAULT_URL; `token` to LARDER_TOKEN; `mode` to LARDER_MODE,
+   * then remote for a server that is not on a loopback address (see resolveMode).
+   */
+  constructor({ url, token, timeoutMs, mode } = {}) {
     this.url = String(url || process.env.LARDER_URL || DEFAULT_URL).replace(/\/+$/, '');
     this.token = token ?? (process.env.LARDER_TOKEN || null);
     this.timeoutMs = timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    this.mode = resolveMode({ mode, url: this.url });
   }
 
   /**
@@ -211,12 +254,14 @@ export class Larder {
       timeoutMs: waits ? this.timeoutMs + (body.timeout_ms ?? SERVER_WAIT_DEFAULT_MS) : undefined,
       timeoutClass: waits,
     });
-    return new Store(this, info);
+    return madeStore(this, info);
   }
 
-  /** GET /stores/{id}: a Store object for a live store. */
+  /** GET /stores/{id}: a Store object for a live store (in remote mode, with a local copy of it). */
   async getStore(id) {
-    return new Store(this, await this.request('GET', `/stores/${encodeURIComponent(id)}`));
+    const store = new Store(this, await this.request('GET', `/stores/${encodeURIComponent(id)}`));
+    if (this.mode === 'remote') await checkOut(store);
+    return store;
   }
 
   /** GET /stores (newest first); filters: label, template, limit, cursor. */
@@ -238,6 +283,15 @@ export class Larder {
     for (;;) {
       const { status, body: info } = await this.exchange('POST', '/builds', { body });
       if (status === 201) {
+        if (this.mode === 'remote') {
+          // Its migrator would need the server's file; give the build back for a local client.
+          await this.request('DELETE', buildPath(key)).catch(() => {});
+          throw new LarderError(
+            `build ${key}: in remote mode this client cannot build (the migrator would run on the server's file ${info.path}); ` +
+              'build it from a client on the server\'s machine, or check against a template or an uploaded store',
+            { code: 'remote_mode', details: { key } }
+          );
+        }
         await runBuild(this, key, info.path, migrate);
         return key;
       }
@@ -272,7 +326,7 @@ export class Larder {
       raw: bytes,
       contentType: 'application/vnd.sqlite3',
     });
-    return new Store(this, info);
+    return madeStore(this, info);
   }
 
   /**
@@ -284,6 +338,7 @@ export class Larder {
     if (typeof id !== 'string' || !id) throw new TypeError('check(store, against): store must be a Store or a store id');
     const body = { against: referenceOf(against, 'check') };
     Object.assign(body, pick(options, { snapshot: 'snapshot', expect: 'expect', data: 'data' }, 'check'));
+    if (typeof store === 'object') await checkInChanged(store); // a migrator that ran on a local copy
     const path = `/stores/${encodeURIComponent(id)}/check`;
     const { status, body: result } = await this.exchange('POST', path, { body, allow: [422] });
     if (result?.error && typeof result.error === 'object') {
@@ -303,26 +358,34 @@ export class Larder {
     const name = snapshot ?? basename(path);
     const against = referenceOf({ build, template, version, store }, 'checkSnapshot');
     const expected = expect === undefined ? await readExpect(path) : expect;
+    // In remote mode the upload comes with a local copy: the migrator runs on it, and it is
+    // checked in before the check.
     const uploaded = await this.upload(path, { label: label ?? name });
     try {
-      await migrate(uploaded.path);
-    } catch (err) {
-      await uploaded.keep().catch(() => {});
-      throw new Error(`${name}: the migrator failed on store ${uploaded.id} (kept): ${err?.message ?? err}`, { cause: err });
+      try {
+        await migrate(uploaded.path);
+      } catch (err) {
+        await uploaded.checkIn().catch(() => {});
+        await uploaded.keep().catch(() => {});
+        throw new Error(`${name}: the migrator failed on store ${uploaded.id} (kept): ${err?.message ?? err}`, { cause: err });
+      }
+      let result;
+      try {
+        await uploaded.checkIn();
+        result = await this.check(uploaded, against, { snapshot: name, expect: expected ?? undefined, data });
+      } catch (err) {
+        await uploaded.delete().catch(() => {});
+        throw err;
+      }
+      if (result.passed) {
+        await uploaded.delete();
+      } else {
+        await uploaded.keep();
+      }
+      return { ...result, store: uploaded.id, kept: !result.passed };
+    } finally {
+      await uploaded.close();
     }
-    let result;
-    try {
-      result = await this.check(uploaded, against, { snapshot: name, expect: expected ?? undefined, data });
-    } catch (err) {
-      await uploaded.delete().catch(() => {});
-      throw err;
-    }
-    if (result.passed) {
-      await uploaded.delete();
-    } else {
-      await uploaded.keep();
-    }
-    return { ...result, store: uploaded.id, kept: !result.passed };
   }
 
   /** checkSnapshot() for every *.sqlite of `dir` in file name order, each with its own NAME.expect.json. */
@@ -334,6 +397,19 @@ export class Larder {
     }
     return results;
   }
+}
+
+/** A store `client` has just made: in remote mode checked out, or deleted again when that fails. */
+async function madeStore(client, info) {
+  const store = new Store(client, info);
+  if (client.mode !== 'remote') return store;
+  try {
+    await checkOut(store);
+  } catch (err) {
+    await client.request('DELETE', store.base).catch(() => {});
+    throw err;
+  }
+  return store;
 }
 
 /** The *.sqlite file names of `dir`, sorted (code unit order), as checkSnapshots takes them. */
@@ -426,10 +502,15 @@ async function runBuild(client, key, path, migrate) {
 }
 
 /** POST /builds/{key}/finish, asked again while it answers 409 conflict. */
-async function finishBuild(client, path) {
+function finishBuild(client, path) {
+  return retryConflicts(() => client.request('POST', path));
+}
+
+/** `call()`, called again while it rejects with a 409 conflict, as its Retry-After says, up to BUILD_FINISH_ATTEMPTS times. */
+async function retryConflicts(call) {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await client.request('POST', path);
+      return await call();
     } catch (err) {
       if (err?.status !== 409 || attempt >= BUILD_FINISH_ATTEMPTS) throw err;
       const pause = err.retryAfter === null ? RETRY_AFTER_DEFAULT_MS : err.retryAfter * 1000;
@@ -470,6 +551,172 @@ async function awaitBuild(client, key, deadline, timeoutMs) {
   }
 }
 
+// Remote mode's local copies: a store's copy lives in a private folder of its own,
+// larder-remote-XXXX/store.sqlite (0700), which close() and delete() remove, and so does the
+// end of the process for any left over.
+const copies = new WeakMap(); // Store -> {dir, file, stamp, closed}
+const liveCopies = new Set(); // the folders not removed yet
+let exitHookSet = false;
+
+function removeLeftOverCopies() {
+  for (const dir of liveCopies) {
+    try {
+      rmSync(dir, { recursive: true, force: true });
+    } catch {}
+  }
+  liveCopies.clear();
+}
+
+/** What the local files look like now (size, mtime, inode of the database and its -wal), to tell a change. */
+async function stampOf(file) {
+  const parts = [];
+  for (const f of [file, `${file}-wal`]) {
+    try {
+      const st = await stat(f, { bigint: true });
+      parts.push(`${st.size}:${st.mtimeNs}:${st.ino}`);
+    } catch (err) {
+      if (err?.code !== 'ENOENT') throw err;
+      parts.push('-');
+    }
+  }
+  return parts.join('|');
+}
+
+/** A fresh local copy of `store`: GET /database into a private temporary folder. */
+async function checkOut(store) {
+  const dir = await mkdtemp(join(tmpdir(), 'larder-remote-'));
+  liveCopies.add(dir);
+  if (!exitHookSet) {
+    exitHookSet = true;
+    process.on('exit', removeLeftOverCopies);
+  }
+  const copy = { dir, file: join(dir, 'store.sqlite'), stamp: null, closed: false };
+  try {
+    await chmod(dir, 0o700);
+    await download(store, copy);
+  } catch (err) {
+    liveCopies.delete(dir);
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  }
+  copies.set(store, copy);
+}
+
+/** GET /stores/{id}/database over the local copy: a temporary file beside it, renamed over it; stale -wal and -shm removed. */
+async function download(store, copy) {
+  const client = store.client;
+  const part = join(copy.dir, `.download-${process.pid}-${Date.now()}`);
+  const res = await client.fetch('GET', `${store.base}/database`, { timeoutMs: Math.max(client.timeoutMs, DEFAULT_DOWNLOAD_TIMEOUT_MS) });
+  const hash = createHash('sha256');
+  try {
+    await pipeline(
+      Readable.fromWeb(res.body),
+      async function* (chunks) {
+        for await (const chunk of chunks) {
+          hash.update(chunk);
+          yield chunk;
+        }
+      },
+      createWriteStream(part, { mode: 0o600 })
+    );
+    const expected = res.headers.get('x-larder-sha256');
+    const got = hash.digest('hex');
+    if (expected && expected.toLowerCase() !== got) throw new Error(`its SHA-256 is ${got}, the server said ${expected}`);
+    await rename(part, copy.file);
+    await rm(`${copy.file}-wal`, { force: true });
+    await rm(`${copy.file}-shm`, { force: true });
+  } catch (err) {
+    await rm(part, { force: true });
+    throw new LarderError(`downloading store ${store.id} to ${copy.file} failed: ${err.message}`, { code: 'download_failed', cause: err });
+  } finally {
+    res.larderDone();
+  }
+  copy.stamp = await stampOf(copy.file);
+}
+
+/** Before a change on the server: checks the local copy in when it changed since the last check-out or check-in. */
+async function checkInChanged(store) {
+  const copy = copies.get(store);
+  if (!copy || copy.closed) return;
+  if ((await stampOf(copy.file)) !== copy.stamp) await store.checkIn();
+}
+
+/** After a change on the server: the local copy downloaded again. */
+async function checkOutAgain(store) {
+  const copy = copies.get(store);
+  if (copy && !copy.closed) await download(store, copy);
+}
+
+// A zip of stored (uncompressed) entries, as PUT /database takes a database with its -wal. Node 20
+// has no zlib.crc32: the CRC-32 (IEEE 802.3, as zip uses it) is computed here.
+const CRC_TABLE = (() => {
+  const table = new Int32Array(256);
+  for (let n = 0; n < 256; n++) {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    table[n] = c;
+  }
+  return table;
+})();
+
+function crc32(bytes) {
+  let c = -1;
+  for (let i = 0; i < bytes.length; i++) c = CRC_TABLE[(c ^ bytes[i]) & 0xff] ^ (c >>> 8);
+  return (c ^ -1) >>> 0;
+}
+
+/** [{name, data}] as the bytes of a zip whose entries are stored, not compressed (no zip64: under 4 GiB in all). */
+function storedZip(entries, when = new Date()) {
+  const time = (when.getHours() << 11) | (when.getMinutes() << 5) | (when.getSeconds() >> 1);
+  const date = ((Math.max(when.getFullYear(), 1980) - 1980) << 9) | ((when.getMonth() + 1) << 5) | when.getDate();
+  const parts = [];
+  const central = [];
+  let offset = 0;
+  for (const { name, data } of entries) {
+    const nameBytes = Buffer.from(name, 'utf8');
+    const crc = crc32(data);
+    const local = Buffer.alloc(30);
+    local.writeUInt32LE(0x04034b50, 0);
+    local.writeUInt16LE(10, 4); // version needed: 1.0, stored
+    local.writeUInt16LE(0x0800, 6); // the name is UTF-8
+    local.writeUInt16LE(0, 8); // stored
+    local.writeUInt16LE(time, 10);
+    local.writeUInt16LE(date, 12);
+    local.writeUInt32LE(crc, 14);
+    local.writeUInt32LE(data.length, 18);
+    local.writeUInt32LE(data.length, 22);
+    local.writeUInt16LE(nameBytes.length, 26);
+    local.writeUInt16LE(0, 28);
+    const header = Buffer.alloc(46);
+    header.writeUInt32LE(0x02014b50, 0);
+    header.writeUInt16LE((3 << 8) | 20, 4); // made by: Unix, 2.0
+    header.writeUInt16LE(10, 6);
+    header.writeUInt16LE(0x0800, 8);
+    header.writeUInt16LE(0, 10);
+    header.writeUInt16LE(time, 12);
+    header.writeUInt16LE(date, 14);
+    header.writeUInt32LE(crc, 16);
+    header.writeUInt32LE(data.length, 20);
+    header.writeUInt32LE(data.length, 24);
+    header.writeUInt16LE(nameBytes.length, 28);
+    // extra, comment, disk, internal attributes: 0
+    header.writeUInt32LE((0o100600 << 16) >>> 0, 38); // a regular file, rw-------
+    header.writeUInt32LE(offset, 42);
+    parts.push(local, nameBytes, data);
+    central.push(header, nameBytes);
+    offset += local.length + nameBytes.length + data.length;
+    if (offset > 0xffffffff) throw new LarderError('the local copy is too big to check in as a zip (4 GiB at most)', { code: 'check_in_failed' });
+  }
+  const size = central.reduce((n, b) => n + b.length, 0);
+  const end = Buffer.alloc(22);
+  end.writeUInt32LE(0x06054b50, 0);
+  end.writeUInt16LE(entries.length, 8);
+  end.writeUInt16LE(entries.length, 10);
+  end.writeUInt32LE(size, 12);
+  end.writeUInt32LE(offset, 16);
+  return Buffer.concat([...parts, ...central, end]);
+}
+
 export class Store {
   constructor(client, info) {
     this.client = client;
@@ -480,8 +727,14 @@ export class Store {
     return this.info.id;
   }
 
+  /** The SQLite file to open: in remote mode the local copy, else the server's live file (info.path). */
   get path() {
-    return this.info.path;
+    return copies.get(this)?.file ?? this.info.path;
+  }
+
+  /** Whether the test works on a local copy (remote mode), which checkIn() hands back. */
+  get remote() {
+    return copies.has(this);
   }
 
   get base() {
@@ -513,28 +766,82 @@ export class Store {
     return answer.counts;
   }
 
-  /** POST /stores/{id}/query: one statement; answers {columns, rows, changes}. */
-  query(sql, params) {
+  /**
+   * POST /stores/{id}/query: one statement; answers {columns, rows, changes}. In remote mode the
+   * local copy is checked in first when it changed, and downloaded again when rows changed.
+   */
+  async query(sql, params) {
     const body = { sql };
     if (params !== undefined) body.params = params;
-    return this.client.request('POST', `${this.base}/query`, { body });
+    await checkInChanged(this);
+    const answer = await this.client.request('POST', `${this.base}/query`, { body });
+    if (answer?.changes > 0) await checkOutAgain(this);
+    return answer;
   }
 
   /** POST /stores/{id}/fixtures: fixtures by name, inline rows or SQL; answers {loaded, counts}. */
-  load(options = {}) {
+  async load(options = {}) {
     const body = pick(options, { fixtures: 'fixtures', rows: 'rows', sql: 'sql' }, 'load');
-    return this.client.request('POST', `${this.base}/fixtures`, { body });
+    await checkInChanged(this);
+    const answer = await this.client.request('POST', `${this.base}/fixtures`, { body });
+    await checkOutAgain(this);
+    return answer;
   }
 
   /** POST /stores/{id}/migrate; answers {from, to, applied}. */
-  migrate({ to = 'latest' } = {}) {
-    return this.client.request('POST', `${this.base}/migrate`, { body: { to } });
+  async migrate({ to = 'latest' } = {}) {
+    await checkInChanged(this);
+    const answer = await this.client.request('POST', `${this.base}/migrate`, { body: { to } });
+    if (answer?.applied?.length) await checkOutAgain(this);
+    return answer;
   }
 
-  /** POST /stores/{id}/reset: back to the contents it was created with, in place. */
+  /** POST /stores/{id}/reset: back to the contents it was created with, in place (and so is a local copy). */
   async reset() {
     this.info = await this.client.request('POST', `${this.base}/reset`);
+    await checkOutAgain(this);
     return this.info;
+  }
+
+  /**
+   * PUT /stores/{id}/database: hands the local copy back (remote mode), a zip of it and its -wal
+   * when that is not empty; answers the store. Close your connections to it first. In local mode
+   * there is nothing to hand back: it answers `info` as it is.
+   */
+  async checkIn() {
+    const copy = copies.get(this);
+    if (!copy) return this.info;
+    if (copy.closed) throw new LarderError(`store ${this.id}: its local copy was closed; there is nothing to check in`, { code: 'check_in_failed' });
+    const stamp = await stampOf(copy.file);
+    const database = await readFile(copy.file);
+    let wal = null;
+    try {
+      wal = await readFile(`${copy.file}-wal`);
+    } catch (err) {
+      if (err?.code !== 'ENOENT') throw err;
+    }
+    const name = basename(copy.file);
+    const [raw, contentType] = wal?.length
+      ? [storedZip([{ name, data: database }, { name: `${name}-wal`, data: wal }]), 'application/zip']
+      : [database, 'application/vnd.sqlite3'];
+    this.info = await retryConflicts(() =>
+      this.client.request('PUT', `${this.base}/database`, {
+        raw,
+        contentType,
+        timeoutMs: Math.max(this.client.timeoutMs, DEFAULT_DOWNLOAD_TIMEOUT_MS),
+      })
+    );
+    copy.stamp = stamp;
+    return this.info;
+  }
+
+  /** Removes the local copy (remote mode) and its folder; the store stays on the server. */
+  async close() {
+    const copy = copies.get(this);
+    if (!copy || copy.closed) return;
+    copy.closed = true;
+    liveCopies.delete(copy.dir);
+    await rm(copy.dir, { recursive: true, force: true });
   }
 
   /** GET /stores/{id}/diff: what changed since the store was created; `limit` caps the rows listed, not the counts. */
@@ -578,9 +885,13 @@ export class Store {
     return this.client.check(this, against, options);
   }
 
-  /** DELETE /stores/{id} */
+  /** DELETE /stores/{id}; a local copy goes too. */
   async delete() {
-    await this.client.request('DELETE', this.base);
+    try {
+      await this.client.request('DELETE', this.base);
+    } finally {
+      await this.close();
+    }
   }
 }
 

@@ -2,7 +2,7 @@
 
 import type { TestContext } from 'node:test';
 import type { describe as nodeDescribe, it as nodeIt } from 'node:test';
-import type { CheckResult, CheckSnapshotsOptions, CreateStoreOptions, Larder, SnapshotResult, Store } from './index.js';
+import type { CheckResult, CheckSnapshotsOptions, CreateStoreOptions, Larder, LarderMode, SnapshotResult, Store } from './index.js';
 
 export interface WithStoreOptions extends CreateStoreOptions {
   /** The client; default: defaultLarder() (LARDER_URL, else a server the helper starts). */
@@ -13,7 +13,7 @@ export interface WithStoreOptions extends CreateStoreOptions {
 
 /**
  * A fresh store for the test, labelled storeLabel(t) unless `label` is given: deleted after a pass,
- * kept with its artifact saved after a failure.
+ * kept with its artifact saved after a failure (in remote mode its local copy checked in first).
  */
 export declare function withStore(t: TestContext, options?: WithStoreOptions): Promise<Store>;
 
@@ -92,6 +92,8 @@ export interface HelperSettings {
   serverArgs?: string[];
   /** The run prefix of the labels the helper gives; default: the first of RUN_VARIABLES that is set. */
   run?: string | null;
+  /** 'remote' or 'local'; default LARDER_MODE, else remote for a URL whose host is not loopback, local for a server the helper starts. */
+  mode?: LarderMode | null;
 }
 
 /** Sets what the helper's own client uses, before the first test needs it; calling it again drops that client. */

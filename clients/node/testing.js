@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { accessSync, chmodSync, constants as fsConstants, existsSync, realpathSync, statSync } from 'node:fs';
 import { delimiter, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Larder, LarderError, formatCheckFailure, snapshotFiles } from './index.js';
+import { Larder, LarderError, formatCheckFailure, resolveMode, snapshotFiles } from './index.js';
 
 // Shared with the other clients (clients/defaults.json).
 export const DEFAULT_ARTIFACTS_DIR = 'larder-artifacts';
@@ -300,7 +300,7 @@ const UP_TIMEOUT_MS = 120_000;
 // run it again after these pauses (issue 43).
 const UP_RETRY_DELAYS_MS = [200, 500];
 
-const SETTINGS = ['url', 'token', 'timeoutMs', 'binary', 'fixtures', 'serverArgs', 'run'];
+const SETTINGS = ['url', 'token', 'timeoutMs', 'binary', 'fixtures', 'serverArgs', 'run', 'mode'];
 let settings = {};
 let sharedClient = null; // Promise<Larder>, made at first need
 
@@ -317,6 +317,9 @@ export function configure(options = {}) {
   }
   if (options?.run !== undefined && options.run !== null && typeof options.run !== 'string') {
     throw new TypeError('configure: run must be a string (the run prefix of the labels)');
+  }
+  if (options?.mode !== undefined && options.mode !== null && !['local', 'remote'].includes(options.mode)) {
+    throw new TypeError(`configure: mode must be 'remote' or 'local', not ${JSON.stringify(options.mode)}`);
   }
   settings = { ...options };
   sharedClient = null;
@@ -341,7 +344,10 @@ export function defaultLarder() {
 async function makeDefaultClient() {
   const { url, token, timeoutMs } = settings;
   const given = url || process.env.LARDER_URL;
-  return new Larder({ url: given || (await startServer()), token, timeoutMs });
+  // A server the helper starts is local unless remote mode is asked for; a bad LARDER_MODE fails
+  // before one is started.
+  const mode = resolveMode({ mode: settings.mode, url: given || null });
+  return new Larder({ url: given || (await startServer()), token, timeoutMs, mode });
 }
 
 function isExecutableFile(path) {
@@ -483,10 +489,20 @@ export async function withStore(t, options = {}) {
   t.after(async () => {
     try {
       if (testFailed(t)) {
+        // Remote mode: the test's changes are in its local copy; hand them back first.
+        if (store.remote) {
+          try {
+            await store.checkIn();
+          } catch (err) {
+            const message = `larder: the check-in of store ${store.id}'s local copy failed, so the kept store and its artifact are as last checked in: ${err?.message ?? err}`;
+            t.diagnostic(message);
+            process.emitWarning(message, { code: 'LARDER_CHECK_IN' });
+          }
+        }
         await store.keep();
         const dir = resolve(artifacts ?? (process.env.LARDER_ARTIFACTS || DEFAULT_ARTIFACTS_DIR));
         const file = await store.artifact(join(dir, `${fileSafeName(t.name)}-${store.id}.zip`));
-        t.diagnostic(`larder: store ${store.id} of the failed test is kept (${store.info.links?.self ?? store.path}); artifact saved to ${file}`);
+        t.diagnostic(`larder: store ${store.id} of the failed test is kept (${store.info.links?.self ?? store.info.path}); artifact saved to ${file}`);
       } else {
         try {
           await store.delete();
@@ -499,6 +515,8 @@ export async function withStore(t, options = {}) {
       const message = `larder: cleanup of store ${store.id} failed: ${err?.message ?? err}`;
       t.diagnostic(message);
       process.emitWarning(message, { code: 'LARDER_CLEANUP' });
+    } finally {
+      await store.close().catch(() => {}); // a local copy's folder goes in any case
     }
   });
   return store;

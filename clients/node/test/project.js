@@ -38,7 +38,7 @@ export function makeProject(dir, { files = {}, link = true } = {}) {
  */
 export function sampleEnv(set = {}) {
   const env = { ...process.env };
-  for (const name of ['LARDER_URL', 'LARDER_BINARY', 'LARDER_FIXTURES', 'LARDER_TOKEN', 'LARDER_ARTIFACTS', 'NODE_TEST_CONTEXT', 'JEST_WORKER_ID', 'NODE_OPTIONS', ...RUN_VARIABLE_NAMES]) {
+  for (const name of ['LARDER_URL', 'LARDER_BINARY', 'LARDER_FIXTURES', 'LARDER_TOKEN', 'LARDER_ARTIFACTS', 'LARDER_MODE', 'NODE_TEST_CONTEXT', 'JEST_WORKER_ID', 'NODE_OPTIONS', ...RUN_VARIABLE_NAMES]) {
     delete env[name];
   }
   for (const [name, value] of Object.entries(set)) {

@@ -10,16 +10,24 @@ import { fileURLToPath } from 'node:url';
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 export const fixturesDir = join(repoRoot, 'fixtures');
 
-export async function startServer(extraArgs = []) {
+/** Tests/support/hidden-larder: runs the server where this process cannot see its files (remote mode's tests). */
+export const hiddenLarder = join(repoRoot, 'Tests', 'support', 'hidden-larder');
+
+/**
+ * `hidden`: run it through Tests/support/hidden-larder, whose tmpfs over the root's parent (`work`)
+ * hides every store file from this process; HTTP works as ever.
+ */
+export async function startServer(extraArgs = [], { hidden = false } = {}) {
   const binary = process.env.LARDER_BINARY;
   if (!binary) throw new Error('set LARDER_BINARY to the larder binary (test.sh BINARY does)');
   const work = mkdtempSync(join(tmpdir(), 'larder-node-'));
   const root = join(work, 'root'); // must not exist yet
   const stderrPath = join(work, 'server.stderr');
   const errFd = openSync(stderrPath, 'w');
-  const child = spawn(binary, ['serve', '--port', '0', '--root', root, '--fixtures', fixturesDir, ...extraArgs], {
-    stdio: ['ignore', 'pipe', errFd],
-  });
+  const args = ['serve', '--port', '0', '--root', root, '--fixtures', fixturesDir, ...extraArgs];
+  const child = hidden
+    ? spawn(hiddenLarder, args, { stdio: ['ignore', 'pipe', errFd], env: { ...process.env, LARDER_HIDDEN_BINARY: binary } })
+    : spawn(binary, args, { stdio: ['ignore', 'pipe', errFd] });
   closeSync(errFd);
 
   const url = await new Promise((resolvePromise, reject) => {

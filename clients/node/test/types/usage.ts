@@ -16,6 +16,7 @@ import Default, {
   SERVER_WAIT_DEFAULT_MS,
   Store,
   formatCheckFailure,
+  resolveMode,
   snapshotFiles,
   type BuildInfo,
   type CheckReference,
@@ -23,6 +24,7 @@ import Default, {
   type Counts,
   type Diff,
   type Health,
+  type LarderMode,
   type LoadResult,
   type MigrateResult,
   type QueryResult,
@@ -80,6 +82,14 @@ export async function client(): Promise<unknown[]> {
   plain.url = 'http://elsewhere';
   // @ts-expect-error an unknown option
   new Larder({ port: 7464 });
+  const remoteClient = new Larder({ url: 'http://larder.ci.internal:7464', mode: 'remote' });
+  const mode: LarderMode = remoteClient.mode;
+  new Larder({ mode: null });
+  // @ts-expect-error remote or local
+  new Larder({ mode: 'cloud' });
+  // @ts-expect-error the mode is the client's
+  remoteClient.mode = 'local';
+  const modes: LarderMode[] = [resolveMode(), resolveMode({ url: 'http://10.0.0.7:7464' }), resolveMode({ mode: 'local', url: null })];
 
   const health: Health = await larder.health();
   const { status, version, sqlite_version, stores } = health;
@@ -182,6 +192,11 @@ export async function client(): Promise<unknown[]> {
   const migrated: MigrateResult = await store.migrate({ to: '5' });
   await store.migrate();
   const reset: StoreInfo = await store.reset();
+  const isRemote: boolean = store.remote;
+  const checkedIn: StoreInfo = await store.checkIn();
+  const closed: void = await store.close();
+  // @ts-expect-error whether it is remote is the client's mode
+  store.remote = false;
   const diff: Diff = await store.diff({ limit: 10, tables: ['artists'] });
   const op: 'insert' | 'update' | 'delete' | undefined = diff.tables.artists?.rows[0]?.op;
   const schema: StoreSchema = await store.schema();
@@ -219,7 +234,7 @@ export async function client(): Promise<unknown[]> {
   return [
     numbers, strings, url, status, version, latest, expires, sqlite_version, stores, templates, again, listed, builds, state, nothing,
     references, passed, failures, kept, text, files, answer, exchanged, info, id, path, owner, refreshed, counts,
-    waited, cell, loaded, migrated, reset, op, schema, zip, keptInfo, judged, made, timeout,
+    waited, cell, loaded, migrated, reset, op, schema, zip, keptInfo, judged, made, timeout, mode, modes, isRemote, checkedIn, closed,
   ];
 }
 
@@ -234,6 +249,10 @@ configure({
   run: 'nightly-42',
 });
 configure({ run: null });
+configure({ mode: 'remote' });
+configure({ mode: null });
+// @ts-expect-error remote or local
+configure({ mode: 'cloud' });
 configure();
 // @ts-expect-error serverArgs is an array of strings
 configure({ serverArgs: '--build-lease-seconds 60' });
