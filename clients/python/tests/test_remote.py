@@ -242,3 +242,14 @@ def test_a_store_looked_up_is_downloaded_when_its_path_is_asked_for(remote):
     assert os.path.dirname(found.path) != os.path.dirname(made.path)
     found.close()
     made.delete()
+
+
+def test_a_build_this_client_would_make_is_handed_back(remote):
+    """The migrator would write the server's file: refused, and the claim
+    handed back so that a client on the server's machine may build it."""
+    ran = []
+    with pytest.raises(larder.LarderError) as raised:
+        remote.build("remote-build-refused", ran.append)
+    assert raised.value.code == "remote_mode"
+    assert ran == []
+    assert all(b["key"] != "remote-build-refused" for b in remote.builds())

@@ -563,13 +563,22 @@ class Client:
         one claims the key again and may build it itself.
 
         Raises `larder.Timeout` when the build is not ready within
-        `timeout_ms` (a migrate of this caller's own is not cut short)."""
+        `timeout_ms` (a migrate of this caller's own is not cut short). In
+        remote mode a build that this caller would make is handed back and
+        `LarderError` (code ``"remote_mode"``) raised: its migrator would
+        write the server's file; a build made by another is used as ever."""
         deadline = time.monotonic() + int(timeout_ms) / 1000.0
         body: Dict[str, Any] = {"key": key}
         if label is not None:
             body["label"] = label
         while True:
             status, answer = self._exchange("POST", "/builds", body=body)
+            if status == 201 and self.remote:
+                # The migrator would write the server's file: hand the claim back.
+                self._discard_quietly(key)
+                raise LarderError(0, "remote_mode", "build %s: in remote mode this client cannot build (the migrator would run on "
+                                  "the server's file %s); build it from a client on the server's machine, or check against a "
+                                  "template or an uploaded store" % (key, answer.get("path")))
             if status == 201:
                 self._make_build(key, answer["path"], migrate)
                 return key
