@@ -21,7 +21,9 @@ cd "$(dirname "$0")"
 
 export LARDER_BINARY="$binary"
 export GOPROXY=off GOSUMDB=off GOFLAGS=-mod=mod GOWORK=off GOTOOLCHAIN=local
-unset LARDER_URL
+# The tests choose their servers and modes themselves (the remote-mode ones
+# start a hidden server: ../../Tests/support/hidden-larder).
+unset LARDER_URL LARDER_MODE
 # A build cache that is writable, whatever HOME is.
 cache="${GOCACHE:-$(go env GOCACHE 2>/dev/null || true)}"
 if [ -z "$cache" ] || [ "$cache" = off ] || ! mkdir -p "$cache" 2>/dev/null || [ ! -w "$cache" ]; then

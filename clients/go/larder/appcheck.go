@@ -31,11 +31,16 @@ type UploadOptions struct {
 // Upload makes a store of the SQLite database file at path, as it is (no
 // template, not migrated): POST /stores with the file as the body
 // (application/vnd.sqlite3). A file that is not a SQLite database is a
-// *Error with status 400. At most one UploadOptions may be given.
+// *Error with status 400. At most one UploadOptions may be given. In remote
+// mode the store is then downloaded into a local copy, as CreateStore does.
 func (c *Client) Upload(ctx context.Context, path string, opts ...UploadOptions) (*Store, error) {
 	var o UploadOptions
 	for _, opt := range opts {
 		o = opt
+	}
+	mode, err := c.ResolveMode()
+	if err != nil {
+		return nil, err
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -63,7 +68,13 @@ func (c *Client) Upload(ctx context.Context, path string, opts ...UploadOptions)
 	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
 		return nil, fmt.Errorf("larder: POST /stores: decoding the answer: %w", err)
 	}
-	return c.newStore(info), nil
+	s := c.newStore(info)
+	if mode == ModeRemote {
+		if err := c.checkOutNew(ctx, s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 // Reference is what a migrated store must match: set exactly one of Build
@@ -225,7 +236,8 @@ func (s *Store) Check(ctx context.Context, against Reference, opts ...CheckOptio
 // SnapshotOptions say how CheckSnapshot checks an old database.
 type SnapshotOptions struct {
 	// Migrate is the application's own migrator: it opens the SQLite file
-	// path (the uploaded store's), migrates it, and closes its connections.
+	// path (the uploaded store's; in remote mode its local copy), migrates
+	// it, and closes its connections.
 	// The same signature as Client.Build's migrate, so one function can
 	// build the reference and migrate the snapshots. Required.
 	Migrate func(ctx context.Context, path string) error
@@ -246,7 +258,9 @@ type SnapshotOptions struct {
 // CheckSnapshot checks one old database the way the application will meet
 // it: uploads the file at path as a store (Upload), runs opts.Migrate on
 // the store's file, and has the server judge it (Check) against
-// opts.Against, with the file's name as the snapshot's name. A store that
+// opts.Against, with the file's name as the snapshot's name. In remote mode
+// Migrate runs on the store's local copy, which is checked in (CheckIn)
+// before the check, and removed at the end. A store that
 // passed is deleted; one that failed is kept (PATCH keep) for a look, and
 // the result's StoreID says which. A Migrate that fails keeps the store
 // too, and its error is returned wrapped, naming the snapshot and the
@@ -275,11 +289,23 @@ func (c *Client) CheckSnapshot(ctx context.Context, path string, opts SnapshotOp
 	if err != nil {
 		return nil, fmt.Errorf("larder: uploading %s: %w", name, err)
 	}
+	defer store.Close() // a remote store's local copy
 	if err := opts.Migrate(ctx, store.Path); err != nil {
+		// Kept as the migrator left it: a remote copy is checked in first.
+		kept := "kept"
+		if cerr := store.CheckIn(ctx); cerr != nil {
+			kept = fmt.Sprintf("kept as uploaded: checking in its local copy failed: %v", cerr)
+		}
 		if kerr := store.Keep(ctx); kerr != nil {
 			return nil, fmt.Errorf("larder: %s: the migrator failed on store %s (keeping it failed too: %v): %w", name, store.ID, kerr, err)
 		}
-		return nil, fmt.Errorf("larder: %s: the migrator failed on store %s (kept): %w", name, store.ID, err)
+		return nil, fmt.Errorf("larder: %s: the migrator failed on store %s (%s): %w", name, store.ID, kept, err)
+	}
+	if err := store.CheckIn(ctx); err != nil {
+		if kerr := store.Keep(ctx); kerr != nil {
+			return nil, fmt.Errorf("larder: %s: the migrated copy of store %s could not be checked in (keeping the store failed too: %v): %w", name, store.ID, kerr, err)
+		}
+		return nil, fmt.Errorf("larder: %s: the migrated copy of store %s could not be checked in (store kept as uploaded): %w", name, store.ID, err)
 	}
 	r, err := store.Check(ctx, opts.Against, CheckOptions{Snapshot: name, Expect: expect, SkipDataCheck: opts.SkipDataCheck})
 	if err != nil {

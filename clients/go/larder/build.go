@@ -97,8 +97,10 @@ func buildPath(key, sub string) string {
 //
 // Of all the callers of a key (goroutines, processes, CI jobs sharing the
 // server), the first builds: migrate gets the path of an empty SQLite file
-// (WAL mode) to open with the application's own driver, run its migrator
-// and fixtures in, commit and close; Build then finishes the build
+// (WAL mode), on the server's machine, to open with the application's own
+// driver, run its migrator and fixtures in, commit and close (in remote mode
+// such a build is handed back and the error is a *Error with Code
+// "remote_mode": a build made by another caller is used as ever); Build then finishes the build
 // (POST /builds/{key}/finish), retrying a few times while the server
 // answers 409 "conflict" (a connection still writing). The other callers
 // wait for it (long polls) and run nothing; one whose builder fails starts
@@ -134,6 +136,16 @@ func (c *Client) Build(ctx context.Context, key string, migrate func(ctx context
 		case http.StatusOK:
 			return info, nil
 		case http.StatusCreated:
+			if mode, err := c.ResolveMode(); err != nil || mode == ModeRemote {
+				// The migrator would write the server's file: hand the claim back.
+				_ = c.DiscardBuild(ctx, key)
+				if err != nil {
+					return nil, err
+				}
+				return nil, &Error{Code: "remote_mode", Details: map[string]any{"key": key},
+					Message: fmt.Sprintf("build %s: in remote mode this client cannot build (the migrator would run on the server's file %s); "+
+						"build it from a client on the server's machine, or check against a template or an uploaded store", key, info.Path)}
+			}
 			return c.runBuild(ctx, key, info.Path, migrate)
 		}
 		// 202: another caller builds; wait until it is no longer building.
@@ -227,19 +239,8 @@ func (c *Client) finishBuild(ctx context.Context, key string) (*BuildInfo, error
 			}
 			return &info, nil
 		}
-		pause := retryAfterDefault
-		if s, ok := e.Details["retry_after_seconds"].(float64); ok && s >= 0 {
-			pause = time.Duration(s * float64(time.Second))
-		}
-		if pause > retryAfterMax {
-			pause = retryAfterMax
-		}
-		timer := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, fmt.Errorf("%w, waiting to ask again after: %v", ctx.Err(), err)
-		case <-timer.C:
+		if perr := pause(ctx, retryPause(e)); perr != nil {
+			return nil, fmt.Errorf("%w, waiting to ask again after: %v", perr, err)
 		}
 	}
 }

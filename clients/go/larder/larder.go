@@ -11,6 +11,11 @@
 // template database once per key, of which stores are then copies, and
 // Client.CheckSnapshots checks old databases that the migrator migrates.
 //
+// In remote mode (LARDER_MODE=remote, Client.Mode, or a server URL whose
+// host is not a loopback address; see Client.ResolveMode), for tests that
+// cannot open the server's files, a store's Path is a local copy of it that
+// Store.CheckIn hands back: see Store.
+//
 // The test helpers are in the subpackage lardertest, as net/http's are in
 // httptest, so that this package does not import testing.
 //
@@ -46,8 +51,8 @@ const DefaultURL = "http://127.0.0.1:7464"
 // wait on top.
 const DefaultRequestTimeout = 120 * time.Second
 
-// DefaultDownloadTimeout bounds a download (Store.Artifact) when
-// Client.HTTPClient is nil.
+// DefaultDownloadTimeout bounds a download (Store.Artifact, a remote
+// store's copy) or a check-in (Store.CheckIn) when Client.HTTPClient is nil.
 const DefaultDownloadTimeout = 5 * time.Minute
 
 // The HTTP clients used when Client.HTTPClient is nil (both on
@@ -65,8 +70,15 @@ type Client struct {
 	// Token, when not empty, is sent as "Authorization: Bearer <Token>".
 	Token string
 	// HTTPClient sends the requests. When nil, a client whose Timeout is
-	// DefaultRequestTimeout (DefaultDownloadTimeout for a download) does.
+	// DefaultRequestTimeout (DefaultDownloadTimeout for a download or a
+	// check-in) does.
 	HTTPClient *http.Client
+	// Mode says whether the stores the client makes are the server's files
+	// (ModeLocal) or local copies of them (ModeRemote, for a test that
+	// cannot open the server's files); the zero value, ModeAuto, leaves it
+	// to LARDER_MODE, else to the URL: see ResolveMode. Mode beats
+	// LARDER_MODE.
+	Mode Mode
 }
 
 // New returns a client of the server at url with token. An empty url falls
@@ -256,6 +268,12 @@ func (c *Client) callWaiting(ctx context.Context, method, path string, query url
 		return err
 	}
 	defer resp.Body.Close()
+	return decodeAnswer(resp, method, path, out)
+}
+
+// decodeAnswer decodes the JSON answer resp (to method path) into out,
+// unless out is nil or the answer has no body.
+func decodeAnswer(resp *http.Response, method, path string, out any) error {
 	if out == nil || resp.StatusCode == http.StatusNoContent {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return nil
@@ -345,6 +363,11 @@ func milliseconds(d time.Duration) int64 {
 
 // CreateStore makes a store (POST /stores). With Build, the server waits
 // while that build is still building (up to BuildTimeout, default 30 s).
+//
+// In remote mode (see ResolveMode) the store is then downloaded
+// (GET /stores/{id}/database) into a fresh private folder,
+// larder-remote-XXXX/store.sqlite under os.TempDir: the store's Path is that
+// local copy, Info.Path the server's file. See Store for what that changes.
 func (c *Client) CreateStore(ctx context.Context, opts StoreOptions) (*Store, error) {
 	var wait time.Duration
 	if opts.Build != "" {
@@ -353,15 +376,27 @@ func (c *Client) CreateStore(ctx context.Context, opts StoreOptions) (*Store, er
 			wait = opts.BuildTimeout
 		}
 	}
+	mode, err := c.ResolveMode()
+	if err != nil {
+		return nil, err
+	}
 	var info StoreInfo
 	if err := c.callWaiting(ctx, http.MethodPost, "/stores", nil, opts.body(), &info, wait); err != nil {
 		return nil, err
 	}
-	return c.newStore(info), nil
+	s := c.newStore(info)
+	if mode == ModeRemote {
+		if err := c.checkOutNew(ctx, s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 // GetStore returns the store with this id (GET /stores/{id}); a store that
 // does not exist (or no longer) is a *Error with code "store_not_found".
+// It makes no local copy, even in remote mode: its Path is the server's
+// file, as Info.Path, and Remote is false.
 func (c *Client) GetStore(ctx context.Context, id string) (*Store, error) {
 	s := &Store{ID: id, client: c}
 	if _, err := s.Refresh(ctx); err != nil {

@@ -61,14 +61,30 @@ func unmarshalWithRaw(data []byte, fields any, raw *map[string]any) error {
 
 // Store is one store of the server. ID and Path do not change; Info is the
 // server's description as of the last call that answered it (CreateStore,
-// Refresh, Keep, Reset). The methods may be called from several goroutines,
-// except that those updating Info must not race with readers of Info.
+// Refresh, Keep, Reset, CheckIn). The methods may be called from several
+// goroutines, except that those updating Info must not race with readers of
+// Info.
+//
+// In remote mode (Remote true; see Client.ResolveMode) Path is a local copy
+// of the server's store, the test's working copy, and Info.Path the server's
+// file, which the test cannot open. CheckIn hands the copy back. The calls
+// that change the store on the server keep the copy the working copy: Load,
+// Migrate and Query first check the copy in when its files changed since
+// it was last checked out or in (their size or modification time, the
+// -wal's included), and Load, Migrate, Reset and a Query that changed rows
+// then download the store over the copy. The calls that read the server's
+// store (Counts, Wait, Diff, Artifact, Check, a read-only Query, a fork
+// with StoreOptions.From) see what was last checked in, not the copy's
+// later writes: call CheckIn first. Close your own connections to Path
+// before CheckIn and before a call that downloads over it. Delete and
+// Close remove the copy's folder.
 type Store struct {
 	ID   string    // URL-safe id, e.g. "st_5ca1ab1e..."
-	Path string    // the live SQLite file, for a driver on the same machine
-	Info StoreInfo // the server's description of the store
+	Path string    // the live SQLite file, for a driver on the same machine; in remote mode the local copy
+	Info StoreInfo // the server's description of the store (its Path is the server's file)
 
 	client *Client
+	remote *localCopy // the local copy, in remote mode
 }
 
 func (c *Client) newStore(info StoreInfo) *Store {
@@ -84,7 +100,7 @@ func (s *Store) path(sub string) string {
 
 func (s *Store) setInfo(info StoreInfo) {
 	s.Info = info
-	if info.Path != "" {
+	if info.Path != "" && s.remote == nil {
 		s.Path = info.Path
 	}
 }
@@ -193,7 +209,19 @@ type QueryResult struct {
 
 // Query runs one SQL statement in the store (POST /stores/{id}/query), with
 // params bound to its ? placeholders. []byte params are sent as blobs.
-func (s *Store) Query(ctx context.Context, sql string, params ...any) (*QueryResult, error) {
+//
+// In remote mode a copy that changed is checked in first, and a statement
+// that changed rows (Changes > 0) has the store downloaded over the copy
+// after; a schema change alone (Changes 0) does not.
+func (s *Store) Query(ctx context.Context, sql string, params ...any) (result *QueryResult, err error) {
+	err = s.serverChange(ctx, "the query", true, func() (bool, error) {
+		result, err = s.query(ctx, sql, params)
+		return err == nil && result.Changes > 0, err
+	})
+	return result, err
+}
+
+func (s *Store) query(ctx context.Context, sql string, params []any) (*QueryResult, error) {
 	body := map[string]any{"sql": sql}
 	if len(params) > 0 {
 		body["params"] = encodeValue(params)
@@ -236,7 +264,8 @@ type LoadResult struct {
 }
 
 // Load loads data into the store, all or nothing (POST /stores/{id}/fixtures).
-// []byte values in Rows are sent as blobs.
+// []byte values in Rows are sent as blobs. In remote mode a copy that
+// changed is checked in first, and the store downloaded over the copy after.
 func (s *Store) Load(ctx context.Context, opts LoadOptions) (*LoadResult, error) {
 	body := map[string]any{}
 	if opts.Fixtures != nil {
@@ -257,7 +286,10 @@ func (s *Store) Load(ctx context.Context, opts LoadOptions) (*LoadResult, error)
 		body["sql"] = opts.SQL
 	}
 	var r LoadResult
-	if err := s.client.call(ctx, http.MethodPost, s.path("/fixtures"), nil, body, &r); err != nil {
+	err := s.serverChange(ctx, "loading", true, func() (bool, error) {
+		return true, s.client.call(ctx, http.MethodPost, s.path("/fixtures"), nil, body, &r)
+	})
+	if err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -278,13 +310,19 @@ type MigrateResult struct {
 }
 
 // Migrate migrates the store to version to; "" means "latest"
-// (POST /stores/{id}/migrate).
+// (POST /stores/{id}/migrate). In remote mode a copy that changed is
+// checked in first, and the store downloaded over the copy after when a
+// migration ran.
 func (s *Store) Migrate(ctx context.Context, to string) (*MigrateResult, error) {
 	if to == "" {
 		to = "latest"
 	}
 	var r MigrateResult
-	if err := s.client.call(ctx, http.MethodPost, s.path("/migrate"), nil, map[string]any{"to": to}, &r); err != nil {
+	err := s.serverChange(ctx, "migrating", true, func() (bool, error) {
+		err := s.client.call(ctx, http.MethodPost, s.path("/migrate"), nil, map[string]any{"to": to}, &r)
+		return err == nil && len(r.Applied) > 0, err
+	})
+	if err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -292,13 +330,17 @@ func (s *Store) Migrate(ctx context.Context, to string) (*MigrateResult, error) 
 
 // Reset puts the store's contents back to what they were when it was
 // created, in place (same Path), and updates Info (POST /stores/{id}/reset).
+// In remote mode the store is then downloaded over the local copy, whose
+// changes are dropped (never checked in).
 func (s *Store) Reset(ctx context.Context) error {
-	var info StoreInfo
-	if err := s.client.call(ctx, http.MethodPost, s.path("/reset"), nil, map[string]any{}, &info); err != nil {
-		return err
-	}
-	s.setInfo(info)
-	return nil
+	return s.serverChange(ctx, "the reset", false, func() (bool, error) {
+		var info StoreInfo
+		if err := s.client.call(ctx, http.MethodPost, s.path("/reset"), nil, map[string]any{}, &info); err != nil {
+			return false, err
+		}
+		s.setInfo(info)
+		return true, nil
+	})
 }
 
 // Diff is what changed in a store since it was created
@@ -409,7 +451,7 @@ func (s *Store) Diff(ctx context.Context, opts ...DiffOptions) (*Diff, error) {
 
 // Artifact saves the store's artifact, a zip of store.sqlite and
 // manifest.json (GET /stores/{id}/artifact), to the file path, creating its
-// directory. The zip is streamed to a temporary file beside path and renamed
+// directory. In remote mode it holds the store as last checked in. The zip is streamed to a temporary file beside path and renamed
 // into place once complete, so path never holds half a zip.
 func (s *Store) Artifact(ctx context.Context, path string) (err error) {
 	// With the store's creation state (base.sqlite): `larder open` shows what the test changed.
@@ -455,7 +497,13 @@ func (s *Store) Keep(ctx context.Context) error {
 	return nil
 }
 
-// Delete closes the store and removes its files (DELETE /stores/{id}).
+// Delete closes the store and removes its files (DELETE /stores/{id}); in
+// remote mode the local copy's folder too (as Close), whatever the server
+// answered, with no check-in.
 func (s *Store) Delete(ctx context.Context) error {
-	return s.client.call(ctx, http.MethodDelete, s.path(""), nil, nil, nil)
+	err := s.client.call(ctx, http.MethodDelete, s.path(""), nil, nil, nil)
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

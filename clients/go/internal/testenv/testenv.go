@@ -19,6 +19,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -79,6 +80,68 @@ func FixturesDir() (string, error) {
 // fresh root and FixturesDir, and waits for its "larder listening on URL"
 // line.
 func StartServer(binary string, extra ...string) (*Server, error) {
+	return startServer(binary, nil, "root", extra)
+}
+
+// StartHiddenServer is StartServer through the repository's
+// Tests/support/hidden-larder: the server runs in a mount namespace of its
+// own with a tmpfs over its root's folder, so that this process cannot open
+// any of its stores' files (a store's path does not exist here), as for a
+// server on another machine; HTTP on the loopback address works as ever.
+// The remote-mode tests use it.
+func StartHiddenServer(binary string, extra ...string) (*Server, error) {
+	wrapper, err := hiddenWrapper()
+	if err != nil {
+		return nil, err
+	}
+	return startServer(wrapper, []string{"LARDER_HIDDEN_BINARY=" + binary}, filepath.Join("hidden", "root"), extra)
+}
+
+// hiddenWrapper is the repository's Tests/support/hidden-larder.
+func hiddenWrapper() (string, error) {
+	module, err := ModuleDir()
+	if err != nil {
+		return "", err
+	}
+	wrapper := filepath.Join(module, "..", "..", "Tests", "support", "hidden-larder")
+	if _, err := os.Stat(wrapper); err != nil {
+		return "", fmt.Errorf("the remote-mode tests' server wrapper: %w", err)
+	}
+	return wrapper, nil
+}
+
+// HiddenLarder is the command that runs LARDER_BINARY as a hidden server
+// (`larder serve` or `larder up`), for a test to run as its larder binary,
+// with the variable it needs: Tests/support/hidden-larder and
+// LARDER_HIDDEN_BINARY=... Skips the test as HiddenServer does.
+func HiddenLarder(t *testing.T) (wrapper, env string) {
+	t.Helper()
+	binary := hiddenBinary(t)
+	wrapper, err := hiddenWrapper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wrapper, "LARDER_HIDDEN_BINARY=" + binary
+}
+
+// hiddenBinary is LARDER_BINARY, for a hidden server; skips the test
+// without it or without unshare.
+func hiddenBinary(t *testing.T) string {
+	t.Helper()
+	binary := os.Getenv("LARDER_BINARY")
+	if binary == "" {
+		t.Skip("the remote-mode tests start a hidden server of LARDER_BINARY, which is not set")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("the remote-mode tests' hidden server needs unshare (Linux): ", err)
+	}
+	return binary
+}
+
+// startServer starts `command serve` with extra arguments and env added to
+// this process's environment, its root the folder root of a fresh temporary
+// folder.
+func startServer(command string, env []string, root string, extra []string) (*Server, error) {
 	fixtures, err := FixturesDir()
 	if err != nil {
 		return nil, err
@@ -93,8 +156,11 @@ func StartServer(binary string, extra ...string) (*Server, error) {
 		return nil, err
 	}
 	defer errFile.Close()
-	args := append([]string{"serve", "--port", "0", "--root", filepath.Join(dir, "root"), "--fixtures", fixtures}, extra...)
-	s.cmd = exec.Command(binary, args...)
+	args := append([]string{"serve", "--port", "0", "--root", filepath.Join(dir, root), "--fixtures", fixtures}, extra...)
+	s.cmd = exec.Command(command, args...)
+	if env != nil {
+		s.cmd.Env = append(os.Environ(), env...)
+	}
 	s.cmd.Stderr = errFile
 	out, err := s.cmd.StdoutPipe()
 	if err != nil {
@@ -148,10 +214,12 @@ func (s *Server) Stop() {
 }
 
 // Run is a TestMain's body: it starts the binary named by LARDER_BINARY
-// (StartServer), points LARDER_URL at it, runs the tests and stops it,
-// answering the exit code. Without LARDER_BINARY, an already running server
-// at LARDER_URL is used.
+// (StartServer), points LARDER_URL at it, runs the tests and stops it (and
+// the HiddenServer, if a test started one), answering the exit code.
+// Without LARDER_BINARY, an already running server at LARDER_URL is used.
+// LARDER_MODE is unset: the tests that want remote mode say so.
 func Run(m *testing.M) int {
+	os.Unsetenv("LARDER_MODE") // the remote-mode tests set their mode themselves
 	binary := os.Getenv("LARDER_BINARY")
 	if binary == "" && os.Getenv("LARDER_URL") == "" {
 		fmt.Fprintln(os.Stderr, "larder tests: set LARDER_BINARY to the larder binary (or LARDER_URL to a running server); clients/go/test.sh BINARY does")
@@ -168,17 +236,55 @@ func Run(m *testing.M) int {
 		os.Setenv("LARDER_URL", server.URL)
 	}
 	code := m.Run()
-	if server != nil {
+	hiddenMu.Lock()
+	hidden := hiddenServer
+	hiddenServer = nil
+	hiddenMu.Unlock()
+	for _, s := range []*Server{server, hidden} {
+		if s == nil {
+			continue
+		}
 		if code != 0 {
-			log := server.Log()
+			log := s.Log()
 			if len(log) > 8000 {
 				log = "...\n" + log[len(log)-8000:]
 			}
-			fmt.Fprintf(os.Stderr, "--- server stderr (%s) ---\n%s", binary, log)
+			which := binary
+			if s == hidden {
+				which += ", hidden"
+			}
+			fmt.Fprintf(os.Stderr, "--- server stderr (%s) ---\n%s", which, log)
 		}
-		server.Stop()
+		s.Stop()
 	}
 	return code
+}
+
+// The hidden server of this test process (HiddenServer), started on first
+// use and stopped by Run.
+var (
+	hiddenMu     sync.Mutex
+	hiddenServer *Server
+)
+
+// HiddenServer is a server started with StartHiddenServer for this test
+// process's remote-mode tests: one per process, started by the first test
+// that asks, stopped when Run ends. Skips the test when LARDER_BINARY is not
+// set (the tests then run against someone else's LARDER_URL) or there is no
+// unshare (not Linux).
+func HiddenServer(t *testing.T) *Server {
+	t.Helper()
+	binary := hiddenBinary(t)
+	hiddenMu.Lock()
+	defer hiddenMu.Unlock()
+	if hiddenServer == nil {
+		s, err := StartHiddenServer(binary)
+		if err != nil {
+			t.Fatalf("starting the hidden server (Tests/support/hidden-larder): %v", err)
+		}
+		hiddenServer = s
+	}
+	return hiddenServer
 }
 
 // Context is a context that ends with the test, at most a minute on.

@@ -41,6 +41,16 @@ const (
 // "larder-artifacts", relative to the working directory, which under
 // `go test` is the package's directory) as <test name>-<store id>.zip, the
 // test name made file-name safe; t.Logf tells where.
+//
+// In remote mode (see larder.Client.ResolveMode: LARDER_MODE=remote,
+// TestServer.Mode, or a LARDER_URL that is not on the loopback address) the
+// store's Path is a local copy of it (Info.Path is the server's file), and
+// the test ends so: a failed test's copy is checked in (Store.CheckIn)
+// before the store is kept and its artifact saved, which then hold what the
+// test wrote (a check-in that fails is logged, and the store kept as last
+// checked in); a passing test's store is deleted with no upload. Either way
+// the copy's folder is removed. Close the test's connections to Path before
+// it ends (t.Cleanup functions registered after StoreForTest run first).
 func StoreForTest(t testing.TB, opts larder.StoreOptions) *larder.Store {
 	t.Helper()
 	if opts.Label == "" {
@@ -70,6 +80,16 @@ func finishTestStore(t testing.TB, store *larder.Store) {
 			t.Logf("larder: deleting store %s: %v", store.ID, err)
 		}
 		return
+	}
+	defer func() {
+		if err := store.Close(); err != nil {
+			t.Logf("larder: %v", err)
+		}
+	}()
+	if store.Remote() {
+		if err := store.CheckIn(ctx); err != nil {
+			t.Logf("larder: the failed test's local copy of store %s could not be checked in; the store is kept as last checked in: %v", store.ID, err)
+		}
 	}
 	if err := store.Keep(ctx); err != nil {
 		t.Logf("larder: keeping store %s of the failed test: %v", store.ID, err)

@@ -42,6 +42,12 @@ type TestServerOptions struct {
 	// BUILD_TAG, CIRCLE_WORKFLOW_ID, each only on its own CI system), else
 	// none.
 	Run string
+	// Mode is the mode of the helpers' client (larder.Client.Mode):
+	// larder.ModeRemote gives each test a local copy of its store, for tests
+	// that cannot open the server's files. When empty, LARDER_MODE, else
+	// remote for a URL whose host is not a loopback address and local for
+	// one that is (a server the helpers start is local).
+	Mode larder.Mode
 }
 
 // TestServer is where StoreForTest, CheckSnapshots and TestClient get their
@@ -92,9 +98,16 @@ var upPause = time.Sleep
 //
 // Use it where there is no *testing.T, e.g. to Build a template in TestMain;
 // StoreForTest and CheckSnapshots use it.
+//
+// The client's Mode is TestServer.Mode; a LARDER_MODE that is neither
+// "remote" nor "local" is an error, before any server is started.
 func TestClient() (*larder.Client, error) {
 	if url := testURL(); url != "" {
-		return larder.New(url, ""), nil
+		return withMode(larder.New(url, ""))
+	}
+	probe := &larder.Client{URL: "http://127.0.0.1", Mode: TestServer.Mode}
+	if _, err := probe.ResolveMode(); err != nil {
+		return nil, err
 	}
 	upMu.Lock()
 	defer upMu.Unlock()
@@ -105,7 +118,16 @@ func TestClient() (*larder.Client, error) {
 		}
 		upURL = url
 	}
-	return larder.New(upURL, ""), nil
+	return withMode(larder.New(upURL, ""))
+}
+
+// withMode is c with TestServer.Mode, once its mode resolves.
+func withMode(c *larder.Client) (*larder.Client, error) {
+	c.Mode = TestServer.Mode
+	if _, err := c.ResolveMode(); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // testURL is the URL given to the test helpers, if any.
