@@ -56,7 +56,7 @@ PACKED=$(JUNIT_JAR="$CONSOLE" ./package.sh "$PORTABLE" "$OUT/dist" | tail -1)
 export LARDER_BINARY="$BINARY"
 export LARDER_FIXTURES="$REPO/fixtures"
 # The tests use their own server; a LARDER_URL/TOKEN from the environment must not leak in.
-unset LARDER_URL LARDER_TOKEN LARDER_ARTIFACTS
+unset LARDER_URL LARDER_TOKEN LARDER_ARTIFACTS LARDER_MODE
 
 java -Dlarder.test.console="$CONSOLE" \
      -Dlarder.test.defaults="$HERE/../defaults.json" \

@@ -32,6 +32,11 @@ import java.util.concurrent.TimeUnit;
  * }</pre>
  *
  * Thread-safe; share one instance. Every failure is a {@link LarderException} (unchecked).
+ *
+ * <p>A client is in {@link Mode#LOCAL} or {@link Mode#REMOTE} ({@link #mode()}): the constructor's mode, else
+ * {@code LARDER_MODE}, else remote for a server whose URL's host is not a loopback address. In remote mode
+ * every store it hands out ({@link #createStore}, {@link #store}, {@link #upload}) is checked out into a local
+ * copy, its {@link Store#path()}; see {@link Store} ("Remote mode").
  */
 public final class Larder {
     /** Where the server listens unless {@code LARDER_URL} says otherwise. */
@@ -62,14 +67,33 @@ public final class Larder {
     private final String token;
     private final HttpClient http;
     private final Duration requestTimeout;
+    private final Mode mode;
 
-    /** A client of the server at {@code url} ({@link #DEFAULT_URL} when null or blank), sending {@code token} when not null/blank. */
+    /**
+     * A client of the server at {@code url} ({@link #DEFAULT_URL} when null or blank), sending {@code token} when
+     * not null/blank, in the mode of {@code LARDER_MODE} or the URL ({@link Mode#fromEnvironment}).
+     *
+     * @throws LarderException code {@code bad_mode} when {@code LARDER_MODE} is neither {@code remote} nor {@code local}
+     */
     public Larder(String url, String token) {
-        this(url, token, DEFAULT_REQUEST_TIMEOUT);
+        this(url, token, DEFAULT_REQUEST_TIMEOUT, null);
+    }
+
+    /** As {@link #Larder(String, String)}, in {@code mode} (null: from {@code LARDER_MODE} or the URL), which beats the environment. */
+    public Larder(String url, String token, Mode mode) {
+        this(url, token, DEFAULT_REQUEST_TIMEOUT, mode);
     }
 
     /** As {@link #Larder(String, String)}, with the time limit of one request (waits add their own timeout to it). */
     public Larder(String url, String token, Duration requestTimeout) {
+        this(url, token, requestTimeout, null);
+    }
+
+    /**
+     * As {@link #Larder(String, String, Duration)}, in {@code mode}; null takes it from {@code LARDER_MODE},
+     * else from the URL (remote when its host is not a loopback address).
+     */
+    public Larder(String url, String token, Duration requestTimeout, Mode mode) {
         String u = url == null || url.isBlank() ? DEFAULT_URL : url.trim();
         while (u.endsWith("/")) u = u.substring(0, u.length() - 1);
         URI parsed = URI.create(u);
@@ -79,6 +103,7 @@ public final class Larder {
         this.url = u;
         this.token = token == null || token.isBlank() ? null : token;
         this.requestTimeout = requestTimeout;
+        this.mode = mode != null ? mode : Mode.fromEnvironment(u);
         this.http = HttpClient.newBuilder()
                 .version(HttpClient.Version.HTTP_1_1)
                 .connectTimeout(Duration.ofSeconds(10))
@@ -94,6 +119,16 @@ public final class Larder {
     /** A client configured by {@code LARDER_URL} (default {@link #DEFAULT_URL}) and {@code LARDER_TOKEN}. */
     public static Larder fromEnvironment() {
         return new Larder(System.getenv("LARDER_URL"), System.getenv("LARDER_TOKEN"));
+    }
+
+    /** Whether the stores of this client are local copies ({@link Mode#REMOTE}) or the server's own files. */
+    public Mode mode() {
+        return mode;
+    }
+
+    /** {@code mode() == Mode.REMOTE}. */
+    public boolean isRemote() {
+        return mode == Mode.REMOTE;
     }
 
     /** The server's base URL, without a trailing slash. */
@@ -121,7 +156,7 @@ public final class Larder {
      */
     public Store createStore(StoreOptions options) {
         StoreOptions o = options == null ? StoreOptions.create() : options;
-        return storeAnswer(call("POST", "/stores", o.toJson(), o.serverWait()));
+        return newStore(call("POST", "/stores", o.toJson(), o.serverWait()));
     }
 
     /** {@code POST /stores}: a new store from {@code template} with {@code fixtures}. */
@@ -134,7 +169,10 @@ public final class Larder {
         return createStore(StoreOptions.create());
     }
 
-    /** {@code GET /stores/{id}}: an existing store (404 {@code store_not_found} when there is none). */
+    /**
+     * {@code GET /stores/{id}}: an existing store (404 {@code store_not_found} when there is none); in remote
+     * mode checked out into a local copy of its own ({@link Store#close()} removes it).
+     */
     public Store store(String id) {
         return storeAnswer(call("GET", storePath(id), null, Duration.ZERO));
     }
@@ -232,7 +270,8 @@ public final class Larder {
 
     /**
      * {@code POST /stores} with the SQLite file {@code file} as the body ({@code application/vnd.sqlite3}):
-     * a store that is the file as it is (no template, not migrated), labelled {@code label} (null for none).
+     * a store that is the file as it is (no template, not migrated), labelled {@code label} (null for none). In
+     * remote mode the store is then checked out into a local copy, as the server hardened it.
      *
      * @throws LarderException status 400 for a file that is not a SQLite database
      */
@@ -248,7 +287,7 @@ public final class Larder {
                 .header("Content-Type", "application/vnd.sqlite3")
                 .method("POST", body);
         HttpResponse<String> response = send(request, HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8), "POST", path);
-        return storeAnswer(parse(response, "POST", path));
+        return newStore(parse(response, "POST", path));
     }
 
     /** {@link #upload(Path, String)} without a label. */
@@ -293,21 +332,31 @@ public final class Larder {
 
     /**
      * Checks one old database the way the application will meet it: uploads {@code file} as a store,
-     * runs the check's migrator on the store's file, and has the server judge it ({@link #check}) against
+     * runs the check's migrator on the store's file (in remote mode: on its local copy, then checked in), and
+     * has the server judge it ({@link #check}) against
      * the check's reference, with the file's name as the snapshot's and the expectations of
      * {@code NAME.expect.json} beside {@code NAME.sqlite} (if there is one; {@link SnapshotCheck#expect}
      * replaces them). A store that passed is deleted; one that failed is kept ({@code PATCH keep}), and the
      * result's {@code storeId()} says which.
      *
      * @throws LarderException code {@code migrate_failed} (status 0, the migrator's exception as its cause,
-     *                         the store kept) when the migrator throws an exception; the server's error
-     *                         (the store deleted) when the check cannot run
+     *                         the store kept) when the migrator throws an exception; in remote mode the
+     *                         server's error of the check-in (the store kept) when the migrated copy is refused;
+     *                         the server's error (the store deleted) when the check cannot run
      */
     public CheckResult checkSnapshot(Path file, SnapshotCheck check) {
         BuildStep migrate = check.migrator();
         String name = String.valueOf(file.getFileName());
         Expectations expect = check.expectations() != null ? check.expectations() : readExpect(file);
         Store store = upload(file, check.storeLabel() != null ? check.storeLabel() : name);
+        try {
+            return migrateAndCheck(store, name, migrate, check, expect);
+        } finally {
+            store.close(); // remote mode: the local copy goes
+        }
+    }
+
+    private CheckResult migrateAndCheck(Store store, String name, BuildStep migrate, SnapshotCheck check, Expectations expect) {
         try {
             migrate.run(store.path());
         } catch (Exception e) {
@@ -318,6 +367,16 @@ public final class Larder {
         } catch (Error e) {
             keepQuietly(store, e);
             throw e;
+        }
+        if (store.isRemote()) {
+            try {
+                store.checkIn();
+            } catch (LarderException e) {
+                LarderException failure = new LarderException(e.status(), e.code(), name + ": checking in the migrated copy of store "
+                        + store.id() + " failed (kept): " + e.getMessage(), e.details(), e);
+                keepQuietly(store, failure);
+                throw failure;
+            }
         }
         CheckResult result;
         try {
@@ -388,6 +447,12 @@ public final class Larder {
         if (claimed.path() == null) {
             LarderException e = new LarderException(0, "bad_response",
                     "POST /builds answered 201 for '" + key + "' without a path", Map.of("key", key));
+            discardQuietly(key, e);
+            throw e;
+        }
+        if (isRemote()) {
+            LarderException e = new LarderException(0, "remote_mode", "building '" + key + "' needs the server's files, which a client "
+                    + "in remote mode cannot open: build it where the server runs (or with LARDER_MODE=local there)", Map.of("key", key));
             discardQuietly(key, e);
             throw e;
         }
@@ -472,7 +537,24 @@ public final class Larder {
     }
 
     private Store storeAnswer(Object answer) {
-        return new Store(this, StoreInfo.from(Json.asObject(answer, "store")));
+        StoreInfo info = StoreInfo.from(Json.asObject(answer, "store"));
+        return isRemote() ? Store.checkOut(this, info) : new Store(this, info);
+    }
+
+    /** {@link #storeAnswer} of a store this call made: one that cannot be checked out is deleted again. */
+    private Store newStore(Object answer) {
+        StoreInfo info = StoreInfo.from(Json.asObject(answer, "store"));
+        if (!isRemote()) return new Store(this, info);
+        try {
+            return Store.checkOut(this, info);
+        } catch (RuntimeException e) {
+            try {
+                call("DELETE", storePath(info.id()), null, Duration.ZERO);
+            } catch (LarderException d) {
+                e.addSuppressed(d);
+            }
+            throw e;
+        }
     }
 
     static String buildPath(String key) {
@@ -529,25 +611,67 @@ public final class Larder {
 
     /** Streams a 2xx body into {@code file} (through a temporary file next to it), or throws the server's error. */
     Path download(String path, Path file) {
-        Duration limit = requestTimeout.compareTo(DEFAULT_DOWNLOAD_TIMEOUT) > 0 ? requestTimeout : DEFAULT_DOWNLOAD_TIMEOUT;
-        HttpResponse<InputStream> response = send(request("GET", path, null, Duration.ZERO).timeout(limit).header("Accept", "*/*"),
+        Path target = file.toAbsolutePath();
+        Path partial = null;
+        try {
+            if (target.getParent() != null) Files.createDirectories(target.getParent());
+            partial = Files.createTempFile(target.getParent(), "." + target.getFileName(), ".part");
+            fetch(path, partial);
+            Files.move(partial, target, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+            return target;
+        } catch (IOException e) {
+            throw new LarderException(0, "connection_failed", "GET " + path + " into " + file + ": " + e, Map.of(), e);
+        } finally {
+            if (partial != null) {
+                try {
+                    Files.deleteIfExists(partial);
+                } catch (IOException ignored) {
+                    // best effort
+                }
+            }
+        }
+    }
+
+    /** The time limit of a download or an upload of a whole database: at least {@link #DEFAULT_DOWNLOAD_TIMEOUT}. */
+    private Duration transferTimeout() {
+        return requestTimeout.compareTo(DEFAULT_DOWNLOAD_TIMEOUT) > 0 ? requestTimeout : DEFAULT_DOWNLOAD_TIMEOUT;
+    }
+
+    /** Streams the 2xx body of {@code GET path} into {@code file} (replacing what it holds), or throws the server's error. */
+    void fetch(String path, Path file) {
+        HttpResponse<InputStream> response = send(request("GET", path, null, Duration.ZERO).timeout(transferTimeout()).header("Accept", "*/*"),
                 HttpResponse.BodyHandlers.ofInputStream(), "GET", path);
         try (InputStream in = response.body()) {
             if (response.statusCode() / 100 != 2) {
                 throw error(response.statusCode(), new String(in.readAllBytes(), StandardCharsets.UTF_8));
             }
-            Path target = file.toAbsolutePath();
-            if (target.getParent() != null) Files.createDirectories(target.getParent());
-            Path partial = Files.createTempFile(target.getParent(), "." + target.getFileName(), ".part");
-            try {
-                Files.copy(in, partial, StandardCopyOption.REPLACE_EXISTING);
-                Files.move(partial, target, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
-            } finally {
-                Files.deleteIfExists(partial);
-            }
-            return target;
+            Files.copy(in, file, StandardCopyOption.REPLACE_EXISTING);
         } catch (IOException e) {
             throw new LarderException(0, "connection_failed", "GET " + path + " into " + file + ": " + e, Map.of(), e);
+        }
+    }
+
+    /**
+     * {@code PUT path} with {@code file} as the body of type {@code contentType}; a 409 is sent again (up to
+     * {@link #FINISH_ATTEMPTS} times, Retry-After apart). Answers the parsed body, or throws the server's error.
+     */
+    Object put(String path, Path file, String contentType) {
+        for (int attempt = 1; ; attempt++) {
+            HttpRequest.BodyPublisher body;
+            try {
+                body = HttpRequest.BodyPublishers.ofFile(file);
+            } catch (IOException e) {
+                throw new LarderException(0, "check_in_failed", "cannot read " + file + ": " + e, Map.of(), e);
+            }
+            HttpRequest.Builder request = request("PUT", path, null, Duration.ZERO).timeout(transferTimeout())
+                    .header("Content-Type", contentType)
+                    .method("PUT", body);
+            HttpResponse<String> response = send(request, HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8), "PUT", path);
+            if (response.statusCode() == 409 && attempt < FINISH_ATTEMPTS) {
+                pause(response.headers().firstValue("Retry-After").orElse(""), "PUT " + path);
+                continue;
+            }
+            return parse(response, "PUT", path);
         }
     }
 
@@ -583,6 +707,6 @@ public final class Larder {
 
     @Override
     public String toString() {
-        return "Larder(" + url + (token != null ? ", with token" : "") + ")";
+        return "Larder(" + url + (token != null ? ", with token" : "") + (mode == Mode.REMOTE ? ", remote" : "") + ")";
     }
 }

@@ -29,7 +29,7 @@ final class SampleRun {
      * ({@link SharedServer#RUN_VARIABLES}, CI systems' included) are left out too.
      */
     static final List<String> LARDER_VARIABLES = List.of("LARDER_URL", "LARDER_TOKEN", "LARDER_BINARY", "LARDER_FIXTURES",
-            "LARDER_ARTIFACTS", "LARDER_SAMPLE_IDS", "LARDER_SAMPLE_BARRIER", "LARDER_SAMPLE_PEERS", "XDG_CACHE_HOME");
+            "LARDER_ARTIFACTS", "LARDER_MODE", "LARDER_SAMPLE_IDS", "LARDER_SAMPLE_BARRIER", "LARDER_SAMPLE_PEERS", "XDG_CACHE_HOME");
 
     private static Path compiled;
 

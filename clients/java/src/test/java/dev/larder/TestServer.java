@@ -13,7 +13,8 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * A real Larder server for the tests: {@code BINARY serve --port 0 --root <new dir> --fixtures FIXTURES},
- * stopped with SIGTERM. BINARY is {@link #binary()}, FIXTURES {@link #fixtures()}.
+ * stopped with SIGTERM. BINARY is {@link #binary()}, FIXTURES {@link #fixtures()}. {@link #startHidden} runs it
+ * through the repository's {@code Tests/support/hidden-larder}, so that this process cannot open its files.
  */
 final class TestServer {
     final Process process;
@@ -29,18 +30,32 @@ final class TestServer {
     }
 
     static TestServer start(String... extraArgs) throws Exception {
+        return start(false, extraArgs);
+    }
+
+    /**
+     * A server whose files this process cannot see: {@code Tests/support/hidden-larder serve ...} with
+     * {@code LARDER_HIDDEN_BINARY} = {@link #binary()}: a tmpfs of its own mount namespace over the folder
+     * of its root. The store's {@code path} it answers does not exist here; HTTP on loopback works.
+     */
+    static TestServer startHidden(String... extraArgs) throws Exception {
+        return start(true, extraArgs);
+    }
+
+    private static TestServer start(boolean hidden, String... extraArgs) throws Exception {
         String binary = binary().toString();
         String fixtures = fixtures().toString();
         Path dir = Files.createTempDirectory("larder-java-test");
         Path root = dir.resolve("root"); // must not exist yet
         Path stderr = dir.resolve("server.stderr");
-        List<String> cmd = new ArrayList<>(List.of(binary, "serve", "--port", "0", "--root", root.toString(),
-                "--fixtures", fixtures));
+        List<String> cmd = new ArrayList<>(List.of(hidden ? repo().resolve("Tests/support/hidden-larder").toString() : binary,
+                "serve", "--port", "0", "--root", root.toString(), "--fixtures", fixtures));
         cmd.addAll(List.of(extraArgs));
-        Process p = new ProcessBuilder(cmd)
+        ProcessBuilder pb = new ProcessBuilder(cmd)
                 .redirectError(stderr.toFile())
-                .redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")))
-                .start();
+                .redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")));
+        if (hidden) pb.environment().put("LARDER_HIDDEN_BINARY", binary);
+        Process p = pb.start();
         BufferedReader out = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
         CompletableFuture<String> first = CompletableFuture.supplyAsync(() -> {
             try {

@@ -45,6 +45,13 @@ import org.junit.platform.commons.support.AnnotationSupport;
  * {@code LARDER_ARTIFACTS} (default {@code larder-artifacts/} in the working directory) as
  * {@code <test name>-<store id>.zip}; the path is published as the report entry
  * {@code larder.artifact} and printed to standard error.
+ *
+ * <p>In remote mode ({@link dev.larder.Mode}: {@code LARDER_MODE=remote}, or a {@code LARDER_URL} whose host is
+ * not a loopback address) the store's {@link Store#path()} is a local copy. A failed test's copy is checked in
+ * first ({@link Store#checkIn()}), so that the kept store and its artifact hold what the test did; when that
+ * check-in fails the store is still kept and its artifact saved (holding what was last checked in), and the
+ * failure is added to the test's. A passed test's store is deleted without an upload. The local copy's folder
+ * is removed either way.
  */
 public final class LarderExtension implements ParameterResolver, AfterEachCallback {
     /** Where artifacts go when {@code LARDER_ARTIFACTS} is not set (shared with the other clients: clients/defaults.json). */
@@ -114,10 +121,12 @@ public final class LarderExtension implements ParameterResolver, AfterEachCallba
         }
         for (Store store : made) {
             try {
-                if (failed) keepWithArtifact(store, context);
+                if (failed) keepWithArtifact(store, context, problems);
                 else store.delete();
             } catch (RuntimeException e) {
                 problems.add(e);
+            } finally {
+                store.close(); // remote mode: the local copy's folder goes
             }
         }
         if (!problems.isEmpty()) {
@@ -127,7 +136,17 @@ public final class LarderExtension implements ParameterResolver, AfterEachCallba
         }
     }
 
-    private static void keepWithArtifact(Store store, ExtensionContext context) {
+    private static void keepWithArtifact(Store store, ExtensionContext context, List<RuntimeException> problems) {
+        if (store.isRemote()) {
+            try {
+                store.checkIn();
+            } catch (LarderException e) {
+                String message = "larder: " + testName(context) + " failed, and checking in the local copy of store " + store.id()
+                        + " failed too, so the kept store and its artifact hold what was last checked in: " + e.getMessage();
+                System.err.println(message);
+                problems.add(new LarderException(e.status(), e.code(), message, e.details(), e));
+            }
+        }
         store.keep();
         Path file = artifactsDirectory().resolve(fileSafe(testName(context)) + "-" + store.id() + ".zip");
         Path saved = store.artifact(file);
