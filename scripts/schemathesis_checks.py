@@ -31,7 +31,12 @@ STATE_DEPENDENT_REASONS = {
     "not_one_statement",     # /query: blanks or comments only, or two statements
     "params_mismatch",       # /query: `params` does not fit the statement's parameters
     "not_an_upload",         # /check: an app's check judges an uploaded store only
+    "not_a_database",        # an upload or a check-in whose bytes are not a sound SQLite database (or a zip of one)
 }
+
+# Uploads and check-ins are raw bodies: sent as the bytes generated.
+for media_type in ("application/vnd.sqlite3", "application/zip"):
+    schemathesis.serializer.alias(media_type, "application/octet-stream")
 
 
 def error_of(response):
@@ -112,6 +117,26 @@ VALID_BODIES = {
     ("POST", "/stores/{id}/migrate"): [{"to": "latest"}, {}],
     ("POST", "/stores/{id}/check"): [{"against": {"template": t}} for t in TEMPLATES],
 }
+
+
+def database_bytes():
+    """A small SQLite database's bytes, and a zip of it with an empty -wal."""
+    import io
+    import sqlite3
+    import zipfile
+    db = sqlite3.connect(":memory:")
+    db.executescript("CREATE TABLE schemathesis (x); INSERT INTO schemathesis VALUES (1);")
+    data = db.serialize()
+    db.close()
+    bundle = io.BytesIO()
+    with zipfile.ZipFile(bundle, "w") as z:
+        z.writestr("app.sqlite", data)
+        z.writestr("app.sqlite-wal", b"")
+    return [data, bundle.getvalue()]
+
+
+# (Either may meet either media type: a database sent as a zip is a 400 not_a_database, as it should be.)
+VALID_BODIES[("PUT", "/stores/{id}/database")] = database_bytes()
 VALID_QUERIES = {
     ("DELETE", "/stores"): [{"label_prefix": "schemathesis/"}, {"label": "schemathesis"}],
 }

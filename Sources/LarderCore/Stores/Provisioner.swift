@@ -296,8 +296,8 @@ public final class Provisioner: Sendable {
         case (nil, .file(let path, let count)): (head, size) = (try FileSystem.readPrefix(path, count: 100), count)
         }
         guard size >= 100, head.starts(with: Array("SQLite format 3\0".utf8)) else {
-            throw LarderError(.badRequest, "the upload is not a SQLite database (no 'SQLite format 3' header)",
-                              details: [("bytes", .int(Int64(size)))])
+            throw LarderError.badRequest("the upload is not a SQLite database (no 'SQLite format 3' header)", reason: .notADatabase,
+                                         details: [("bytes", .int(Int64(size)))])
         }
         return try registry.create(label: label, ttlSeconds: ttlSeconds, expectedBytes: Int64(size)) { path in
             switch (unpacked, upload) { // the staging directory is invisible
@@ -308,8 +308,8 @@ public final class Provisioner: Sendable {
             do {
                 try Connection.validate(path: path)
             } catch let error as SQLiteError {
-                throw LarderError(.badRequest, "the upload is not a usable SQLite database: \(error.message)",
-                                  details: [("sqlite_code", .int(Int64(error.code))), ("sqlite_message", .string(error.message))])
+                throw LarderError.badRequest("the upload is not a usable SQLite database: \(error.message)", reason: .notADatabase,
+                                             details: [("sqlite_code", .int(Int64(error.code))), ("sqlite_message", .string(error.message))])
             }
             // What an upload holds (triggers on the bookkeeping tables, views)
             // is the client's: hardened and time-limited like its SQL.

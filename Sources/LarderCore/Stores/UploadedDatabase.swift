@@ -99,8 +99,8 @@ final class UploadedDatabase {
     private static func checkHeader(_ path: String) throws {
         let size = FileSystem.size(path)
         guard size >= 100, try FileSystem.readPrefix(path, count: 16) == Array("SQLite format 3\0".utf8) else {
-            throw LarderError(.badRequest, "the upload is not a SQLite database (no 'SQLite format 3' header)",
-                              details: [("bytes", .int(size))])
+            throw LarderError.badRequest("the upload is not a SQLite database (no 'SQLite format 3' header)", reason: .notADatabase,
+                                         details: [("bytes", .int(size))])
         }
     }
 
@@ -114,11 +114,11 @@ final class UploadedDatabase {
     }
 
     private static func refusal(_ message: String, _ error: SQLiteError) -> LarderError {
-        LarderError(.badRequest, "the upload is not a usable SQLite database: \(message)",
-                    details: [("sqlite_code", .int(Int64(error.code))), ("sqlite_message", .string(error.message))])
+        LarderError.badRequest("the upload is not a usable SQLite database: \(message)", reason: .notADatabase,
+                               details: [("sqlite_code", .int(Int64(error.code))), ("sqlite_message", .string(error.message))])
     }
 
     private static func badRequest(_ message: String, entries: [String] = []) -> LarderError {
-        LarderError(.badRequest, message, details: entries.isEmpty ? [] : [("entries", JSONValue(entries))])
+        LarderError.badRequest(message, reason: .notADatabase, details: entries.isEmpty ? [] : [("entries", JSONValue(entries))])
     }
 }

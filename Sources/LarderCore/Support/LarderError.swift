@@ -96,6 +96,8 @@ public struct LarderError: Error, CustomStringConvertible, Sendable {
         case paramsMismatch = "params_mismatch"
         /// More fixture names than a store's record keeps (`StoreRecord.maxFixtures`).
         case tooManyFixtures = "too_many_fixtures"
+        /// An uploaded or checked-in body that is not a (sound) SQLite database, or a zip without one.
+        case notADatabase = "not_a_database"
     }
 
     /// A bad request with its `reason`.

@@ -140,7 +140,7 @@ enum StoreRoutes {
                                   + "(application/zip)" + (request.mediaType.map { ", not \($0)" } ?? ""),
                               details: [("content_type", JSONValue(request.mediaType))])
         }
-        guard request.hasBody else { throw LarderError.badRequest("the body is the database to check in; it is empty") }
+        guard request.hasBody else { throw LarderError.badRequest("the body is the database to check in; it is empty", reason: .notADatabase) }
         let spooled = request.bodyFile
         let upload: Provisioner.Upload = spooled.map { .file(path: $0.path, size: $0.size) } ?? .bytes(request.body)
         return .later {
