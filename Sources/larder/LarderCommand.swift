@@ -279,7 +279,8 @@ struct Warm: ParsableCommand {
 /// at `users/`; once none has run for `SharedRun.linger`, it takes the
 /// run's lock (so no `larder up` hands out this server meanwhile), looks
 /// once more, forgets the server's state, and stops the server with
-/// SIGTERM, leaving the lock held for the clean-up after the stop.
+/// SIGTERM, leaving the lock held for the clean-up after the stop. A run
+/// whose folder was removed stops its server the same way, with no lock.
 final class SharedServerWatch: Sendable {
     private let held = Mutex<FileLock?>(nil)
 
@@ -294,7 +295,18 @@ final class SharedServerWatch: Sendable {
                 guard run.liveUsers().isEmpty else { idleSince = nil; continue }
                 let since = idleSince ?? .now
                 idleSince = since
-                guard ContinuousClock.now - since >= SharedRun.linger, let runLock = try? FileLock.wait(run.lockFile) else { continue }
+                guard ContinuousClock.now - since >= SharedRun.linger else { continue }
+                let runLock: FileLock
+                do {
+                    runLock = try FileLock.wait(run.lockFile)
+                } catch let failure as FileSystem.Failure where failure.isMissing {
+                    // The run's folder is gone (a temporary-file cleaner, a test's clean-up): no
+                    // `larder up` can find this server any more, and no process it served is left.
+                    kill(getpid(), SIGTERM)
+                    return
+                } catch {
+                    continue
+                }
                 guard run.liveUsers().isEmpty else { runLock.release(); idleSince = nil; continue }
                 FileSystem.remove(run.stateFile)
                 held.withLock { $0 = runLock }

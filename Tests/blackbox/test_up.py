@@ -272,6 +272,18 @@ class UpTests(unittest.TestCase):
         self.ended_server(signal.SIGTERM)
         self.assertTrue(wait_until(lambda: self.folders() == []))
 
+    def test_a_server_whose_folder_was_removed_stops_once_its_users_end(self):
+        """A temporary-file cleaner or a test's clean-up removed the run's
+        folder: no `larder up` can find the server, which stops all the same
+        after the last process it served instead of waiting for a lock forever."""
+        user = self.user()
+        self.up("--for", str(user.pid))
+        [state] = self.states()
+        shutil.rmtree(os.path.join(self.tmp, "larder-%d" % os.getuid()))
+        self.assertTrue(running(state["pid"]), "still serving its process")
+        self.end(user)
+        self.assertTrue(wait_until(lambda: not running(state["pid"]), 30), "the server outlived its folder and its users")
+
     def test_refusals_say_why_and_leave_nothing(self):
         user = self.user()
         cases = [
