@@ -8,8 +8,14 @@ import Foundation
 ///
 /// A wait that does not hold throws ``LarderTimeout`` instead; failures to
 /// reach the server at all are the `URLError`s of Foundation, as they come.
+///
+/// The client's own refusals have status 0: `bad_mode` (a `LARDER_MODE`
+/// that is neither `remote` nor `local`), `remote_mode` (a build that
+/// needs the server's files), and in remote mode `no_local_copy`,
+/// `local_copy`, `check_in_failed`; `download_failed` is a download whose
+/// SHA-256 is not the one the server sent.
 public struct LarderError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The HTTP status (404, 422, ...).
+    /// The HTTP status (404, 422, ...); 0 for the client's own refusals.
     public let status: Int
     /// The contract's code, e.g. `"unknown_template"`. An answer that is not
     /// the contract's error body (a proxy's HTML page) has `"unexpected_response"`.
@@ -35,7 +41,7 @@ public struct LarderError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     public var description: String {
-        var text = "Larder \(status) \(code): \(message)"
+        var text = status == 0 ? "Larder \(code): \(message)" : "Larder \(status) \(code): \(message)"
         if !details.isEmpty { text += " \(LarderValue.object(details))" }
         return text
     }

@@ -42,18 +42,35 @@ extension LarderClient {
     ///     }
     ///     let store = try await larder.createStore(build: key)
     ///
+    /// The migrator needs the server's file: in remote mode (``isRemote``)
+    /// this caller cannot build. When it would be the builder, it hands the
+    /// build back (`DELETE /builds/{key}`) and throws ``LarderError``
+    /// `remote_mode`; build the key from a client on the server's machine
+    /// (local mode), or judge snapshots against a template or an uploaded
+    /// store instead. Waiting for another caller's build works in either mode.
+    ///
     /// - Parameter timeout: how long to wait in all for another builder;
     ///   past it, the server's 408 `timeout`.
     @discardableResult
     public func build(key: String, label: String? = nil, timeout: Duration = Defaults.buildTimeout,
                       migrate: (String) async throws -> Void) async throws -> String {
         let deadline = ContinuousClock.now + timeout
+        let mode = try resolvedMode()
         var body: [String: LarderValue] = ["key": .string(key)]
         if let label { body["label"] = .string(label) }
         while true {
             let claim: BuildInfo = try await send("POST", "/builds", body: .object(body))
             if claim.state == "ready" { return key }
             if let path = claim.path {
+                if mode == .remote {
+                    // Its migrator would run on the server's file, which this caller cannot open.
+                    try? await discardBuild(key: key)
+                    throw LarderError(status: 0, code: "remote_mode",
+                                      message: "building '\(key)' needs the server's files, which a client in remote mode cannot open: "
+                                          + "build it from a client on the server's machine (LARDER_MODE=local there), "
+                                          + "or check against a template or an uploaded store",
+                                      details: ["key": .string(key)])
+                }
                 do {
                     try await migrate(path)
                     try await finishBuild(key: key)
@@ -86,15 +103,7 @@ extension LarderClient {
     /// `POST /builds/{key}/finish`, waiting out a write transaction still
     /// open on the file (409 with `Retry-After`) a few times.
     func finishBuild(key: String) async throws {
-        for attempt in 1...Defaults.finishAttempts {
-            do {
-                let _: BuildInfo = try await send("POST", "/builds/" + LarderClient.escapePath(key) + "/finish")
-                return
-            } catch let error as LarderError where error.code == "conflict" && attempt < Defaults.finishAttempts {
-                let asked = error.retryAfter.map { Duration.seconds($0) } ?? Defaults.retryAfterDefault
-                try await Task.sleep(for: max(.zero, min(asked, Defaults.retryAfterMax)))
-            }
-        }
+        let _: BuildInfo = try await withConflictRetries { try await send("POST", "/builds/" + LarderClient.escapePath(key) + "/finish") }
     }
 
     /// `GET /builds`: every build, under way and ready.

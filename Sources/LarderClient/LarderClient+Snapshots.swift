@@ -62,14 +62,17 @@ extension LarderClient {
     }
 
     /// `POST /stores` with a SQLite file as the body: a store of that
-    /// database as it is (no migration), whose base is the file.
+    /// database as it is (no migration), whose base is the file. In remote
+    /// mode the store is then downloaded into a local copy, as
+    /// ``createStore(template:fixtures:version:snapshot:keepSnapshotVersion:label:build:from:ttlSeconds:buildTimeout:)`` does.
     public func uploadStore(file: URL, label: String? = nil, ttlSeconds: Int? = nil) async throws -> LarderStore {
         var query: [(String, String)] = []
         if let label { query.append(("label", label)) }
         if let ttlSeconds { query.append(("ttl_seconds", String(ttlSeconds))) }
+        let mode = try resolvedMode()
         let info: LarderStore.Info = try await send("POST", "/stores", query: query, raw: try Data(contentsOf: file),
                                                     contentType: "application/vnd.sqlite3")
-        return LarderStore(client: self, info: info)
+        return try await madeStore(info, mode: mode)
     }
 
     /// `POST /stores/{id}/check`: judges `store`, which the app's migrator

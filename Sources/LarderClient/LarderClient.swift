@@ -13,6 +13,12 @@ import FoundationNetworking
 /// Every method is `async` and throws ``LarderError`` for the server's error
 /// answers. The client holds no mutable state: share one between tests and
 /// tasks (``shared`` reads the environment once).
+///
+/// In remote mode (``Mode``: `LarderClient(mode: .remote)`, `LARDER_MODE=remote`,
+/// or a server whose host is not a loopback address) a store's `path` is a
+/// local copy of it, which ``LarderStore/checkIn()`` hands back: for tests
+/// that cannot open the server's files, such as an app's tests in the iOS
+/// Simulator. See ``LarderStore``.
 public final class LarderClient: Sendable {
     /// The server, e.g. `http://127.0.0.1:7464`.
     public let url: URL
@@ -21,6 +27,11 @@ public final class LarderClient: Sendable {
     /// How long an ordinary call may go without an answer (a first build of
     /// a template runs its migrations). Waits add their own timeout to it.
     public let requestTimeout: Duration
+    /// The mode as given to the initializer (``Mode/automatic`` unless one
+    /// was named); ``resolvedMode()`` says which it is.
+    public let mode: Mode
+    /// The mode resolved when the client was made, or why it does not resolve.
+    let resolved: Result<Mode, LarderError>
     let session: URLSession
 
     /// The default server: `LARDER_URL` (else `http://127.0.0.1:7464`) and `LARDER_TOKEN`.
@@ -33,7 +44,12 @@ public final class LarderClient: Sendable {
     ///   - url: the server; nil reads `LARDER_URL`, else `http://127.0.0.1:7464`.
     ///   - token: the bearer token; nil reads `LARDER_TOKEN` (empty means none).
     ///   - requestTimeout: the longest silence from the server on an ordinary call.
-    public init(url: URL? = nil, token: String? = nil, requestTimeout: Duration = Defaults.requestTimeout) {
+    ///   - mode: ``Mode/remote`` for tests that cannot open the server's files
+    ///     (the iOS Simulator, a device, another machine), ``Mode/local`` for
+    ///     tests beside the server; ``Mode/automatic`` reads `LARDER_MODE`,
+    ///     else is remote when the server's host is not a loopback address.
+    ///     It beats `LARDER_MODE`. See ``resolvedMode()``.
+    public init(url: URL? = nil, token: String? = nil, requestTimeout: Duration = Defaults.requestTimeout, mode: Mode = .automatic) {
         let environment = ProcessInfo.processInfo.environment
         var base = url ?? environment["LARDER_URL"].flatMap { $0.isEmpty ? nil : URL(string: $0) } ?? LarderClient.defaultURL
         // Paths are appended as text: no trailing slash.
@@ -42,6 +58,12 @@ public final class LarderClient: Sendable {
         let given = token ?? environment["LARDER_TOKEN"]
         self.token = (given?.isEmpty ?? true) ? nil : given
         self.requestTimeout = requestTimeout
+        self.mode = mode
+        do {
+            resolved = .success(try LarderClient.resolveMode(mode, url: base, environment: environment))
+        } catch {
+            resolved = .failure(error as? LarderError ?? LarderError(status: 0, code: "bad_mode", message: "\(error)"))
+        }
         let configuration = URLSessionConfiguration.ephemeral
         // Each request sets its own (idle) timeout; these only must not be shorter.
         configuration.timeoutIntervalForRequest = 3600
@@ -69,6 +91,11 @@ public final class LarderClient: Sendable {
     ///   - from: the id of a live store to fork; not with `template` or `build`.
     ///   - ttlSeconds: how long the store lives unless kept.
     ///   - buildTimeout: how long the server waits while `build` is still building (its default: 30 s).
+    ///
+    /// In remote mode the store is then downloaded (`GET /stores/{id}/database`)
+    /// into a fresh private folder, `larder-remote-XXXXXX/store.sqlite` in the
+    /// temporary directory: the store's ``LarderStore/path``. When that fails
+    /// the store is deleted again.
     public func createStore(template: String? = nil, fixtures: [String]? = nil, version: String? = nil, snapshot: String? = nil,
                             keepSnapshotVersion: Bool = false, label: String? = nil, build: String? = nil, from: String? = nil,
                             ttlSeconds: Int? = nil, buildTimeout: Duration? = nil) async throws -> LarderStore {
@@ -82,13 +109,16 @@ public final class LarderClient: Sendable {
         if let from { body["from"] = .string(from) }
         if let ttlSeconds { body["ttl_seconds"] = .int(Int64(ttlSeconds)) }
         if let buildTimeout { body["timeout_ms"] = .int(buildTimeout.wholeMilliseconds) }
+        let mode = try resolvedMode()
         // A build still building is waited for on the server.
         let wait = build == nil ? nil : (buildTimeout ?? Defaults.waitTimeout) + requestTimeout
         let info: LarderStore.Info = try await send("POST", "/stores", body: .object(body), timeout: wait)
-        return LarderStore(client: self, info: info)
+        return try await madeStore(info, mode: mode)
     }
 
     /// `GET /stores/{id}`: a store made earlier (by another process too).
+    /// It has no local copy, even in remote mode: its ``LarderStore/path``
+    /// is the server's file and ``LarderStore/isRemote`` is false.
     public func store(id: String) async throws -> LarderStore {
         let info: LarderStore.Info = try await send("GET", "/stores/" + LarderClient.escapePath(id))
         return LarderStore(client: self, info: info)
