@@ -97,6 +97,13 @@ extension LarderClient {
     /// closes), and judges it. `expect` defaults to `NAME.expect.json` beside
     /// `NAME.sqlite`. A migrator that throws is a failed result. A failed
     /// snapshot's store is kept (to download); a passed one is deleted.
+    ///
+    /// In remote mode (``isRemote``) `migrate` gets the path of the store's
+    /// local copy: the app's migrator runs where the test runs (in the iOS
+    /// Simulator, say, which cannot open the server's files), the copy is
+    /// checked in (``LarderStore/checkIn()``) and then judged; the copy is
+    /// removed at the end. What a migrator that threw left is checked in
+    /// too, to look at in the kept store.
     public func checkSnapshot(_ file: URL, against reference: Reference, expect: LarderValue? = nil, label: String? = nil,
                               migrate: (String) async throws -> Void) async throws -> CheckResult {
         let name = file.lastPathComponent
@@ -104,15 +111,27 @@ extension LarderClient {
         let store = try await uploadStore(file: file, label: label ?? "snapshot " + name)
         var result: CheckResult
         do {
-            try await migrate(store.path)
+            do {
+                try await migrate(store.path)
+            } catch let error as LarderError {
+                _ = try? await store.checkIn()
+                throw error
+            } catch {
+                _ = try? await store.checkIn() // remote mode: what the migrator left, to look at
+                result = CheckResult(snapshot: name, passed: false, failures: ["the app's migrator threw: \(error)"], storeID: store.id)
+                _ = try await store.keep()
+                try? await store.close()
+                return result
+            }
+            try await store.checkIn() // remote mode: the migrated copy goes back before it is judged
             result = try await check(store: store.id, against: reference, snapshot: name, expect: expectations)
-        } catch let error as LarderError {
-            _ = try? await store.keep()
-            throw error
         } catch {
-            result = CheckResult(snapshot: name, passed: false, failures: ["the app's migrator threw: \(error)"], storeID: store.id)
+            _ = try? await store.keep()
+            try? await store.close()
+            throw error
         }
         if result.passed { try await store.delete() } else { _ = try await store.keep() }
+        try? await store.close()
         return result
     }
 

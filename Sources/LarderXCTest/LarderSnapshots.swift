@@ -9,6 +9,11 @@ import XCTest
 /// failure listing every message, and its migrated store is kept with its
 /// artifact saved beside the other failed tests'.
 ///
+/// In remote mode (``LarderClient/Mode``) the app's migrator runs on a local
+/// copy of each uploaded store, which is checked in before the server judges
+/// it (`POST /stores/{id}/check`): what an iOS team needs whose tests run in
+/// the Simulator, which cannot open the server's files. The call is the same.
+///
 ///     func testOldDatabasesMigrate() async throws {
 ///         let snapshots = Bundle.module.resourceURL!.appendingPathComponent("Snapshots")
 ///         try await LarderSnapshots().check(in: snapshots, against: .build(modelKey)) { path in

@@ -20,6 +20,20 @@ import XCTest
 ///             try await store.wait("albums>=1", timeout: .seconds(5))
 ///         }
 ///     }
+///
+/// **Remote mode** (``LarderClient/Mode``: `LARDER_MODE=remote`, a
+/// `LARDER_URL` whose host is not a loopback address, or a ``client`` made
+/// with `mode: .remote`): for tests that cannot open the server's files, as
+/// an app's tests in the iOS Simulator cannot. ``store``'s `path` is then a
+/// local copy of the store, downloaded in `setUp`; the app opens that, and
+/// `store.checkIn()` hands it back whenever the test wants the server to
+/// see it (counts, waits and diffs read what was last checked in). At the
+/// end a failed test's copy is checked in first, so the kept store and its
+/// artifact hold what the test wrote (a check-in that fails is reported as
+/// one more failure of the test, and the store is kept as last checked in,
+/// with its artifact); a passing test's store is deleted with no upload.
+/// Either way the copy's folder is removed. Close the app's connections to
+/// the copy before the test ends.
 open class LarderTestCase: XCTestCase {
     /// The template the stores come from (nil: an empty store).
     open class var template: String? { nil }
@@ -35,7 +49,7 @@ open class LarderTestCase: XCTestCase {
     /// nil takes `LARDER_RUN`, else the CI system's run id (``LarderLabel/run(_:environment:)``).
     open class var run: String? { nil }
     /// The client: ``LarderTestServer/client`` (`LARDER_URL`, else a server
-    /// this run starts itself; `LARDER_TOKEN`) unless overridden.
+    /// this run starts itself; `LARDER_TOKEN`; `LARDER_MODE`) unless overridden.
     open class var client: LarderClient { LarderTestServer.client }
     /// Where artifacts go when `LARDER_ARTIFACTS` says nothing (relative to
     /// the working directory), and the longest test name in an artifact's
@@ -76,6 +90,16 @@ open class LarderTestCase: XCTestCase {
         if let store {
             self.store = nil
             if failed {
+                if store.isRemote {
+                    // What the test wrote goes back first: the kept store and its artifact hold it.
+                    do {
+                        try await store.checkIn()
+                    } catch {
+                        XCTFail("larder: the failed test's local copy of store \(store.id) could not be checked in; "
+                                + "the store is kept as last checked in: \(error)")
+                    }
+                    try? await store.close()
+                }
                 let file = try await LarderTestCase.keep(store, testName: name, in: Swift.type(of: self).artifactsDirectory)
                 savedArtifact = file
                 #if canImport(Darwin)
@@ -86,7 +110,7 @@ open class LarderTestCase: XCTestCase {
                 #endif
             } else {
                 do {
-                    try await store.delete()
+                    try await store.delete() // in remote mode its local copy too, with no upload
                 } catch let error as LarderError where error.code == "store_not_found" {
                     // The test deleted it itself.
                 }
@@ -103,7 +127,9 @@ open class LarderTestCase: XCTestCase {
         _ = try await store.keep()
         let file = directory.appendingPathComponent(fileSafe(testName) + "-" + store.id + ".zip")
         try await store.artifact(to: file)
-        FileHandle.standardError.write(Data("larder: \(testName) failed: kept store \(store.id) (\(store.path)); artifact \(file.path)\n".utf8))
+        // The server's path (in remote mode the local copy is gone by now).
+        let location = store.info.path + (store.isRemote ? " on the server" : "")
+        FileHandle.standardError.write(Data("larder: \(testName) failed: kept store \(store.id) (\(location)); artifact \(file.path)\n".utf8))
         return file
     }
 
