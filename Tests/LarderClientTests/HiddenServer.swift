@@ -44,17 +44,16 @@ enum HiddenServer {
         guard path.contains(where: { FileManager.default.isExecutableFile(atPath: $0 + "/unshare") }) else {
             throw Unavailable(reason: "no unshare(1) to hide the server's files with")
         }
-        // Its TMPDIR: the wrapper makes the folder it hides in there.
-        let tmp = NSTemporaryDirectory() + "larder-hidden-tests-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: tmp, withIntermediateDirectories: true)
-        atexit { try? FileManager.default.removeItem(atPath: HiddenServer.folder) }
-        folder = tmp
+        // The wrapper hides the server's files under a fresh
+        // $TMPDIR/larder-hidden.XXXXXX, mounted over in the server's
+        // namespace; it is left empty here. Nothing removes it while the
+        // server runs: removing a mount point from outside detaches the
+        // server's files, and it could not stop by itself any more.
         let process = Process()
         process.executableURL = URL(fileURLWithPath: repositoryRoot + "/Tests/support/hidden-larder")
         process.arguments = ["up", "--for", String(ProcessInfo.processInfo.processIdentifier), "--fixtures", sampleFixtures]
         var environment = ProcessInfo.processInfo.environment
         environment["LARDER_HIDDEN_BINARY"] = binary
-        environment["TMPDIR"] = tmp
         process.environment = environment
         let output = Pipe(), errors = Pipe()
         process.standardOutput = output
@@ -74,7 +73,4 @@ enum HiddenServer {
         throw Unavailable(reason: "hidden-larder needs Linux's mount namespaces")
         #endif
     }
-
-    /// The wrapper's TMPDIR, removed when this process exits.
-    nonisolated(unsafe) private static var folder = ""
 }
