@@ -20,7 +20,12 @@ enum HiddenServer {
     static func url() throws -> URL {
         switch started {
         case .success(let url): return url
-        case .failure(let error as Unavailable): throw XCTSkip(error.reason)
+        case .failure(let error as Unavailable):
+            #if os(Linux)
+            // On CI these tests must run, never pass by being skipped.
+            if ProcessInfo.processInfo.environment["CI"] == "true" { throw error }
+            #endif
+            throw XCTSkip(error.reason)
         case .failure(let error): throw error
         }
     }
