@@ -33,24 +33,26 @@ let package = Package(
         // not linked: its libraries stay out of every install that names no bucket).
         .target(name: "CCurl"),
         // Trimming and fixed-point numbers without Foundation (which would link ICU).
-        .target(name: "Text"),
+        // The C library for every other module (Glibc here; Darwin is not built yet).
+        .target(name: "Platform"),
+        .target(name: "Text", dependencies: ["Platform"]),
         // SQLite's system calls as Larder gives them (non-blocking opens, the temporary files' budget): C, one state per process.
         .target(name: "CSQLiteHooks", dependencies: ["CSQLite"]),
-        .target(name: "SQLite", dependencies: ["CSQLite", "CSQLiteHooks", "Text"]),
+        .target(name: "SQLite", dependencies: ["CSQLite", "CSQLiteHooks", "Platform", "Text"]),
         // Who owns a loopback connection's other end (sock_diag, /proc/net/tcp): C, apart from libmicrohttpd's header.
         .target(name: "CPeerUser"),
-        .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD", "CPeerUser", "FileSystem", "Text"]),
+        .target(name: "MicroHTTP", dependencies: ["CMicroHTTPD", "CPeerUser", "FileSystem", "Platform", "Text"]),
         .target(name: "Digest", dependencies: ["CSystem"]),
-        .target(name: "FileSystem", dependencies: ["CSystem"]),
-        .target(name: "Zip", dependencies: ["CSystem", "Digest"]),
+        .target(name: "FileSystem", dependencies: ["CSystem", "Platform"]),
+        .target(name: "Zip", dependencies: ["CSystem", "Digest", "Platform"]),
         // The fleet's buckets: S3's REST API through libcurl.
-        .target(name: "ObjectStore", dependencies: ["CCurl", "Digest"]),
+        .target(name: "ObjectStore", dependencies: ["CCurl", "Digest", "Platform"]),
         .target(name: "LarderCore", dependencies: ["SQLite", "FileSystem", "Digest", "Zip", "Text", "ObjectStore"]),
         .target(name: "LarderServer", dependencies: ["LarderCore", "MicroHTTP", "Zip", "FileSystem", "Digest", "Text", "ObjectStore", .product(name: "Logging", package: "swift-log")],
                 // The dashboard's style and script, compiled in as bytes: the binary needs no bundle beside it.
                 resources: [.embedInCode("Dashboard/dashboard.css"), .embedInCode("Dashboard/dashboard.js")]),
         .executableTarget(name: "larder", dependencies: [
-            "LarderServer", "LarderCore", "MicroHTTP", "FileSystem", "Text", "ObjectStore", "Zip",
+            "LarderServer", "LarderCore", "MicroHTTP", "FileSystem", "Platform", "Text", "ObjectStore", "Zip",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -60,10 +62,10 @@ let package = Package(
         // What the test targets share: scratch directories, the test server, assertions.
         .target(name: "TestSupport", dependencies: ["LarderCore", "LarderServer", "SQLite"], path: "Tests/TestSupport"),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite", "TestSupport"]),
-        .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP"]),
-        .testTarget(name: "LarderCoreTests", dependencies: ["LarderCore", "SQLite", "FileSystem", "Digest", "TestSupport", "ObjectStore", "Zip"]),
+        .testTarget(name: "MicroHTTPTests", dependencies: ["MicroHTTP", "Platform"]),
+        .testTarget(name: "LarderCoreTests", dependencies: ["LarderCore", "SQLite", "FileSystem", "Digest", "Platform", "TestSupport", "ObjectStore", "Zip"]),
         .testTarget(name: "ZipTests", dependencies: ["Zip", "Digest", "TestSupport"]),
-        .testTarget(name: "FileSystemTests", dependencies: ["FileSystem"]),
+        .testTarget(name: "FileSystemTests", dependencies: ["FileSystem", "Platform"]),
         .testTarget(name: "TextTests", dependencies: ["Text"]),
         // The repository's own rules: licence headers, what each module imports.
         .testTarget(name: "RepositoryTests"),

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-import Glibc
+import Platform
 
 /// inotify watches on directories (not recursive): whether anything changed
 /// below them since last asked, which ones, and a wait for the next change

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-import Glibc
+import Platform
 import Synchronization
 
 /// An exclusive `flock(2)` on a file, held until `release()` or the end of

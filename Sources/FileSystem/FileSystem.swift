@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import CSystem
-import Glibc
+import Platform
 
 /// Small POSIX file helpers. Nothing here follows a symbolic link when it
 /// removes, and nothing removes outside the directory it is given.
@@ -127,7 +127,7 @@ public enum FileSystem {
         unlink(temporary) // a leftover of an earlier crash
         do {
             try writeFile(bytes, to: temporary, mode: mode, synced: synced)
-            guard Glibc.rename(temporary, path) == 0 else { throw Failure("cannot rename", temporary) }
+            guard Platform.rename(temporary, path) == 0 else { throw Failure("cannot rename", temporary) }
             if synced { try sync(parent(path)) }
         } catch {
             unlink(temporary)
@@ -171,7 +171,7 @@ public enum FileSystem {
 
     /// Renames a file or a directory (same file system).
     public static func rename(_ source: String, to target: String) throws {
-        guard Glibc.rename(source, target) == 0 else { throw Failure("cannot move \(source) to", target) }
+        guard Platform.rename(source, target) == 0 else { throw Failure("cannot move \(source) to", target) }
     }
 
     /// Removes an empty directory; false when it is not empty (or not there).
@@ -297,7 +297,7 @@ public enum FileSystem {
 
     /// Moves a file with `rename`, or by copying across file systems.
     public static func move(_ source: String, to target: String) throws {
-        if Glibc.rename(source, target) == 0 { return }
+        if Platform.rename(source, target) == 0 { return }
         guard errno == EXDEV else { throw Failure("cannot move \(source) to", target) }
         try copyFile(from: source, to: target)
         unlink(source)

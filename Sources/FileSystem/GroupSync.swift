@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import CSystem
-import Glibc
+import Platform
 import Synchronization
 
 /// Syncs to disk shared by the changes that wait at once (a group commit):

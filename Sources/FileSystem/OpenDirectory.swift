@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import CSystem
-import Glibc
+import Platform
 
 /// A directory held open by descriptor for the length of a closure: its
 /// entries are made, measured and removed relative to it, so the directory's

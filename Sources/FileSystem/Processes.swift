@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import CSystem
-import Glibc
+import Platform
 
 /// Other processes, as a server that lives for them sees them.
 public enum Processes {

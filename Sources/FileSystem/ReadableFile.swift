@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-import Glibc
+import Platform
 
 /// A file open for reading at any offset, closed when released unless its
 /// descriptor was handed over.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-import Glibc
+import Platform
 
 /// The wall clock to the nanosecond, and UTC's calendar (as the Go tools
 /// write their times).

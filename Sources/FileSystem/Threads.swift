@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import CSystem
-import Glibc
+import Platform
 import Synchronization
 
 /// Threads, sleeps and a condition variable straight over POSIX: what the

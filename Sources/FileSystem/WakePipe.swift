@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-import Glibc
+import Platform
 
 /// A pipe that cuts a poll(2) short from another thread: the waiting thread
 /// polls `descriptor` for `POLLIN` beside what it watches, and `drain()`s it

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import CMicroHTTPD
 import FileSystem
-import Glibc
+import Platform
 
 /// A response body made by a producer on another thread while the server
 /// sends it. The producer never waits for the client: what it writes goes

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import CMicroHTTPD
 import FileSystem
-import Glibc
+import Platform
 import Synchronization
 
 /// The suspended requests whose client leaving should end them (long polls).

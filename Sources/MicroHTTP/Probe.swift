@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-import Glibc
+import Platform
 
 /// One plain-HTTP GET with a deadline on all of it (name lookup aside), for
 /// `larder health`: container health checks and CI wait loops run it where
@@ -99,7 +99,7 @@ public enum Probe {
             let fd = socket(info.pointee.ai_family, info.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue), info.pointee.ai_protocol)
             guard fd >= 0 else { lastError = String(cString: strerror(errno)); continue }
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-            if Glibc.connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 { return fd }
+            if Platform.connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 { return fd }
             if errno == EINPROGRESS {
                 do {
                     try waitFor(fd, Int32(POLLOUT), deadline, "connecting to \(target.hostHeader)")
@@ -123,7 +123,7 @@ public enum Probe {
     private static func send(_ bytes: [UInt8], to fd: Int32, _ deadline: Deadline) throws {
         var sent = 0
         while sent < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
+            let n = bytes.withUnsafeBytes { Platform.send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
             if n > 0 { sent += n; continue }
             if n < 0 && (errno == EAGAIN || errno == EINTR) { try waitFor(fd, Int32(POLLOUT), deadline, "sending"); continue }
             throw Failure("cannot send: \(String(cString: strerror(errno)))")

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import FileSystem
-import Glibc
+import Platform
 
 /// A request body too large to keep in memory, written to a file in the
 /// server's spool directory as it arrived. The file is removed when the

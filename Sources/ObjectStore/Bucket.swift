@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import CCurl
 import Digest
-import Glibc
+import Platform
 import Synchronization
 
 /// `s3://BUCKET/PREFIX`: a bucket and the folder of it that is Larder's.
@@ -293,7 +293,7 @@ private final class Sink: @unchecked Sendable {
         guard let fd else { bytes += chunk; return true }
         var at = 0
         while at < chunk.count {
-            let n = Glibc.write(fd, chunk.baseAddress! + at, chunk.count - at)
+            let n = Platform.write(fd, chunk.baseAddress! + at, chunk.count - at)
             guard n > 0 else { failure = "cannot write the download: \(String(cString: strerror(errno)))"; return false }
             at += n
         }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 import CSQLite
-import Glibc
+import Platform
 import Synchronization
 
 /// What a sandboxed connection may do. Untrusted SQL runs on a connection

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import CSQLite
 import CSQLiteHooks
-import Glibc
+import Platform
 import Text
 
 /// One SQLite database connection. Not thread-safe: use it from one thread at

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-import Glibc
+import Platform
 
 /// The few text helpers the server took from Foundation, whose string
 /// extensions live in the part that links ICU's data into the

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import CSystem
 import Digest
-import Glibc
+import Platform
 
 /// Whole files to and from gzip (zlib's gzip files), with the SHA-256 of
 /// the plain bytes worked out on the way: what the fleet cache sends and

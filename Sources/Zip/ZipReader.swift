@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 import CSystem
 import Digest
-import Glibc
+import Platform
 
 /// Reads a zip archive by its central directory (Zip64 included): the
 /// entries' names, and an entry's bytes, stored or deflated, checked

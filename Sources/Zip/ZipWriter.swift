@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 import CSystem
-import Dispatch
 import Digest
-import Glibc
+import Dispatch
+import Platform
 
 /// What went wrong while writing an archive.
 public struct ZipError: Error, CustomStringConvertible, Sendable {

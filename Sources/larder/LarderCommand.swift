@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 import ArgumentParser
-import FoundationEssentials
 import FileSystem
-import Glibc
+import FoundationEssentials
 import LarderCore
 import LarderServer
 import MicroHTTP
+import Platform
 import Synchronization
 import Text
 

@@ -2,10 +2,10 @@
 import ArgumentParser
 import FileSystem
 import FoundationEssentials
-import Glibc
 import LarderCore
 import LarderServer
 import ObjectStore
+import Platform
 import Zip
 
 /// `larder open ARTIFACT.zip`: a failed test's database, from CI or the

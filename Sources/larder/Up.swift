@@ -2,10 +2,10 @@
 import ArgumentParser
 import FileSystem
 import FoundationEssentials
-import Glibc
 import LarderCore
 import LarderServer
 import MicroHTTP
+import Platform
 
 /// What the clients' test helpers run when no server is named: join the
 /// server this run shares, starting it first when there is none, and print

@@ -1,7 +1,7 @@
 import Dispatch
 import FileSystem
 import Foundation
-import Glibc
+import Platform
 import Synchronization
 import XCTest
 

@@ -1,6 +1,6 @@
 import FileSystem
 import Foundation
-import Glibc
+import Platform
 @testable import LarderCore
 import Synchronization
 import TestSupport

@@ -1,5 +1,5 @@
 import Foundation
-import Glibc
+import Platform
 import Synchronization
 @testable import MicroHTTP
 import XCTest
@@ -22,7 +22,7 @@ struct RawClient {
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        let rc = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Platform.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         guard rc == 0 else { close(fd); throw POSIXError(.ECONNREFUSED) }
         return fd
     }
@@ -30,7 +30,7 @@ struct RawClient {
     func send(_ fd: Int32, _ bytes: [UInt8]) throws {
         var sent = 0
         while sent < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
+            let n = bytes.withUnsafeBytes { Platform.send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
             guard n > 0 else { throw POSIXError(.EPIPE) }
             sent += n
         }
@@ -202,7 +202,7 @@ final class MicroHTTPServerTests: XCTestCase {
             _ = withUnsafeMutablePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
             let client = socket(family, Int32(SOCK_STREAM.rawValue), 0)
             defer { close(client) }
-            let connected = withUnsafeMutablePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(client, $0, length) } }
+            let connected = withUnsafeMutablePointer(to: &storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Platform.connect(client, $0, length) } }
             XCTAssertEqual(connected, 0)
             let accepted = accept(listener, nil, nil)
             defer { close(accepted) }
