@@ -33,7 +33,8 @@ let package = Package(
         // not linked: its libraries stay out of every install that names no bucket).
         .target(name: "CCurl"),
         // Trimming and fixed-point numbers without Foundation (which would link ICU).
-        // The C library for every other module (Glibc here; Darwin is not built yet).
+        // The C library for every other module (Glibc here; Darwin is not built yet: docs/macos.md),
+        // and the switch to the portable stand-ins of Linux's own calls.
         .target(name: "Platform"),
         .target(name: "Text", dependencies: ["Platform"]),
         // SQLite's system calls as Larder gives them (non-blocking opens, the temporary files' budget): C, one state per process.

@@ -60,6 +60,10 @@ public enum FileSystem {
                              stop: () -> Bool = { false }) throws -> Int64 {
         var info = stat()
         guard fstat(input, &info) == 0 else { throw Failure("cannot stat", source) }
+        // Portable: read and write through user space (Darwin: fcopyfile or clonefile, docs/macos.md).
+        if Syscalls.portable {
+            return try copyByReading(input, from: 0, to: output, source: source, limit: Int64(info.st_size), step: step, stop: stop)
+        }
         var remaining = Int(info.st_size), offset: Int64 = 0
         while remaining > 0 {
             if stop() { throw Failure("stopped copying", source, ECANCELED) }
@@ -75,16 +79,23 @@ public enum FileSystem {
         return offset
     }
 
-    private static func copyByReading(_ input: Int32, from start: Int64, to output: Int32, source: String) throws -> Int64 {
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+    /// Copies from `start` of `input` to `output` with pread and write, up
+    /// to `limit` bytes or the end, `step` bytes at most between two
+    /// questions to `stop`; answers the bytes copied.
+    private static func copyByReading(_ input: Int32, from start: Int64, to output: Int32, source: String,
+                                      limit: Int64 = .max, step: Int = Int.max, stop: () -> Bool = { false }) throws -> Int64 {
+        var buffer = [UInt8](repeating: 0, count: min(1 << 20, max(step, 1)))
         var copied: Int64 = 0
-        while true {
-            let n = buffer.withUnsafeMutableBytes { pread(input, $0.baseAddress, $0.count, off_t(start + copied)) }
+        while copied < limit {
+            if stop() { throw Failure("stopped copying", source, ECANCELED) }
+            let count = Int(min(Int64(buffer.count), limit - copied))
+            let n = buffer.withUnsafeMutableBytes { pread(input, $0.baseAddress, count, off_t(start + copied)) }
             if n == 0 { return copied }
             if n < 0 { if errno == EINTR { continue }; throw Failure("cannot read", source) }
             try buffer.withUnsafeBytes { try writeAll(output, UnsafeRawBufferPointer(rebasing: $0[0..<n]), path: source) }
             copied += Int64(n)
         }
+        return copied
     }
 
     /// Writes every byte of `bytes` to `fd` (at `offset`, or where the file
@@ -289,10 +300,36 @@ public enum FileSystem {
     /// Renames a file or a directory to `target`, which must not exist
     /// (`RENAME_NOREPLACE`, or a look first where the file system has no such flag).
     public static func renameNew(_ source: String, to target: String) throws {
+        if Syscalls.portable { return try renameNewPortably(source, to: target) }
         if larder_rename_noreplace(source, target) == 0 { return }
         guard errno == EINVAL || errno == ENOSYS else { throw Failure("cannot move \(source) to", target) }
         guard !exists(target) else { throw Failure("cannot move \(source) to", target, EEXIST) }
         try rename(source, to: target)
+    }
+
+    /// `renameNew` in POSIX calls alone (Darwin: renamex_np with RENAME_EXCL,
+    /// docs/macos.md): a file gets its new name by `link`, which fails with
+    /// EEXIST rather than replace, and loses the old one; a directory (which
+    /// cannot be linked) is renamed over an empty directory made for it by
+    /// `mkdir`, which fails with EEXIST the same way.
+    static func renameNewPortably(_ source: String, to target: String) throws {
+        var info = stat()
+        guard lstat(source, &info) == 0 else { throw Failure("cannot move \(source) to", target) }
+        if info.st_mode & S_IFMT == S_IFDIR {
+            guard mkdir(target, 0o700) == 0 else { throw Failure("cannot move \(source) to", target) }
+            guard Platform.rename(source, target) == 0 else {
+                let code = errno
+                rmdir(target)
+                throw Failure("cannot move \(source) to", target, code)
+            }
+            return
+        }
+        guard linkat(AT_FDCWD, source, AT_FDCWD, target, 0) == 0 else { throw Failure("cannot move \(source) to", target) }
+        guard unlink(source) == 0 else {
+            let code = errno
+            unlink(target)
+            throw Failure("cannot move \(source) to", target, code)
+        }
     }
 
     /// Moves a file with `rename`, or by copying across file systems.
@@ -409,7 +446,9 @@ public enum FileSystem {
 
     /// Whether `path` is on ext4 mounted without a journal: its kernel
     /// state says `journal_task` "<none>" (/sys/fs/ext4/DEVICE).
+    /// Portable: no ext4 to ask, so no (and nothing to spread).
     public static func skipsRecentlyFreedInodes(_ path: String) -> Bool {
+        if Syscalls.portable { return false }
         var fs = statfs()
         guard statfs(path, &fs) == 0, fs.f_type == 0xEF53 else { return false }
         var major: UInt32 = 0, minor: UInt32 = 0
@@ -427,9 +466,10 @@ public enum FileSystem {
     }
 
     /// Whether `path` spreads its subdirectories (see `spreadSubdirectories`);
-    /// nil where its file system keeps no such flag.
+    /// nil where its file system keeps no such flag (portable: FS_IOC_GETFLAGS is Linux's).
     public static func spreadsSubdirectories(_ path: String) -> Bool? {
-        (try? OpenDirectory.opening(path) { larder_is_top_directory($0.fd) }).flatMap { $0 < 0 ? nil : $0 == 1 }
+        if Syscalls.portable { return nil }
+        return (try? OpenDirectory.opening(path) { larder_is_top_directory($0.fd) }).flatMap { $0 < 0 ? nil : $0 == 1 }
     }
 
     /// `mkdir -p`: each missing directory on the way, with errors that name

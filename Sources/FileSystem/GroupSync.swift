@@ -48,8 +48,10 @@ public final class GroupSync: Sendable {
 
 extension FileSystem {
     /// Whether `path` is on a file system that a power cut empties anyway
-    /// (tmpfs, ramfs): nothing there is worth a sync.
+    /// (tmpfs, ramfs): nothing there is worth a sync. Portable: POSIX names
+    /// no file system types, so every one is worth it.
     public static func isVolatile(_ path: String) -> Bool {
+        if Syscalls.portable { return false }
         var fs = statfs()
         guard statfs(path, &fs) == 0 else { return false }
         return fs.f_type == 0x0102_1994 || fs.f_type == 0x8584_58F6
@@ -62,9 +64,34 @@ extension FileSystem {
     }
 
     /// Writes everything the file system of `fd` holds to disk (one call
-    /// for many files made in the background).
-    public static func syncFileSystem(_ fd: Int32, path: String) throws {
+    /// for many files made in the background). Portable, without syncfs:
+    /// each of `directories` (below `fd`'s), the files in it, then `fd`'s
+    /// own directory, one fsync each (what the call was to cover).
+    public static func syncFileSystem(_ fd: Int32, path: String, covering directories: [String]) throws {
+        if Syscalls.portable {
+            for directory in directories { try syncDirectoryAndFiles(directory) }
+            return try sync(fd, path: path)
+        }
         guard larder_syncfs(fd) == 0 else { throw Failure("cannot sync the file system of", path) }
+    }
+
+    /// `sync` of each plain file directly in `path` (never through a
+    /// link, nor waiting on a FIFO), then of the directory itself; a
+    /// directory gone meanwhile has nothing left to sync.
+    static func syncDirectoryAndFiles(_ path: String) throws {
+        do {
+            try OpenDirectory.opening(path) { directory in
+                for name in entries(path) {
+                    let fd = openat(directory.fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+                    guard fd >= 0 else { continue } // a link, or gone
+                    defer { close(fd) }
+                    var info = stat()
+                    guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+                    try sync(fd, path: path + "/" + name)
+                }
+                try sync(directory.fd, path: path)
+            }
+        } catch let failure as Failure where failure.isMissing {}
     }
 
     /// `sync` of the file or directory at `path`, never a link there (nor

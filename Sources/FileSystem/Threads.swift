@@ -14,7 +14,7 @@ public enum Threads {
         var thread = pthread_t()
         let code = pthread_create(&thread, nil, { context in
             let job = Unmanaged<Job>.fromOpaque(context!).takeRetainedValue()
-            larder_name_thread(job.name)
+            Threads.nameThisThread(job.name)
             job.body()
             return nil
         }, box)
@@ -23,6 +23,23 @@ public enum Threads {
             fatalError("cannot start thread \(name): \(String(cString: strerror(code)))")
         }
         pthread_detach(thread)
+    }
+
+    /// Names the calling thread (prctl); portable: left unnamed, a name
+    /// being only for debuggers (Darwin: pthread_setname_np, docs/macos.md).
+    static func nameThisThread(_ name: String) {
+        if Syscalls.portable { return }
+        larder_name_thread(name)
+    }
+
+    /// Lowers the calling thread for good to nice 19 and SCHED_IDLE; where
+    /// either is refused, it stays as it was. Portable: no such hint for
+    /// one thread in POSIX, so none (Darwin: the background QoS class,
+    /// docs/macos.md).
+    static func yieldToOthersForGood() {
+        if Syscalls.portable { return }
+        setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(larder_thread_id()), 19)
+        _ = larder_thread_idle()
     }
 
     /// Sleeps the calling thread for `milliseconds`, however many signals arrive meanwhile.
@@ -131,8 +148,7 @@ public final class YieldingQueue: Sendable {
     public init(name: String) {
         let shared = self.shared
         Threads.start(name) {
-            setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(larder_thread_id()), 19)
-            _ = larder_thread_idle()
+            Threads.yieldToOthersForGood()
             shared.condition.lock()
             defer { shared.condition.unlock() }
             while true {

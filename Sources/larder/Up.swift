@@ -73,7 +73,7 @@ struct Up: ParsableCommand {
         }
         let served = pids.isEmpty ? [getppid()] : pids
         if let gone = served.first(where: { !Processes.isRunning($0) }) { throw SharedRun.Refusal("no process \(gone) runs to serve") }
-        let binary = FileSystem.realPath("/proc/self/exe")
+        let binary = Processes.executablePath()
         let temporaries = (environment["TMPDIR"].flatMap { $0.isEmpty ? nil : [$0] } ?? []) + ["/tmp"]
         // The fixtures folder is in the key as resolved, however it was named.
         let settings = Up.removing("--fixtures", from: options.settings)

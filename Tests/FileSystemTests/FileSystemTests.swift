@@ -20,6 +20,13 @@ final class FileSystemTests: XCTestCase {
 
     func write(_ path: String, _ text: String = "x") throws { try FileSystem.writeFile(Array(text.utf8), to: path) }
 
+    /// Linux's own calls for the rest of the test, however the run was started (`LARDER_PORTABLE_SYSCALLS`).
+    func forcingLinuxCalls() {
+        let was = Syscalls.portable
+        Syscalls.portable = false
+        addTeardownBlock { Syscalls.portable = was }
+    }
+
     /// A FIFO (or a device) where a plain file is expected is refused at
     /// once by every read and copy, never waited on for a writer.
     func testAFIFOInPlaceOfAFileIsRefusedAtOnce() throws {
@@ -162,6 +169,7 @@ final class FileSystemTests: XCTestCase {
     }
 
     func testAYieldingQueueRunsInOrderAtNice19OnAThreadThatEndsWithIt() throws {
+        forcingLinuxCalls() // Linux's scheduling hints and thread names; the portable ways: PortableSyscallsTests
         let ran = Mutex<[String]>([])
         var queue: YieldingQueue? = YieldingQueue(name: "larder-fs-test")
         queue!.async(afterMilliseconds: 50) { ran.withLock { $0.append("late") } }
@@ -216,6 +224,7 @@ final class FileSystemTests: XCTestCase {
     }
 
     func testAProcessIsKnownByItsStartTimeAndAnEndedOneIsNotRunning() throws {
+        forcingLinuxCalls() // /proc's start times; the portable ways: PortableSyscallsTests
         let mine = try XCTUnwrap(Processes.startTime(getpid()))
         XCTAssertTrue(Processes.isRunning(getpid(), startTime: mine))
         // The same number with another start time is another process.
@@ -236,6 +245,7 @@ final class FileSystemTests: XCTestCase {
     /// subdirectories churn is marked to spread them (`chattr +T`), and
     /// only there (elsewhere the flag costs and buys nothing).
     func testOnlyExt4WithoutAJournalSpreadsAChurningDirectory() throws {
+        forcingLinuxCalls() // ext4's flags; the portable ways: PortableSyscallsTests
         let directory = scratch + "/churn"
         try FileSystem.makeDirectory(directory)
         let withoutJournal = FileSystem.skipsRecentlyFreedInodes(directory)
@@ -286,6 +296,7 @@ final class FileSystemTests: XCTestCase {
     }
 
     func testAThreadRunsNamedAndAConditionWakesOrTimesOut() throws {
+        forcingLinuxCalls() // Linux's thread names; the portable ways: PortableSyscallsTests
         let condition = Condition()
         nonisolated(unsafe) var name = ""
         condition.lock()

@@ -274,7 +274,9 @@ final class StoreLifecycle: Sendable {
     /// Puts ready copies shelved without syncing on disk, files and renames, with one sync of the file system.
     func makeDurable(_ copies: [ReadyCopy]) throws {
         guard !copies.isEmpty else { return }
-        try storesSyncs.run { try FileSystem.syncFileSystem(storesDirectory.directory.fd, path: layout.stores) }
+        try storesSyncs.run {
+            try FileSystem.syncFileSystem(storesDirectory.directory.fd, path: layout.stores, covering: copies.map(\.directory))
+        }
     }
 
     /// Syncs the immutable file `source` (a template cache entry, a build)
