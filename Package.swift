@@ -70,7 +70,7 @@ let package = Package(
         .testTarget(name: "TextTests", dependencies: ["Text"]),
         // The repository's own rules: licence headers, what each module imports.
         .testTarget(name: "RepositoryTests"),
-        .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "MicroHTTP", "LarderCore", "SQLite", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "LarderServerTests", dependencies: ["LarderServer", "MicroHTTP", "LarderCore", "Platform", "SQLite", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "LarderClientTests", dependencies: ["LarderClient", "LarderXCTest", "SQLite", "TestSupport",
                                                              .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "EndToEndTests", dependencies: ["LarderServer", "LarderCore", "SQLite", "Digest", "FileSystem", "TestSupport"]),

@@ -17,12 +17,13 @@
 typedef struct larder_mhd_settings {
     const char *host;            /* numeric IPv4 or IPv6 address */
     uint16_t port;               /* 0 = any free port */
-    unsigned int threads;        /* epoll thread pool size */
+    unsigned int threads;        /* thread pool size */
     unsigned int connection_limit;
     unsigned int connection_timeout_seconds;
     size_t connection_memory_limit;
     unsigned int listen_backlog;
     unsigned int per_ip_connection_limit; /* 0 = no limit */
+    int portable;                /* poll(2) rather than Linux's epoll (Syscalls.portable) */
 } larder_mhd_settings;
 
 /* Decodes %XX escapes in place, except %00: a NUL would cut the path short
@@ -56,7 +57,8 @@ static inline struct MHD_Daemon *larder_mhd_start(const larder_mhd_settings *s,
     struct sockaddr *addr;
     /* No MHD_USE_ERROR_LOG: its lines (a client gone mid-answer, a bind that
        failed) reach standard error unformatted; the server says what matters. */
-    unsigned int flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO;
+    unsigned int flags = (s->portable ? MHD_USE_POLL_INTERNAL_THREAD : MHD_USE_EPOLL_INTERNAL_THREAD)
+                         | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO;
     memset(&v4, 0, sizeof v4);
     memset(&v6, 0, sizeof v6);
     if (inet_pton(AF_INET, s->host, &v4.sin_addr) == 1) {

@@ -34,7 +34,15 @@ public final class LarderApp: Sendable {
         settings.headerTimeoutSeconds = configuration.headerTimeoutSeconds
         // On loopback every client has the same address.
         settings.connectionsPerAddress = configuration.listensOnLoopbackOnly ? 0 : configuration.connectionsPerAddress
-        if configuration.ownUserOnly { settings.peerUsers = [FileSystem.userID, 0] }
+        if configuration.ownUserOnly, PeerUser.isAvailable {
+            settings.peerUsers = [FileSystem.userID, 0]
+        } else if configuration.ownUserOnly {
+            // Refusing every connection would leave `larder up` no use; serving
+            // them all must not pass unsaid.
+            context.logger.warning("""
+                this system cannot tell which user a loopback connection comes from (only Linux can):                 every user of this machine can reach this server
+                """)
+        }
         let router = Router(server: context)
         server = Server(settings: settings, handler: { request in router.route(request) }, refuse: { errorResponse(LarderError(refusal: $0)) })
         let logger = context.logger

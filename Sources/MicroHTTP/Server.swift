@@ -3,6 +3,7 @@ import CMicroHTTPD
 import Dispatch
 import FileSystem
 import FoundationEssentials
+import Platform
 import Synchronization
 
 /// An HTTP/1.1 server on libmicrohttpd: its request threads (an epoll thread pool) answer requests;
@@ -79,6 +80,8 @@ public final class Server: @unchecked Sendable {
             s.connection_memory_limit = settings.connectionMemoryLimit
             s.listen_backlog = 1024
             s.per_ip_connection_limit = UInt32(settings.connectionsPerAddress)
+            // epoll is Linux's; libmicrohttpd's poll(2) mode is its portable one (what it offers on Darwin).
+            s.portable = Syscalls.portable ? 1 : 0
             let me = Unmanaged.passUnretained(self).toOpaque()
             return larder_mhd_start(&s, accessHandler, me, requestCompleted, me, connectionNotify, me)
         }

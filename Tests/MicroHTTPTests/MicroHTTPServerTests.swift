@@ -158,6 +158,7 @@ final class MicroHTTPServerTests: XCTestCase {
     /// `peerUsers`: a connection from a process of a user not named is
     /// answered 403 on every request, however it is sent; a named user's is served.
     func testOnlyThePeerUsersNamedAreServed() throws {
+        forcingLinuxCalls() // the kernel tells the peer's user: Linux's sock_diag
         let me = getuid()
         try withServer({ $0.peerUsers = [me] }, handler: { _ in .now(Response(status: 200, contentType: "text/plain", bytes: Array("in".utf8))) }) { _, client in
             XCTAssertEqual(try client.exchange(Self.get("/x")).status, 200)
@@ -180,6 +181,7 @@ final class MicroHTTPServerTests: XCTestCase {
     /// other end agree, for IPv4 and IPv6; a descriptor that is no TCP
     /// connection has none.
     func testThePeersUserIsTheKernelsWordOnIt() throws {
+        forcingLinuxCalls()
         for family in [AF_INET, AF_INET6] {
             let listener = socket(family, Int32(SOCK_STREAM.rawValue), 0)
             defer { close(listener) }
@@ -213,6 +215,28 @@ final class MicroHTTPServerTests: XCTestCase {
         let file = open("/dev/null", O_RDONLY)
         defer { close(file) }
         XCTAssertNil(PeerUser.of(file))
+    }
+
+    /// With the portable calls no peer's user is told, so a server that
+    /// names its users refuses every connection, saying why (a LarderApp
+    /// does not name them there: LarderAppTests).
+    func testWithThePortableCallsNoPeersUserIsToldAndEveryConnectionIsRefused() throws {
+        try Syscalls.forcing(portable: true) {
+            XCTAssertFalse(PeerUser.isAvailable)
+            try withServer({ $0.peerUsers = [getuid()] }, handler: { _ in .now(Response(status: 200, contentType: "text/plain", bytes: Array("in".utf8))) }) { _, client in
+                let answer = try client.exchange(Self.get("/x"))
+                XCTAssertEqual(answer.status, 403, answer.text)
+                XCTAssertTrue(answer.text.contains("otherUser(uid: nil)"), answer.text)
+            }
+        }
+        XCTAssertEqual(Syscalls.forcing(portable: false) { PeerUser.isAvailable }, true)
+    }
+
+    /// Linux's own calls for the rest of the test, however the run was started (`LARDER_PORTABLE_SYSCALLS`).
+    func forcingLinuxCalls() {
+        let was = Syscalls.portable
+        Syscalls.portable = false
+        addTeardownBlock { Syscalls.portable = was }
     }
 
     /// A body past `LentBytes.threshold` is lent to MHD rather than copied:
@@ -267,6 +291,12 @@ final class MicroHTTPServerTests: XCTestCase {
             while server.live.withLock({ !$0.suspended.isEmpty }) && Date() < deadline { usleep(1_000) }
             XCTAssertTrue(server.live.withLock { $0.suspended.isEmpty })
         }
+    }
+
+    /// The same with the portable calls (libmicrohttpd polling with poll(2),
+    /// a hangup read as the end of the stream), whichever way the run was started.
+    func testAClientThatLeavesIsSeenAtOnceWithThePortableCallsToo() throws {
+        try Syscalls.forcing(portable: true) { try testAClientThatLeavesASuspendedRequestIsSeenAtOnce() }
     }
 
     func testAnAnsweredRequestIsNoLongerWatched() throws {
