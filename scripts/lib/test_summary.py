@@ -47,19 +47,27 @@ LINES = [
 
 # XCTest's summary: "Executed 249 tests, with 5 tests skipped and 0 failures", repeated per suite.
 XCTEST = re.compile(r"Executed (\d+) tests?, with (?:(\d+) tests? skipped and )?(\d+) failures?")
+# The line before a run's own total.
+XCTEST_RUN = re.compile(r"^Test Suite '(?:All tests|Selected tests)' (?:passed|failed) at ")
 
 
 def counts(text):
     """(passed, failed) as the runners in `text` report them."""
     passed = failed = 0
-    # XCTest repeats its bundle total: the largest "Executed" line is the bundle's.
-    executed = [m for m in map(XCTEST.search, text.splitlines()) if m]
-    if executed:
-        whole = max(executed, key=lambda m: int(m.group(1)))
+    lines = text.splitlines()
+    # XCTest repeats its bundle total: each run's is the line after its
+    # top suite ends (a stage may run the suite twice: swift's, with and
+    # without the portable calls); else the largest "Executed" line.
+    runs = [XCTEST.search(lines[i + 1]) for i, line in enumerate(lines[:-1]) if XCTEST_RUN.search(line)]
+    runs = [m for m in runs if m]
+    if not runs:
+        executed = [m for m in map(XCTEST.search, lines) if m]
+        runs = [max(executed, key=lambda m: int(m.group(1)))] if executed else []
+    for whole in runs:
         failures = int(whole.group(3))
         passed += int(whole.group(1)) - int(whole.group(2) or 0) - failures
         failed += failures
-    for line in text.splitlines():
+    for line in lines:
         for pattern, adds in LINES:
             m = pattern.search(line)
             if m:
