@@ -40,7 +40,8 @@ public final class LarderApp: Sendable {
             // Refusing every connection would leave `larder up` no use; serving
             // them all must not pass unsaid.
             context.logger.warning("""
-                this system cannot tell which user a loopback connection comes from (only Linux can):                 every user of this machine can reach this server
+                this system cannot tell which user a loopback connection comes from (only Linux can): \
+                every user of this machine can reach this server
                 """)
         }
         let router = Router(server: context)
