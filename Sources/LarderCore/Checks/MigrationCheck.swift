@@ -178,8 +178,13 @@ public struct MigrationCheck: Sendable {
         defer { if snapshot.wal != nil { removeDatabase(base) } }
         if let note = snapshot.missingWAL { result.notes.append(note) }
         do {
-            try snapshot.copy(to: path)
-            if snapshot.wal != nil { try snapshot.copy(to: base) }
+            if snapshot.wal != nil {
+                // The WAL applied once: the base is that copy, the migrated one a copy of it.
+                try snapshot.copy(to: base)
+                try FileSystem.copyFile(from: base, to: path)
+            } else {
+                try snapshot.copy(to: path)
+            }
             let db = try Connection(path: path, mode: .readWrite, uri: true)
             if try CoreData.isStore(db) {
                 fail(CoreData.notMigratedHere(snapshot.name, template: t.name))

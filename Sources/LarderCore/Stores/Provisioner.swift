@@ -295,10 +295,7 @@ public final class Provisioner: Sendable {
         case (nil, .bytes(let bytes)): (head, size) = (Array(bytes.prefix(100)), bytes.count)
         case (nil, .file(let path, let count)): (head, size) = (try FileSystem.readPrefix(path, count: 100), count)
         }
-        guard size >= 100, head.starts(with: Array("SQLite format 3\0".utf8)) else {
-            throw LarderError.badRequest("the upload is not a SQLite database (no 'SQLite format 3' header)", reason: .notADatabase,
-                                         details: [("bytes", .int(Int64(size)))])
-        }
+        try UploadedDatabase.checkHeader(head, size: Int64(size))
         return try registry.create(label: label, ttlSeconds: ttlSeconds, expectedBytes: Int64(size)) { path in
             switch (unpacked, upload) { // the staging directory is invisible
             case (let unpacked?, _): try FileSystem.move(unpacked.path, to: path)
@@ -308,8 +305,7 @@ public final class Provisioner: Sendable {
             do {
                 try Connection.validate(path: path)
             } catch let error as SQLiteError {
-                throw LarderError.badRequest("the upload is not a usable SQLite database: \(error.message)", reason: .notADatabase,
-                                             details: [("sqlite_code", .int(Int64(error.code))), ("sqlite_message", .string(error.message))])
+                throw UploadedDatabase.refusal(error.message, error)
             }
             // What an upload holds (triggers on the bookkeeping tables, views)
             // is the client's: hardened and time-limited like its SQL.

@@ -97,8 +97,12 @@ final class UploadedDatabase {
     }
 
     private static func checkHeader(_ path: String) throws {
-        let size = FileSystem.size(path)
-        guard size >= 100, try FileSystem.readPrefix(path, count: 16) == Array("SQLite format 3\0".utf8) else {
+        try checkHeader(try FileSystem.readPrefix(path, count: 100), size: FileSystem.size(path))
+    }
+
+    /// Refuses a body of `size` bytes whose first bytes `head` are not a SQLite database's header.
+    static func checkHeader(_ head: [UInt8], size: Int64) throws {
+        guard size >= 100, head.starts(with: Array("SQLite format 3\0".utf8)) else {
             throw LarderError.badRequest("the upload is not a SQLite database (no 'SQLite format 3' header)", reason: .notADatabase,
                                          details: [("bytes", .int(size))])
         }
@@ -113,7 +117,8 @@ final class UploadedDatabase {
         }
     }
 
-    private static func refusal(_ message: String, _ error: SQLiteError) -> LarderError {
+    /// An upload SQLite cannot use, in the contract's words.
+    static func refusal(_ message: String, _ error: SQLiteError) -> LarderError {
         LarderError.badRequest("the upload is not a usable SQLite database: \(message)", reason: .notADatabase,
                                details: [("sqlite_code", .int(Int64(error.code))), ("sqlite_message", .string(error.message))])
     }

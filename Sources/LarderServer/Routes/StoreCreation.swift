@@ -69,8 +69,14 @@ enum StoreCreation {
         // told otherwise; an empty `version=` keeps the upload as it is.
         let version = request.queryValue("version").map { $0.isEmpty ? nil : $0 } ?? (template == nil ? nil : "latest")
         let ttl = try request.queryInt("ttl_seconds", in: StoreRecord.ttlSeconds)
-        let spooled = request.bodyFile
-        let upload: Provisioner.Upload = spooled.map { .file(path: $0.path, size: $0.size) } ?? .bytes(request.body)
+        let (upload, spooled) = rawBody(request)
         return (.upload(upload, format, spooled: spooled, template: template, version: version), request.queryValue("label"), ttl)
+    }
+
+    /// A raw body as an upload: in memory, or the file it was spooled to
+    /// (which the caller keeps alive until the store has it).
+    static func rawBody(_ request: Request) -> (Provisioner.Upload, spooled: SpooledBody?) {
+        let spooled = request.bodyFile
+        return (spooled.map { .file(path: $0.path, size: $0.size) } ?? .bytes(request.body), spooled)
     }
 }

@@ -141,8 +141,7 @@ enum StoreRoutes {
                               details: [("content_type", JSONValue(request.mediaType))])
         }
         guard request.hasBody else { throw LarderError.badRequest("the body is the database to check in; it is empty", reason: .notADatabase) }
-        let spooled = request.bodyFile
-        let upload: Provisioner.Upload = spooled.map { .file(path: $0.path, size: $0.size) } ?? .bytes(request.body)
+        let (upload, spooled) = StoreCreation.rawBody(request)
         return .later {
             // The spooled file is kept alive by this closure until the store has it.
             let store = try withExtendedLifetime(spooled) {
