@@ -214,12 +214,7 @@ class RemoteTest {
         env.put("LARDER_RUN", run);
         env.put("LARDER_ARTIFACTS", artifacts.toString());
         env.put("LARDER_SAMPLE_IDS", ids.toString());
-        List<String> cmd = SampleRun.command(List.of(), SampleRun.client() + File.pathSeparator + SampleRun.samples(),
-                "dev.larder.sample.SampleRemoteTest");
-        Process p = SampleRun.start(cmd, work, env, output);
-        SampleRun.finish(p, 60, output);
-        String out = Files.readString(output);
-        assertEquals(1, p.exitValue(), out);
+        String out = runRemoteSample(work, env, output);
         assertTrue(out.contains("1 tests successful"), out);
         assertTrue(out.contains("2 tests failed"), out);
 
@@ -303,12 +298,7 @@ class RemoteTest {
         env.put("LARDER_URL", server.url);
         env.put("LARDER_MODE", "sometimes");
         env.put("LARDER_SAMPLE_IDS", Files.createDirectories(work.resolve("ids")).toString());
-        List<String> cmd = SampleRun.command(List.of(), SampleRun.client() + File.pathSeparator + SampleRun.samples(),
-                "dev.larder.sample.SampleRemoteTest");
-        Process p = SampleRun.start(cmd, work, env, output);
-        SampleRun.finish(p, 60, output);
-        String out = Files.readString(output);
-        assertEquals(1, p.exitValue(), out);
+        String out = runRemoteSample(work, env, output);
         assertTrue(out.contains("3 tests failed"), out);
         assertTrue(out.contains("LARDER_MODE is 'sometimes': it must be 'remote' or 'local'"), out);
     }
@@ -342,5 +332,16 @@ class RemoteTest {
                 URI.create(server.url + "/stores?label_prefix=" + URLEncoder.encode(prefix, StandardCharsets.UTF_8))).DELETE().build(),
                 HttpResponse.BodyHandlers.ofString());
         assertEquals(200, r.statusCode(), r.body());
+    }
+
+    /** Runs SampleRemoteTest in a JVM of its own with `env`, which must exit 1 (some of its tests fail on purpose); answers its output. */
+    private static String runRemoteSample(Path work, Map<String, String> env, Path output) throws Exception {
+        List<String> cmd = SampleRun.command(List.of(), SampleRun.client() + File.pathSeparator + SampleRun.samples(),
+                "dev.larder.sample.SampleRemoteTest");
+        Process p = SampleRun.start(cmd, work, env, output);
+        SampleRun.finish(p, 60, output);
+        String out = Files.readString(output);
+        assertEquals(1, p.exitValue(), out);
+        return out;
     }
 }
