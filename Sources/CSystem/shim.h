@@ -36,6 +36,14 @@ static inline long larder_copy_file_range_at(int in, long long *offset, int out,
     return n;
 }
 
+/* The whole file `in` as the contents of `out` sharing its blocks
+   (FICLONE: a reflink on XFS, btrfs, bcachefs, overlayfs over those): no
+   data moves, and each copy's later writes go to blocks of its own. 0 on
+   success, else the errno (EOPNOTSUPP, EXDEV, ... where it cannot). */
+static inline int larder_clone_file(int in, int out) {
+    return ioctl(out, FICLONE, in) == 0 ? 0 : errno;
+}
+
 /* renameat2(2) with RENAME_NOREPLACE (glibc declares it only under
    _GNU_SOURCE): fails with EEXIST rather than replace the target. */
 static inline int larder_rename_noreplace(const char *from, const char *to) {

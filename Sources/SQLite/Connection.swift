@@ -198,6 +198,15 @@ public final class Connection: @unchecked Sendable {
         }
     }
 
+    /// Runs `body` without waiting for another connection's lock: one held
+    /// elsewhere is `SQLITE_BUSY` at once.
+    public func withoutWaiting<T>(_ body: () throws -> T) rethrows -> T {
+        let was = guardState.busyTimeoutNanos
+        guardState.busyTimeoutNanos = 0
+        defer { guardState.busyTimeoutNanos = was }
+        return try body()
+    }
+
     /// Copies the whole database to a new file at `path` with the online backup
     /// API: a consistent snapshot even while other connections write. The
     /// copy is a scratch file: written without a journal or fsync.

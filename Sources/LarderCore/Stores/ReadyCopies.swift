@@ -7,7 +7,10 @@ import Synchronization
 /// /stores` writes a record instead of copying a file: made in the background,
 /// handed out one per request, refilled in batches once half of a key's are
 /// handed out. Bounded per key (`--ready-copies`), in keys (the most recently
-/// used stay stocked) and in bytes (the template cache's budget again). A key is the cache key, a
+/// used stay stocked) and, on a root whose copies do not share blocks, in
+/// bytes (the template cache's budget again) and by the file system's free
+/// room: there a copy is every byte, and a large template's must not fill a
+/// runner's disk with copies nobody asked for. A key is the cache key, a
 /// hash of the template's files: after a change, requests name a new key
 /// and copies of the old one are never handed out. Invisible to listings
 /// until handed out, but counted against the disk quota: made only into
@@ -25,6 +28,8 @@ public final class ReadyCopies: Sendable {
     let perKey: Int
     let maxKeys: Int
     let maxBytes: Int64
+    /// Copies share their blocks with the cache's file: they take no room.
+    let sharingBlocks: Bool
     private let lifecycle: StoreLifecycle
     private var ledger: DiskLedger { lifecycle.ledger }
     /// Copies ahead give way to the requests: when they cannot keep up, a
@@ -45,11 +50,12 @@ public final class ReadyCopies: Sendable {
     }
     private let state = Mutex(State())
 
-    init(lifecycle: StoreLifecycle, perKey: Int, maxKeys: Int = 8, maxBytes: Int64) {
+    init(lifecycle: StoreLifecycle, perKey: Int, maxKeys: Int = 8, maxBytes: Int64, sharingBlocks: Bool = false) {
         self.lifecycle = lifecycle
         self.perKey = perKey
         self.maxKeys = maxKeys
         self.maxBytes = maxBytes
+        self.sharingBlocks = sharingBlocks
     }
 
     /// Room left on the file system below which no copy is made ahead: a
@@ -65,7 +71,12 @@ public final class ReadyCopies: Sendable {
     private func hasRoom(for size: Int64, free: Int64?) -> Bool {
         guard ledger.hasRoom(for: 2 * size) else { return false }
         guard let free else { return true }
-        return free - size >= max(ReadyCopies.spareBytes, size)
+        return sharingBlocks ? free >= ReadyCopies.spareBytes : free - size >= max(ReadyCopies.spareBytes, size)
+    }
+
+    /// Whether `ready` bytes of copies leave room for one more of `size`.
+    private func withinBudget(_ ready: Int64, adding size: Int64) -> Bool {
+        sharingBlocks || ready + size <= maxBytes
     }
 
     /// Gives every copy's room back (removed at once, not through the
@@ -144,7 +155,7 @@ public final class ReadyCopies: Sendable {
             let readyBytes = ledger[.ready]
             let source = state.withLock { s -> TemplateCache.Entry? in
                 guard var shelf = s.shelves[key] else { return nil }
-                guard shelf.copies.count + made.count < perKey, readyBytes + shelf.entry.size <= maxBytes, room else {
+                guard shelf.copies.count + made.count < perKey, withinBudget(readyBytes, adding: shelf.entry.size), room else {
                     shelf.filling = false
                     s.shelves[key] = shelf
                     return nil
@@ -156,7 +167,7 @@ public final class ReadyCopies: Sendable {
                 state.withLock { $0.shelves[key]?.filling = false }
                 return
             }
-            free = free.map { $0 - copy.bytes }
+            if !sharingBlocks { free = free.map { $0 - copy.bytes } }
             made.append(copy)
             if made.count >= ReadyCopies.batch { shelve(&made, key) }
         }

@@ -53,6 +53,8 @@ public final class StoreRegistry: Sendable {
     var trash: Trash { lifecycle.trash }
     /// Copies of recently used template entries made ahead of the requests.
     public let readyCopies: ReadyCopies
+    /// What the root's file system is and whether its copies share blocks.
+    public let storage: Storage
     /// What acknowledged survives a power cut: a store's files are on disk
     /// before it enters `stores/`, and its journal line and the rename into
     /// (or out of) `stores/` before the answer. Off with `--sync off` and on tmpfs.
@@ -99,7 +101,8 @@ public final class StoreRegistry: Sendable {
                                        synced: configuration.sync != "off" && !FileSystem.isVolatile(root))
         try lifecycle.recover()
         for shard in 0..<RootLayout.stagingShards { try FileSystem.makeDirectory(layout.staging(shard: shard)) }
-        readyCopies = ReadyCopies(lifecycle: lifecycle, perKey: perKey, maxBytes: configuration.cacheMaxBytes)
+        storage = Storage(layout: layout, cacheDirectory: configuration.cacheDirectory)
+        readyCopies = ReadyCopies(lifecycle: lifecycle, perKey: perKey, maxBytes: configuration.cacheMaxBytes, sharingBlocks: storage.sharesBlocks)
         if limits.maxDiskBytes > 0 {
             // SQLite's temporary files (a client query's sort) grow only into room the quota has.
             TemporaryFiles.budget { [ledger] bytes in ledger.hasRoom(for: bytes) }

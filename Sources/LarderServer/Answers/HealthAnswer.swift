@@ -9,6 +9,11 @@ enum HealthAnswer {
         ("templates", ["type": "integer", "minimum": 0,
                        "description": "Templates in the fixtures folder: 0 says the server has nothing to make stores from but uploads and builds."]),
         ("started_at", OpenAPI.time),
+        ("storage", OpenAPI.answer([
+            ("file_system", ["type": ["string", "null"], "description": "The root's file system: ext4, xfs, btrfs, tmpfs, overlay, ... (other: one not known; null: not asked)."]),
+            ("shares_blocks", ["type": "boolean",
+                               "description": "Copies of a store (hand-outs, ready copies, forks, bases, snapshots) share their blocks with what they copy (XFS with reflink, btrfs): any size in well under a millisecond, taking no room until written. False: every byte is copied, and ready copies are bounded by bytes and free room."]),
+        ])),
         ("cache", OpenAPI.answer([
             ("url", ["type": ["string", "null"], "description": "The fleet's bucket (--cache-url), never with credentials."]),
             ("read_only", OpenAPI.boolean),
@@ -21,6 +26,7 @@ enum HealthAnswer {
             "status": "ok", "version": .string(LarderVersion.current), "sqlite_version": .string(LarderVersion.sqlite),
             "stores": JSONValue(s.registry.count), "templates": JSONValue(s.catalog.names().count),
             "started_at": .string(s.startedAt.rfc3339),
+            "storage": ["file_system": JSONValue(s.registry.storage.fileSystem), "shares_blocks": .bool(s.registry.storage.sharesBlocks)],
             "cache": ["url": JSONValue(s.cache.fleet?.bucket.url.description), "read_only": .bool(s.cache.fleet?.readOnly ?? s.configuration.cacheReadOnly),
                       "artifacts_url": JSONValue(s.artifactUploads?.bucket.url.description)],
         ]

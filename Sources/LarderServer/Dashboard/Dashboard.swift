@@ -77,10 +77,17 @@ enum Dashboard {
     static func summary(_ s: ServerContext) -> HTML {
         HTML { h in
             h.element("p") { h in
-                h.text("Larder \(LarderVersion.current) · \(s.registry.count) live store(s) · started \(s.startedAt.rfc3339) · ")
+                h.text("Larder \(LarderVersion.current) · \(s.registry.count) live store(s) · started \(s.startedAt.rfc3339) · "
+                       + storage(s.registry.storage) + " · ")
                 h.raw("<a href=\"/openapi.json\">OpenAPI</a> · <a href=\"/metrics\">metrics</a> · <a href=\"/checks/page\">run migration checks</a>")
             }
         }
+    }
+
+    /// Whether the root's copies are free or cost every byte, in a few words.
+    static func storage(_ storage: Storage) -> String {
+        let system = storage.fileSystem.map { "root on \($0)" } ?? "root"
+        return system + (storage.sharesBlocks ? ": copies share blocks (no room, no time)" : ": copies are whole (every byte)")
     }
 
     static func templates(_ s: ServerContext) -> HTML {

@@ -42,6 +42,8 @@ enum ServiceRoutes {
             ("larder_template_builds_total", "Template databases built by this server (app builds finished through it included).", "counter", String(cache.built)),
             ("larder_template_cache_bytes", "Bytes the template cache's entries known to this server take.", "gauge", String(cache.bytes)),
             ("larder_build_waits", "Store requests waiting for an app-built template to finish.", "gauge", String(s.builds.waiting)),
+            ("larder_root_shares_blocks", "1 when copies under the root share blocks (XFS with reflink, btrfs), 0 when each copies every byte.",
+             "gauge", s.registry.storage.sharesBlocks ? "1" : "0"),
             ("larder_ready_copies", "Ready copies waiting to be handed out.", "gauge", String(ready.copies)),
             ("larder_ready_copy_bytes", "Bytes the ready copies take.", "gauge", String(ready.bytes)),
             ("larder_ready_copy_handouts_total", "Stores handed out from ready copies.", "counter", String(ready.handouts)),
