@@ -276,6 +276,37 @@ public enum FileSystem {
         return "\(info.st_size):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec):\(info.st_ctim.tv_sec).\(info.st_ctim.tv_nsec):\(info.st_ino)"
     }
 
+    /// What an SQLite database open as `fd` and its WAL `wal` hold, as far
+    /// as a commit must change it: the file's inode, size and times, its
+    /// header's change counter and page count (every rollback-journal commit
+    /// moves the counter), and the WAL's size, times and header (every WAL
+    /// commit appends a frame, and a WAL started again has new salts). An
+    /// empty WAL and none are the same. `fd` is only read at an offset, so
+    /// it may be SQLite's own (`Connection.databaseDescriptor`).
+    public static func databaseSignature(fd: Int32, wal: String) -> String? {
+        var info = stat()
+        var header = [UInt8](repeating: 0, count: 8)
+        guard fstat(fd, &info) == 0, header.withUnsafeMutableBytes({ pread(fd, $0.baseAddress, 8, 24) }) >= 0 else { return nil }
+        var text = "\(info.st_ino):\(info.st_size):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec):\(info.st_ctim.tv_sec).\(info.st_ctim.tv_nsec):"
+            + header.map { String($0, radix: 16) }.joined(separator: ".") + "|"
+        guard let log = try? openForReading(wal, followingLinks: false) else { return FileSystem.exists(wal) ? nil : text + "-" }
+        defer { close(log) }
+        var walHeader = [UInt8](repeating: 0, count: 32)
+        guard fstat(log, &info) == 0, walHeader.withUnsafeMutableBytes({ pread(log, $0.baseAddress, 32, 0) }) >= 0 else { return nil }
+        guard info.st_size > 0 else { return text + "-" }
+        text += "\(info.st_ino):\(info.st_size):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec):\(info.st_ctim.tv_sec).\(info.st_ctim.tv_nsec):"
+        return text + walHeader.map { String($0, radix: 16) }.joined(separator: ".")
+    }
+
+    /// `databaseSignature` of the database file `path`, which no SQLite
+    /// connection of this process may have open (closing a descriptor drops
+    /// the process's locks on the file).
+    public static func databaseSignature(path: String) -> String? {
+        guard let fd = try? openForReading(path, followingLinks: false) else { return nil }
+        defer { close(fd) }
+        return databaseSignature(fd: fd, wal: path + "-wal")
+    }
+
     /// Size, modification time and inode: changes whenever the file is written or replaced.
     public static func signature(_ path: String) -> String? {
         var info = stat()
@@ -429,6 +460,27 @@ public enum FileSystem {
     /// Sets the file's modification time to now (a recency mark other processes can read).
     public static func touch(_ path: String) {
         _ = utimensat(AT_FDCWD, path, nil, 0)
+    }
+
+    /// Sets the file's modification time a second back, never following a
+    /// link: any write after it then moves the time, however coarse the
+    /// kernel's clock (a `databaseSignature` taken just after a copy).
+    public static func backdate(_ path: String) {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        now.tv_sec -= 1
+        var times = [now, now]
+        _ = utimensat(AT_FDCWD, path, &times, AT_SYMLINK_NOFOLLOW)
+    }
+
+    /// Whether the file open as `fd` was last written at least `seconds`
+    /// ago: a write after now then surely moves its time (a kernel without
+    /// fine-grained timestamps keeps a clock tick of a few milliseconds).
+    public static func lastWritten(_ fd: Int32, atLeast seconds: Double) -> Bool {
+        var info = stat(), now = timespec()
+        guard fstat(fd, &info) == 0, clock_gettime(CLOCK_REALTIME, &now) == 0 else { return false }
+        let age = Double(now.tv_sec - info.st_mtim.tv_sec) + Double(now.tv_nsec - info.st_mtim.tv_nsec) / 1e9
+        return age >= seconds
     }
 
     /// The names in a directory, sorted; empty when it cannot be read.

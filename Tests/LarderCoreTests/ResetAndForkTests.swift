@@ -244,6 +244,49 @@ final class ResetAndForkTests: XCTestCase {
         XCTAssertGreaterThan(commits.withLock { $0 }, 60, "the source's test wrote while it was forked")
     }
 
+    /// A fork answers its source's counts without counting again while the
+    /// source is as they were read (a 1 GB store forked in a millisecond),
+    /// and counts again after any commit: in rollback-journal mode with the
+    /// file's size unchanged, in WAL mode with the connection held (its
+    /// frames still in the WAL) or closed (folded into the file), written
+    /// at once after the hand-out, within a clock tick of the copy.
+    func testAForkReusesItsSourcesCountsOnlyWhileNothingCommitted() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        func artworks(_ counts: [(String, Int64)]?) -> Int64? { Dictionary(uniqueKeysWithValues: counts ?? [])["artworks"] }
+        func fork(_ store: Store) throws -> Int64? {
+            let (fork, provenance) = try core.provisioner.createFork(of: store.id, fixtures: nil, label: nil, ttlSeconds: 60)
+            let copied = try count(Connection(path: fork.databasePath, mode: .readOnly), "artworks")
+            XCTAssertEqual(artworks(provenance.counts), copied, "the answer's counts are the copy's")
+            try core.registry.delete(fork.id)
+            return copied
+        }
+        let store = try core.store("gallery", fixtures: ["artists", "artworks"])
+        XCTAssertTrue(store.hasExactCounts, "a hand-out knows its counts")
+        XCTAssertEqual(try fork(store), 12)
+        XCTAssertEqual(try fork(store), 12)
+
+        // Written at once: the copy's time was set back, so this write moves it.
+        let rollback = try core.store("gallery", fixtures: ["artists", "artworks"])
+        let test = try Connection(path: rollback.databasePath, mode: .readWrite)
+        try test.execute("PRAGMA journal_mode=DELETE; DELETE FROM artworks WHERE id = (SELECT min(id) FROM artworks)")
+        XCTAssertEqual(try fork(rollback), 11)
+        try test.execute("DELETE FROM artworks WHERE id = (SELECT min(id) FROM artworks)")
+        XCTAssertEqual(try fork(rollback), 10, "the same size, another change counter")
+
+        let wal = try core.store("gallery", fixtures: ["artists", "artworks"])
+        var held: Connection? = try Connection(path: wal.databasePath, mode: .readWrite)
+        try held?.execute("DELETE FROM artworks WHERE id = (SELECT min(id) FROM artworks)")
+        XCTAssertEqual(try fork(wal), 11, "its frames in the WAL")
+        try held?.execute("DELETE FROM artworks WHERE id = (SELECT min(id) FROM artworks)")
+        held = nil
+        XCTAssertEqual(try fork(wal), 10, "folded into the file")
+        for round in 0..<20 {
+            try Connection(path: wal.databasePath, mode: .readWrite).execute("INSERT INTO artworks (title, artist_id) VALUES ('r\(round)', 1)")
+            XCTAssertEqual(try fork(wal), 11 + Int64(round), "round \(round)")
+        }
+    }
+
     /// A reset answers the base's counts without counting again, as long
     /// as the base is the file they were read from: a test that puts
     /// another database in its place gets that one's counts.

@@ -215,7 +215,12 @@ public final class ReadyCopies: Sendable {
             lifecycle.abandon(staged)
             throw error
         }
-        return try lifecycle.shelve(staged, bytes: bytes)
+        var copy = try lifecycle.shelve(staged, bytes: bytes)
+        // (No connection has it open yet.) Backdated: a test's write at once still changes it.
+        let database = copy.directory + "/" + Store.databaseName
+        FileSystem.backdate(database)
+        copy.signature = FileSystem.databaseSignature(path: database)
+        return copy
     }
 
     /// Waits until the refills asked for so far are done.

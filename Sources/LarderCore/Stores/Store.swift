@@ -30,6 +30,9 @@ public final class Store: Sendable {
         var active: [ObjectIdentifier: Connection] = [:]
         /// Row counts as Larder last read them (the test may have written since).
         var lastCounts: [(String, Int64)]?
+        /// The files' `FileSystem.databaseSignature` when `lastCounts` were
+        /// exact: while it is unchanged no commit came since, and they hold.
+        var countedSignature: String?
         /// The base's row counts, and the signature of the file they were read from.
         var baseCounts: (signature: String, counts: [(String, Int64)])?
     }
@@ -220,7 +223,26 @@ public final class Store: Sendable {
     }
 
     public func remember(counts: [(String, Int64)]) {
-        state.withLock { $0.lastCounts = counts }
+        state.withLock {
+            $0.lastCounts = counts
+            $0.countedSignature = nil
+        }
+    }
+
+    /// Remembers `counts`, exact while the files' signature is `signature`.
+    func remember(counts: [(String, Int64)], signature: String) {
+        state.withLock {
+            $0.lastCounts = counts
+            $0.countedSignature = signature
+        }
+    }
+
+    /// Whether the remembered counts are known exact for some state of the files.
+    var hasExactCounts: Bool { state.withLock { $0.countedSignature != nil } }
+
+    /// The counts remembered with `signature`, when that is the files' now.
+    func counts(unchangedSince signature: String?) -> [(String, Int64)]? {
+        state.withLock { s in signature != nil && s.countedSignature == signature ? s.lastCounts : nil }
     }
 
     var notFound: LarderError { LarderError(.storeNotFound, "no store with id '\(id)'", details: [("id", .string(id))]) }
@@ -453,18 +475,32 @@ extension Store {
     /// as it began and still is after the copies. An empty WAL then means
     /// the transaction reads the file alone (SQLite's read lock 0), which no
     /// checkpoint writes into while it is held, and that no commit came
-    /// after it. Otherwise nil: the copies must be counted themselves.
+    /// after it. They are exact too when the store had no WAL and the files'
+    /// signature is the same before the transaction and after the copies
+    /// (no commit came between), and then they are remembered with it: a
+    /// later copy of an unchanged store (a 1 GB one forked again and again)
+    /// is not counted again.
+    /// Otherwise nil: the copies must be counted themselves.
     @discardableResult
     func copyCommitted(to targets: String..., count: (@Sendable (Connection) throws -> [(String, Int64)])? = nil) throws -> [(String, Int64)]? {
         func removeAll() { targets.forEach(FileSystem.removeDatabase) }
         var exactCounts: [(String, Int64)]?
         do {
             try withKeptConnection { db in try tracking(db) {
+                let wal = databasePath + "-wal"
+                func signature() -> String? { db.databaseDescriptor().flatMap { FileSystem.databaseSignature(fd: $0, wal: wal) } }
+                // Only a file alone is known by its signature: a WAL may hold a
+                // commit whose writer has not yet published it to readers. A
+                // WAL nobody is using is folded into the file first (never waited for).
+                if count != nil, FileSystem.size(wal) > 0 { _ = try? db.withoutWaiting { try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") } }
+                // A file written within the clock's last tick could be written again with the same time.
+                let settled = db.databaseDescriptor().map { FileSystem.lastWritten($0, atLeast: 0.05) } ?? false
+                let before = count == nil ? nil : signature().flatMap { $0.hasSuffix("|-") ? $0 : nil }
+                let known = counts(unchangedSince: before)
                 try db.execute("BEGIN")
                 defer { try? db.execute("ROLLBACK") }
                 _ = try db.scalar("SELECT count(*) FROM sqlite_schema") // the read transaction starts here
-                let wal = databasePath + "-wal"
-                let count = FileSystem.size(wal) == 0 ? count : nil
+                let count = known == nil ? count : nil, walEmptyAtStart = FileSystem.size(wal) == 0
                 // Copied through SQLite's own descriptor: closing one of ours would drop its locks.
                 guard let source = db.databaseDescriptor() else {
                     throw LarderError(.badRequest, "store '\(id)': its store.sqlite was replaced while it was read; reset it or delete it",
@@ -487,11 +523,15 @@ extension Store {
                 // (As SQLite itself does, a -wal beside the file is read whatever
                 // the header says.) Copied once: every copy gets the same
                 // frames. An empty one holds nothing this transaction sees.
-                if FileSystem.size(wal) > 0 {
-                    try FileSystem.copyFile(from: wal, to: targets[0] + "-wal", followingLinks: false)
-                } else {
+                let walEmpty = FileSystem.size(wal) == 0
+                if !walEmpty { try FileSystem.copyFile(from: wal, to: targets[0] + "-wal", followingLinks: false) }
+                let unchanged = before != nil && signature() == before
+                if unchanged {
+                    exactCounts = known ?? counted.withLock { $0 }
+                } else if walEmptyAtStart && walEmpty {
                     exactCounts = counted.withLock { $0 }
                 }
+                if unchanged, settled, known == nil, let before, let exactCounts { remember(counts: exactCounts, signature: before) }
             } }
             if FileSystem.exists(targets[0] + "-wal") {
                 for target in targets.dropFirst() { try FileSystem.copyFile(from: targets[0] + "-wal", to: target + "-wal") }

@@ -57,6 +57,9 @@ struct ReadyCopy: Sendable {
     let bytes: Int64
     /// Its rename into `stores/`, for `StoreLifecycle.makeDurable(renamed:)`.
     let ticket: UInt64
+    /// Its database's `FileSystem.databaseSignature` as made: the template
+    /// entry's counts hold until it changes.
+    var signature: String?
 }
 
 /// The transitions of `StoreState`, each one function that says which
@@ -201,6 +204,9 @@ final class StoreLifecycle: Sendable {
                                  creation: .init(version: provenance.version, fixtures: provenance.fixtures, source: provenance.source),
                                  counts: provenance.counts)
         let store = store(record, basePending: basePending)
+        if case .ready(let copy) = entering, let counts = provenance.counts, let signature = copy.signature {
+            store.remember(counts: counts, signature: signature)
+        }
         var renamed: UInt64 = 0, size: Int64 = 0
         switch entering {
         case .staged(let staged, let bytes): size = bytes ?? Store.diskCost(of: staged.path)
