@@ -92,13 +92,12 @@ public enum FileSystem {
     }
 
     /// Makes the file open (for writing) as `output` hold what the file
-    /// `source` holds, in place (its inode stays), sharing `source`'s blocks.
-    /// false where the file system cannot, with `output` unchanged.
-    /// Portable: false.
-    public static func cloneInPlace(from source: String, into output: Int32) -> Bool {
+    /// open as `input` holds, in place (its inode stays), sharing `input`'s
+    /// blocks. False where the file system cannot (`output` is then
+    /// unchanged, or, after a clone that failed half way, to be written
+    /// whole again). Portable: false.
+    public static func cloneInPlace(from input: Int32, into output: Int32) -> Bool {
         if Syscalls.portable { return false }
-        guard let input = try? openForReading(source, followingLinks: false) else { return false }
-        defer { close(input) }
         var info = stat()
         guard fstat(input, &info) == 0, larder_clone_file(input, output) == 0 else { return false }
         return ftruncate(output, info.st_size) == 0

@@ -225,6 +225,33 @@ class SharedBlocks(unittest.TestCase):
         db.close()
         self.larder.call("DELETE", "/stores/" + store["id"])
 
+    def test_a_reset_never_clones_a_base_its_test_replaced_with_something_else(self):
+        store = self.larder.post("/stores", {"template": "big"})
+        base = os.path.join(os.path.dirname(store["path"]), "base.sqlite")
+        db = sqlite3.connect(store["path"], isolation_level=None)
+        db.execute("PRAGMA journal_mode=DELETE")
+        db.execute("DELETE FROM blobs WHERE id <= 10")
+        db.close()
+        os.remove(base)
+        with open(base, "wb") as f:
+            f.write(os.urandom(1 << 20))
+        status, answer, _ = self.larder.call("POST", "/stores/%s/reset" % store["id"])
+        self.assertGreaterEqual(status, 400, answer)
+        self.assertEqual(rows(store["path"]), ROWS - 10, "the store as it was")
+        # Another database, of another page size, in its place: reset to it, page by page.
+        os.remove(base)
+        other = sqlite3.connect(base)
+        other.execute("PRAGMA page_size=8192")
+        other.execute("CREATE TABLE blobs (id INTEGER PRIMARY KEY, body BLOB NOT NULL)")
+        other.execute("INSERT INTO blobs (body) VALUES (x'01')")
+        other.commit()
+        other.close()
+        status, answer, _ = self.larder.call("POST", "/stores/%s/reset" % store["id"])
+        self.assertEqual(status, 200, answer)
+        self.assertEqual(rows(store["path"]), 1)
+        self.assertEqual(sqlite3.connect(store["path"]).execute("PRAGMA integrity_check").fetchone()[0], "ok")
+        self.larder.call("DELETE", "/stores/" + store["id"])
+
 
 if __name__ == "__main__":
     run_tests("blocks")
