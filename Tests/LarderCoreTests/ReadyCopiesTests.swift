@@ -91,6 +91,26 @@ final class ReadyCopiesTests: XCTestCase {
         XCTAssertEqual(FileSystem.entries(registry.root + "/trash"), [])
     }
 
+    /// Where copies are whole, ready copies stay within the byte budget,
+    /// and an entry over half of it gets none; where they share blocks,
+    /// only the count bounds them.
+    func testWholeCopiesKeepTheByteBudgetAndLargeEntriesGetNone() throws {
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let entry = try core.provisioner.entry(try core.provisioner.plan({ var r = Provisioner.Request(); r.template = "gallery"; return r }()))
+        func stocked(maxBytes: Int64, sharing: Bool) -> Int {
+            let copies = ReadyCopies(lifecycle: core.registry.lifecycle, perKey: 8, maxBytes: maxBytes, sharingBlocks: sharing)
+            XCTAssertNil(copies.take(entry))
+            copies.drain()
+            defer { copies.yield() }
+            return copies.stats.copies
+        }
+        XCTAssertEqual(stocked(maxBytes: 1 << 30, sharing: false), 8)
+        XCTAssertEqual(stocked(maxBytes: 3 * entry.size + entry.size / 2, sharing: false), 3, "three fit the budget")
+        XCTAssertEqual(stocked(maxBytes: 2 * entry.size - 1, sharing: false), 0, "over half the budget: none")
+        XCTAssertEqual(stocked(maxBytes: 2 * entry.size - 1, sharing: true), 8, "shared blocks take no room")
+    }
+
     func testAtTheStoreLimitAHandOutIsRefusedAndItsCopyThrownAway() throws {
         let scratch = Scratch()
         let core = try CoreServices(scratch, readyCopies: 2) { $0.maxStores = 1 }

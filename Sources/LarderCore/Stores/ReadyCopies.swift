@@ -75,8 +75,12 @@ public final class ReadyCopies: Sendable {
     }
 
     /// Whether `ready` bytes of copies leave room for one more of `size`.
-    private func withinBudget(_ ready: Int64, adding size: Int64) -> Bool {
-        sharingBlocks || ready + size <= maxBytes
+    /// Where copies are whole, an entry over half the budget gets none:
+    /// one copy ahead of a large template cannot keep up with hand-outs,
+    /// and its refill would only double the disk's work beside each
+    /// request's own copy (a 1 GB template on ext4: 4 s a hand-out, not 0.8).
+    func withinBudget(_ ready: Int64, adding size: Int64) -> Bool {
+        sharingBlocks || (2 * size <= maxBytes && ready + size <= maxBytes)
     }
 
     /// Gives every copy's room back (removed at once, not through the

@@ -249,7 +249,7 @@ public struct Configuration: Sendable {
                   }),
         .int("ready-copies", \.readyCopies, 0...1024,
              "Ready copies kept per recently used template entry (the 8 latest), made in the background so POST /stores only writes a record (0: none). "
-                 + "Where copies are whole, their bytes also stay within --cache-max-bytes and the file system's free room; where they share blocks (GET /health), only this bounds them.")
+                 + "Where copies are whole, their bytes also stay within --cache-max-bytes (an entry over half of it gets none) and the file system's free room; where they share blocks (GET /health), only this bounds them.")
             .formerly("pool-size"),
         Setting(name: "store-mode", placeholder: "<octal>",
                 help: "Permission bits of store files, in octal; their -wal and -shm follow, and their directories get x wherever there is r (0660: 0770).",
