@@ -65,7 +65,12 @@ public final class Larder {
 
     private final String url;
     private final String token;
-    private final HttpClient http;
+    /** Made on first use (downloads, uploads, https): starting one costs a thread and many classes. */
+    private volatile HttpClient http;
+    /** The JSON calls to an {@code http://} server; null for https, which goes through {@link #http}. */
+    private final PlainHttp plain;
+    /** The URL's path ("" for none), before each request's path on a plain connection. */
+    private final String basePath;
     private final Duration requestTimeout;
     private final Mode mode;
 
@@ -104,11 +109,27 @@ public final class Larder {
         this.token = token == null || token.isBlank() ? null : token;
         this.requestTimeout = requestTimeout;
         this.mode = mode != null ? mode : Mode.fromEnvironment(u);
-        this.http = HttpClient.newBuilder()
-                .version(HttpClient.Version.HTTP_1_1)
-                .connectTimeout(Duration.ofSeconds(10))
-                .followRedirects(HttpClient.Redirect.NEVER)
-                .build();
+        this.plain = "http".equalsIgnoreCase(parsed.getScheme()) ? new PlainHttp(parsed) : null;
+        this.basePath = parsed.getRawPath() == null ? "" : parsed.getRawPath();
+    }
+
+    /** The {@code java.net.http} client, made the first time it is needed. */
+    private HttpClient http() {
+        HttpClient h = http;
+        if (h == null) {
+            synchronized (this) {
+                h = http;
+                if (h == null) {
+                    h = HttpClient.newBuilder()
+                            .version(HttpClient.Version.HTTP_1_1)
+                            .connectTimeout(Duration.ofSeconds(10))
+                            .followRedirects(HttpClient.Redirect.NEVER)
+                            .build();
+                    http = h;
+                }
+            }
+        }
+        return h;
     }
 
     /** A client of the server at {@code url}, without a token. */
@@ -225,9 +246,9 @@ public final class Larder {
         body.put("key", key);
         if (label != null) body.put("label", label);
         while (true) {
-            HttpResponse<String> response = sendJson("POST", "/builds", body, Duration.ZERO);
+            PlainHttp.Reply response = sendJson("POST", "/builds", body, Duration.ZERO);
             BuildInfo claimed = BuildInfo.from(Json.asObject(parse(response, "POST", "/builds"), "build"));
-            switch (response.statusCode()) {
+            switch (response.status()) {
                 case 200:
                     return key;
                 case 201:
@@ -237,8 +258,8 @@ public final class Larder {
                     if (awaitBuild(key, deadline, limit)) return key;
                     continue; // its builder failed: claim it again, perhaps to build it here
                 default:
-                    throw new LarderException(response.statusCode(), "bad_response",
-                            "POST /builds answered " + response.statusCode() + ", not 200, 201 or 202", Map.of());
+                    throw new LarderException(response.status(), "bad_response",
+                            "POST /builds answered " + response.status() + ", not 200, 201 or 202", Map.of());
             }
         }
     }
@@ -286,7 +307,7 @@ public final class Larder {
         HttpRequest.Builder request = request("POST", path, null, Duration.ZERO)
                 .header("Content-Type", "application/vnd.sqlite3")
                 .method("POST", body);
-        HttpResponse<String> response = send(request, HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8), "POST", path);
+        PlainHttp.Reply response = reply(send(request, HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8), "POST", path));
         return newStore(parse(response, "POST", path));
     }
 
@@ -310,9 +331,9 @@ public final class Larder {
         Objects.requireNonNull(against, "against");
         String path = storePath(storeId) + "/check";
         Map<String, Object> body = (options == null ? CheckOptions.create() : options).toJson(against);
-        HttpResponse<String> response = sendJson("POST", path, body, Duration.ZERO);
+        PlainHttp.Reply response = sendJson("POST", path, body, Duration.ZERO);
         Object answer;
-        if (response.statusCode() == 422) {
+        if (response.status() == 422) {
             try {
                 answer = Json.parse(response.body());
             } catch (Json.JsonException e) {
@@ -470,11 +491,11 @@ public final class Larder {
         }
         String path = buildPath(key) + "/finish";
         for (int attempt = 1; ; attempt++) {
-            HttpResponse<String> response;
+            PlainHttp.Reply response;
             try {
                 response = sendJson("POST", path, null, Duration.ZERO);
-                if (response.statusCode() == 409 && attempt < FINISH_ATTEMPTS) {
-                    pause(response.headers().firstValue("Retry-After").orElse(""), "POST " + path);
+                if (response.status() == 409 && attempt < FINISH_ATTEMPTS) {
+                    pause(response.retryAfter(), "POST " + path);
                     continue;
                 }
                 parse(response, "POST", path);
@@ -590,21 +611,43 @@ public final class Larder {
         return parse(sendJson(method, path, body, extraTimeout), method, path);
     }
 
-    /** One JSON request; answers the response, whatever its status. */
-    private HttpResponse<String> sendJson(String method, String path, Object body, Duration extraTimeout) {
-        return send(request(method, path, body, extraTimeout),
-                HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8), method, path);
+    /**
+     * One JSON request; answers the response, whatever its status. To an {@code http://} server it goes over
+     * {@link PlainHttp}'s kept-alive sockets, else through {@code java.net.http}.
+     */
+    private PlainHttp.Reply sendJson(String method, String path, Object body, Duration extraTimeout) {
+        if (plain == null) {
+            return reply(send(request(method, path, body, extraTimeout),
+                    HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8), method, path));
+        }
+        if (Thread.interrupted()) {
+            Thread.currentThread().interrupt();
+            throw new LarderException(0, "interrupted", method + " " + url + path + " was interrupted", Map.of());
+        }
+        StringBuilder headers = new StringBuilder("Accept: application/json\r\n");
+        if (token != null) headers.append("Authorization: Bearer ").append(token).append("\r\n");
+        try {
+            return plain.exchange(method, basePath + path, body == null ? null : Json.write(body).getBytes(StandardCharsets.UTF_8),
+                    body == null ? null : "application/json; charset=utf-8", headers.toString(), requestTimeout.plus(extraTimeout));
+        } catch (IOException e) {
+            throw new LarderException(0, "connection_failed",
+                    method + " " + url + path + " failed: " + e, Map.of(), e);
+        }
+    }
+
+    private static PlainHttp.Reply reply(HttpResponse<String> response) {
+        return new PlainHttp.Reply(response.statusCode(), response.body(), response.headers().firstValue("Retry-After").orElse(""));
     }
 
     /** The parsed body of a 2xx response (null for an empty one), or the server's error thrown. */
-    private static Object parse(HttpResponse<String> response, String method, String path) {
-        if (response.statusCode() / 100 != 2) throw error(response.statusCode(), response.body());
+    private static Object parse(PlainHttp.Reply response, String method, String path) {
+        if (response.status() / 100 != 2) throw error(response.status(), response.body());
         String text = response.body();
         if (text == null || text.isBlank()) return null;
         try {
             return Json.parse(text);
         } catch (Json.JsonException e) {
-            throw new LarderException(response.statusCode(), "bad_response",
+            throw new LarderException(response.status(), "bad_response",
                     method + " " + path + " answered something that is not JSON: " + e.getMessage(), Map.of(), e);
         }
     }
@@ -666,9 +709,9 @@ public final class Larder {
             HttpRequest.Builder request = request("PUT", path, null, Duration.ZERO).timeout(transferTimeout())
                     .header("Content-Type", contentType)
                     .method("PUT", body);
-            HttpResponse<String> response = send(request, HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8), "PUT", path);
-            if (response.statusCode() == 409 && attempt < FINISH_ATTEMPTS) {
-                pause(response.headers().firstValue("Retry-After").orElse(""), "PUT " + path);
+            PlainHttp.Reply response = reply(send(request, HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8), "PUT", path));
+            if (response.status() == 409 && attempt < FINISH_ATTEMPTS) {
+                pause(response.retryAfter(), "PUT " + path);
                 continue;
             }
             return parse(response, "PUT", path);
@@ -678,7 +721,7 @@ public final class Larder {
     private <T> HttpResponse<T> send(HttpRequest.Builder request, HttpResponse.BodyHandler<T> handler,
                                      String method, String path) {
         try {
-            return http.send(request.build(), handler);
+            return http().send(request.build(), handler);
         } catch (IOException e) {
             throw new LarderException(0, "connection_failed",
                     method + " " + url + path + " failed: " + e, Map.of(), e);

@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: Apache-2.0
+package dev.larder;
+
+import java.io.BufferedInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.EOFException;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.Locale;
+
+/**
+ * HTTP/1.1 over a plain {@link Socket}, for the JSON calls to an {@code http://} server: a test's create,
+ * relabel and delete. {@code java.net.http.HttpClient} hands every request to its selector thread and back,
+ * which on a busy 2-core machine cost about 2 ms a create + delete against 0.4 ms here (issue 48); the JVM
+ * also loads a fraction of the classes. Connections are kept alive and reused, one request at a time each;
+ * a request that finds its reused connection closed by the server (before any byte of the answer came) is
+ * sent once more on a new one. Thread-safe.
+ */
+final class PlainHttp {
+    /** The answer of one request: its status, its body as text, its {@code Retry-After} ("" when none). */
+    record Reply(int status, String body, String retryAfter) {}
+
+    /** How long an idle connection is reused; the server closes idle ones after its --connection-timeout-seconds (default 60). */
+    static final long IDLE_NANOS = Duration.ofSeconds(5).toNanos();
+
+    /** Idle connections kept at most; one more in use at once is opened, and closed after its request. */
+    static final int MAX_IDLE = 4;
+
+    private static final int CONNECT_TIMEOUT_MS = 10_000;
+
+    private final String host;
+    private final int port;
+    private final String hostHeader;
+    private final ArrayDeque<Connection> idle = new ArrayDeque<>(); // guarded by this
+
+    PlainHttp(URI base) {
+        this.host = base.getHost();
+        this.port = base.getPort() == -1 ? 80 : base.getPort();
+        String h = host.contains(":") && !host.startsWith("[") ? "[" + host + "]" : host;
+        this.hostHeader = base.getPort() == -1 ? h : h + ":" + port;
+    }
+
+    private static final class Connection {
+        final Socket socket;
+        final InputStream in;
+        final OutputStream out;
+        long idleSince;
+
+        Connection(Socket socket) throws IOException {
+            this.socket = socket;
+            this.in = new BufferedInputStream(socket.getInputStream(), 8192);
+            this.out = socket.getOutputStream();
+        }
+
+        void close() {
+            try {
+                socket.close();
+            } catch (IOException ignored) {
+                // gone either way
+            }
+        }
+    }
+
+    /**
+     * Sends {@code method target} with {@code body} (null: none) and its {@code contentType}; {@code headers}
+     * are more header lines, each ending in CRLF. Reads within {@code timeout} per read.
+     */
+    Reply exchange(String method, String target, byte[] body, String contentType, String headers, Duration timeout)
+            throws IOException {
+        StringBuilder head = new StringBuilder(160)
+                .append(method).append(' ').append(target).append(" HTTP/1.1\r\nHost: ").append(hostHeader).append("\r\n")
+                .append(headers);
+        if (contentType != null) head.append("Content-Type: ").append(contentType).append("\r\n");
+        head.append("Content-Length: ").append(body == null ? 0 : body.length).append("\r\n\r\n");
+        byte[] request = head.toString().getBytes(StandardCharsets.UTF_8);
+        int soTimeout = (int) Math.min(Integer.MAX_VALUE, Math.max(1, timeout.toMillis()));
+        while (true) {
+            Connection c = take();
+            boolean reused = c != null;
+            if (c == null) c = open();
+            boolean answered = false;
+            try {
+                c.socket.setSoTimeout(soTimeout);
+                c.out.write(request);
+                if (body != null && body.length > 0) c.out.write(body);
+                c.out.flush();
+                int first = c.in.read();
+                if (first < 0) throw new EOFException("the server closed the connection");
+                answered = true;
+                return read(c, first, method);
+            } catch (NumberFormatException e) {
+                c.close();
+                throw new IOException("an answer with a malformed number in its head: " + e.getMessage(), e);
+            } catch (IOException e) {
+                c.close();
+                // The server closed a kept-alive connection before it read this request: send it on a new one.
+                if (reused && !answered) continue;
+                throw e;
+            }
+        }
+    }
+
+    private Connection open() throws IOException {
+        Socket s = new Socket();
+        try {
+            s.setTcpNoDelay(true);
+            s.connect(new InetSocketAddress(host, port), CONNECT_TIMEOUT_MS);
+            return new Connection(s);
+        } catch (IOException e) {
+            s.close();
+            throw e;
+        }
+    }
+
+    private synchronized Connection take() {
+        long now = System.nanoTime();
+        while (!idle.isEmpty()) {
+            Connection c = idle.pollLast();
+            if (now - c.idleSince < IDLE_NANOS) return c;
+            c.close();
+        }
+        return null;
+    }
+
+    private void release(Connection c) {
+        c.idleSince = System.nanoTime();
+        synchronized (this) {
+            if (idle.size() < MAX_IDLE) {
+                idle.addLast(c);
+                return;
+            }
+        }
+        c.close();
+    }
+
+    /** The answer whose first byte is {@code first}; the connection goes back to the pool when it may be reused. */
+    private Reply read(Connection c, int first, String method) throws IOException {
+        while (true) {
+            String status = line(c.in, first);
+            first = -1;
+            // "HTTP/1.1 201 Created"
+            String[] parts = status.split(" ", 3);
+            if (parts.length < 2 || !parts[0].startsWith("HTTP/")) throw new IOException("not an HTTP answer: " + status);
+            int code;
+            try {
+                code = Integer.parseInt(parts[1]);
+            } catch (NumberFormatException e) {
+                throw new IOException("not an HTTP status line: " + status, e);
+            }
+            long length = -1;
+            boolean chunked = false;
+            boolean close = parts[0].equals("HTTP/1.0");
+            String retryAfter = "";
+            for (String h = line(c.in, -1); !h.isEmpty(); h = line(c.in, -1)) {
+                int colon = h.indexOf(':');
+                if (colon <= 0) continue;
+                String name = h.substring(0, colon).trim().toLowerCase(Locale.ROOT);
+                String value = h.substring(colon + 1).trim();
+                switch (name) {
+                    case "content-length" -> length = Long.parseLong(value);
+                    case "transfer-encoding" -> chunked = value.toLowerCase(Locale.ROOT).contains("chunked");
+                    case "connection" -> {
+                        String v = value.toLowerCase(Locale.ROOT);
+                        if (v.contains("close")) close = true;
+                        else if (v.contains("keep-alive")) close = false;
+                    }
+                    case "retry-after" -> retryAfter = value;
+                    default -> { }
+                }
+            }
+            if (code / 100 == 1) continue; // 100 Continue and the like: the answer follows
+            byte[] body;
+            if (method.equals("HEAD") || code == 204 || code == 304) {
+                body = new byte[0];
+            } else if (chunked) {
+                body = chunks(c.in);
+            } else if (length >= 0) {
+                if (length > Integer.MAX_VALUE - 8) throw new IOException("an answer of " + length + " bytes");
+                body = c.in.readNBytes((int) length);
+                if (body.length < length) throw new EOFException("the answer ended after " + body.length + " of " + length + " bytes");
+            } else {
+                body = c.in.readAllBytes(); // no length: the body ends with the connection
+                close = true;
+            }
+            if (close) c.close();
+            else release(c);
+            return new Reply(code, new String(body, StandardCharsets.UTF_8), retryAfter);
+        }
+    }
+
+    private static byte[] chunks(InputStream in) throws IOException {
+        ByteArrayOutputStream all = new ByteArrayOutputStream();
+        while (true) {
+            String size = line(in, -1);
+            int semicolon = size.indexOf(';');
+            long n = Long.parseLong((semicolon < 0 ? size : size.substring(0, semicolon)).trim(), 16);
+            if (n == 0) {
+                while (!line(in, -1).isEmpty()) { /* trailers */ }
+                return all.toByteArray();
+            }
+            if (n > Integer.MAX_VALUE - 8 - all.size()) throw new IOException("an answer too large");
+            byte[] chunk = in.readNBytes((int) n);
+            if (chunk.length < n) throw new EOFException("the answer ended inside a chunk");
+            all.write(chunk);
+            if (!line(in, -1).isEmpty()) throw new IOException("a chunk not followed by CRLF");
+        }
+    }
+
+    /** One header line without its CRLF ({@code first}: its first byte, already read, or -1). */
+    private static String line(InputStream in, int first) throws IOException {
+        StringBuilder sb = new StringBuilder(64);
+        int b = first >= 0 ? first : in.read();
+        while (b != '\n') {
+            if (b < 0) throw new EOFException("the answer ended inside its headers");
+            if (b != '\r') sb.append((char) b);
+            if (sb.length() > 65_536) throw new IOException("a header line over 64 KiB");
+            b = in.read();
+        }
+        return sb.toString();
+    }
+}
