@@ -635,6 +635,87 @@ public final class Larder {
         }
     }
 
+    /**
+     * A JSON request sent now whose answer is read later, by {@link Deferred#answer}: to an {@code http://}
+     * server the request is written on a connection of its own and this call returns; to an https one it is made
+     * now. For {@link TestStores}: the server works while the test runs, and no thread is handed anything.
+     */
+    Deferred send(String method, String path, Object body, Duration extraTimeout) {
+        if (plain == null || Thread.currentThread().isInterrupted()) {
+            Deferred d = new Deferred(method, path, null);
+            try {
+                d.result = call(method, path, body, extraTimeout);
+            } catch (LarderException e) {
+                d.failure = e;
+            }
+            return d;
+        }
+        StringBuilder headers = new StringBuilder("Accept: application/json\r\n");
+        if (token != null) headers.append("Authorization: Bearer ").append(token).append("\r\n");
+        try {
+            return new Deferred(method, path, plain.start(method, basePath + path,
+                    body == null ? null : Json.write(body).getBytes(StandardCharsets.UTF_8),
+                    body == null ? null : "application/json; charset=utf-8", headers.toString(), requestTimeout.plus(extraTimeout)));
+        } catch (IOException e) {
+            Deferred d = new Deferred(method, path, null);
+            d.failure = new LarderException(0, "connection_failed", method + " " + url + path + " failed: " + e, Map.of(), e);
+            return d;
+        }
+    }
+
+    /** A request {@link #send} sent: its answer, read once. Thread-safe. */
+    final class Deferred {
+        private final String method;
+        private final String path;
+        private final PlainHttp.Exchange exchange;
+        private Object result; // guarded by this
+        private LarderException failure; // guarded by this
+        private boolean read; // guarded by this
+
+        private Deferred(String method, String path, PlainHttp.Exchange exchange) {
+            this.method = method;
+            this.path = path;
+            this.exchange = exchange;
+            this.read = exchange == null;
+        }
+
+        /** Whether {@link #answer} would not wait. */
+        boolean arrived() {
+            return exchange == null || exchange.arrived();
+        }
+
+        /** The parsed answer of a 2xx (null for an empty one), waiting for it; or the error thrown (every time). */
+        Object answer() {
+            return answer(0);
+        }
+
+        /** {@link #answer()}, waiting at most {@code maxWaitMs} for each read (0: the request's own limit). */
+        synchronized Object answer(int maxWaitMs) {
+            if (!read) {
+                read = true;
+                try {
+                    result = parse(exchange.finish(maxWaitMs), method, path);
+                } catch (IOException e) {
+                    failure = new LarderException(0, "connection_failed", method + " " + url + path + " failed: " + e, Map.of(), e);
+                } catch (LarderException e) {
+                    failure = e;
+                }
+            }
+            if (failure != null) throw failure;
+            return result;
+        }
+
+        /** The answer as a store of this client (local mode). */
+        Store store() {
+            return new Store(Larder.this, StoreInfo.from(Json.asObject(answer(), "store")));
+        }
+
+        @Override
+        public String toString() {
+            return method + " " + path;
+        }
+    }
+
     private static PlainHttp.Reply reply(HttpResponse<String> response) {
         return new PlainHttp.Reply(response.statusCode(), response.body(), response.headers().firstValue("Retry-After").orElse(""));
     }

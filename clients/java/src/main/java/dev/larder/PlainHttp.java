@@ -31,7 +31,7 @@ final class PlainHttp {
     static final long IDLE_NANOS = Duration.ofSeconds(5).toNanos();
 
     /** Idle connections kept at most; one more in use at once is opened, and closed after its request. */
-    static final int MAX_IDLE = 4;
+    static final int MAX_IDLE = 8;
 
     private static final int CONNECT_TIMEOUT_MS = 10_000;
 
@@ -74,34 +74,114 @@ final class PlainHttp {
      */
     Reply exchange(String method, String target, byte[] body, String contentType, String headers, Duration timeout)
             throws IOException {
+        return start(method, target, body, contentType, headers, timeout).finish();
+    }
+
+    /**
+     * Sends the request as {@link #exchange} does, and answers without waiting for the answer, which
+     * {@link Exchange#finish} reads: the server works on it meanwhile, and this thread hands nothing to another
+     * (a test helper's relabels, deletes and stores made ahead, issue 48). Holds its connection until then.
+     */
+    Exchange start(String method, String target, byte[] body, String contentType, String headers, Duration timeout)
+            throws IOException {
         StringBuilder head = new StringBuilder(160)
                 .append(method).append(' ').append(target).append(" HTTP/1.1\r\nHost: ").append(hostHeader).append("\r\n")
                 .append(headers);
         if (contentType != null) head.append("Content-Type: ").append(contentType).append("\r\n");
         head.append("Content-Length: ").append(body == null ? 0 : body.length).append("\r\n\r\n");
-        byte[] request = head.toString().getBytes(StandardCharsets.UTF_8);
+        byte[] h = head.toString().getBytes(StandardCharsets.UTF_8);
+        byte[] request = h;
+        if (body != null && body.length > 0) {
+            // One write: with TCP_NODELAY two would be two packets.
+            request = java.util.Arrays.copyOf(h, h.length + body.length);
+            System.arraycopy(body, 0, request, h.length, body.length);
+        }
         int soTimeout = (int) Math.min(Integer.MAX_VALUE, Math.max(1, timeout.toMillis()));
-        while (true) {
-            Connection c = take();
-            boolean reused = c != null;
-            if (c == null) c = open();
-            boolean answered = false;
+        Exchange e = new Exchange(method, request, soTimeout);
+        e.send();
+        return e;
+    }
+
+    /** One request sent on a connection of its own, its answer not read yet. Thread-safe. */
+    final class Exchange {
+        private final String method;
+        private final byte[] request;
+        private final int soTimeout;
+        private Connection connection; // guarded by this: until the answer is read
+        private boolean reused; // guarded by this
+        private Reply reply; // guarded by this
+        private IOException failure; // guarded by this
+
+        private Exchange(String method, byte[] request, int soTimeout) {
+            this.method = method;
+            this.request = request;
+            this.soTimeout = soTimeout;
+        }
+
+        /** Writes the request on a kept-alive connection, or a new one (also when writing on the kept one fails). */
+        private synchronized void send() throws IOException {
+            while (true) {
+                Connection c = take();
+                reused = c != null;
+                if (c == null) c = open();
+                try {
+                    c.socket.setSoTimeout(soTimeout);
+                    c.out.write(request);
+                    c.out.flush();
+                    connection = c;
+                    return;
+                } catch (IOException e) {
+                    c.close();
+                    if (!reused) throw e;
+                }
+            }
+        }
+
+        /** Whether the answer is known or has begun to arrive (a read would not wait): without blocking. */
+        synchronized boolean arrived() {
+            if (connection == null) return true;
             try {
-                c.socket.setSoTimeout(soTimeout);
-                c.out.write(request);
-                if (body != null && body.length > 0) c.out.write(body);
-                c.out.flush();
-                int first = c.in.read();
-                if (first < 0) throw new EOFException("the server closed the connection");
-                answered = true;
-                return read(c, first, method);
-            } catch (NumberFormatException e) {
-                c.close();
-                throw new IOException("an answer with a malformed number in its head: " + e.getMessage(), e);
+                return connection.in.available() > 0;
             } catch (IOException e) {
-                c.close();
-                // The server closed a kept-alive connection before it read this request: send it on a new one.
-                if (reused && !answered) continue;
+                return true; // finish() says what
+            }
+        }
+
+        /** Reads the answer (once; later calls answer it again). */
+        synchronized Reply finish() throws IOException {
+            return finish(0);
+        }
+
+        /** {@link #finish()}, waiting at most {@code maxWaitMs} (0: the request's own limit) for each read. */
+        synchronized Reply finish(int maxWaitMs) throws IOException {
+            if (reply != null) return reply;
+            if (failure != null) throw failure;
+            try {
+                while (true) {
+                    Connection c = connection;
+                    boolean answered = false;
+                    try {
+                        if (maxWaitMs > 0) c.socket.setSoTimeout(Math.min(soTimeout, maxWaitMs));
+                        int first = c.in.read();
+                        if (first < 0) throw new EOFException("the server closed the connection");
+                        answered = true;
+                        connection = null;
+                        reply = read(c, first, method);
+                        return reply;
+                    } catch (NumberFormatException e) {
+                        c.close();
+                        connection = null;
+                        throw new IOException("an answer with a malformed number in its head: " + e.getMessage(), e);
+                    } catch (IOException e) {
+                        c.close();
+                        connection = null;
+                        // The server closed a kept-alive connection before it read this request: send it on a new one.
+                        if (!(reused && !answered)) throw e;
+                        send();
+                    }
+                }
+            } catch (IOException e) {
+                failure = e;
                 throw e;
             }
         }
