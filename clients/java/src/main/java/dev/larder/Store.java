@@ -54,6 +54,13 @@ public final class Store implements AutoCloseable {
     private Stamp stamp;
     /** The local folder is gone ({@link #close()}); guarded by {@code this}. */
     private boolean closed;
+    /**
+     * What must run before this handle's first request, so that the request sees what it did: the relabel of a
+     * store {@link TestStores} made ahead (not sent until something could see the label). Null when nothing is
+     * pending.
+     */
+    private Runnable settling; // guarded by settleLock
+    private final Object settleLock = new Object();
 
     Store(Larder larder, StoreInfo created) {
         this(larder, created, null);
@@ -343,6 +350,18 @@ public final class Store implements AutoCloseable {
     }
 
     /**
+     * {@code PATCH /stores/{id} {"keep": true, "label": label}}: {@link #keep()} and the store relabelled, in one
+     * request (a test helper's failure path: the kept store carries the test's label); answers the store.
+     */
+    public StoreInfo keep(String label) {
+        dropSettling(); // a relabel still to be sent: this sets the label
+        Map<String, Object> body = new LinkedHashMap<>();
+        body.put("keep", true);
+        body.put("label", label);
+        return remember(storeAnswer(larder.call("PATCH", base(), body, Duration.ZERO)));
+    }
+
+    /**
      * {@code POST /stores/{id}/check}: this store, an upload the app's migrator migrated, judged; see
      * {@link Larder#check}. In remote mode the copy is checked in first when it changed (the migrator ran on it).
      */
@@ -473,7 +492,39 @@ public final class Store implements AutoCloseable {
     }
 
     private String base() {
+        settled();
         return Larder.storePath(id());
+    }
+
+    /** Makes this handle's first request run {@code first} before it ({@link #settling}). */
+    void settleFirst(Runnable first) {
+        synchronized (settleLock) {
+            settling = first;
+        }
+    }
+
+    /** Runs {@link #settling}, once (it reports its own failure); then nothing. */
+    void settled() {
+        synchronized (settleLock) {
+            Runnable first = settling;
+            if (first == null) return;
+            settling = null;
+            first.run();
+        }
+    }
+
+    /** Whether {@link #settling} is still to run. */
+    boolean unsettled() {
+        synchronized (settleLock) {
+            return settling != null;
+        }
+    }
+
+    /** Drops {@link #settling} without running it (waiting for it if it runs now): what it would do no longer matters. */
+    void dropSettling() {
+        synchronized (settleLock) {
+            settling = null;
+        }
     }
 
     private StoreInfo remember(StoreInfo info) {

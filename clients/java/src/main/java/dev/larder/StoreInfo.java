@@ -30,6 +30,14 @@ public record StoreInfo(String id, Path path, String template, String version, S
         raw = Collections.unmodifiableMap(new LinkedHashMap<>(raw));
     }
 
+    /** This answer with {@code label} for its label (in {@link #raw} too). */
+    StoreInfo withLabel(String label) {
+        Map<String, Object> json = new LinkedHashMap<>(raw);
+        json.put("label", label);
+        return new StoreInfo(id, path, template, version, snapshot, fixtures, build, label, counts, createdAt, expiresAt,
+                keep, sizeBytes, links, json);
+    }
+
     /** Reads the API's store object; one without an id or a path is not a store. */
     static StoreInfo from(Map<String, Object> json) {
         if (!(json.get("id") instanceof String id) || !(json.get("path") instanceof String path)) {

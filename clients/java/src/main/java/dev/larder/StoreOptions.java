@@ -137,6 +137,27 @@ public final class StoreOptions {
         return label;
     }
 
+    /** A copy: what a helper changes (the label) does not change the caller's options. */
+    StoreOptions copy() {
+        StoreOptions o = new StoreOptions();
+        o.template = template;
+        o.fixtures = fixtures == null ? null : new ArrayList<>(fixtures);
+        o.version = version;
+        o.versionSet = versionSet;
+        o.snapshot = snapshot;
+        o.label = label;
+        o.build = build;
+        o.from = from;
+        o.ttlSeconds = ttlSeconds;
+        o.buildTimeout = buildTimeout;
+        return o;
+    }
+
+    /** A fork ({@link #from}): a copy of a live store as it is at that moment, which cannot be made ahead. */
+    boolean isFork() {
+        return from != null;
+    }
+
     /** How long the server may hold the request waiting for a build (0 without one): added to the request's time limit. */
     Duration serverWait() {
         if (build == null) return Duration.ZERO;

@@ -6,6 +6,7 @@ import dev.larder.LarderException;
 import dev.larder.SharedServer;
 import dev.larder.Store;
 import dev.larder.StoreOptions;
+import dev.larder.TestStores;
 import java.lang.reflect.Method;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -41,10 +42,19 @@ import org.junit.platform.commons.support.AnnotationSupport;
  * {@code LARDER_RUN} or the CI system's run id ({@link SharedServer#run()}), the test class's fully
  * qualified name, the method's name; unless {@link LarderStore#label()} names one. After the test, a store
  * is deleted when the test passed;
- * when it failed the store is kept ({@code PATCH keep}) and its artifact saved into
+ * when it failed the store is kept ({@code PATCH keep}, with the test's label) and its artifact saved into
  * {@code LARDER_ARTIFACTS} (default {@code larder-artifacts/} in the working directory) as
  * {@code <test name>-<store id>.zip}; the path is published as the report entry
  * {@code larder.artifact} and printed to standard error.
+ *
+ * <p>The server's round trips are kept off the tests' path by a {@link TestStores} per server for the run
+ * (issue 48): a test whose spec is the last test's gets the store made ahead while that one ran (relabelled to
+ * its own label), and one more is asked for; a passing test's delete is sent and its answer read later. A
+ * delete that fails is printed to standard error at once and fails the test's class (the test itself has passed
+ * by then), naming the test. When the engine's tests are done (JUnit closes the root context's store, before the
+ * JVM exits and a self-started server goes), the store made ahead and not taken is deleted, every answer still
+ * unread is read, and a failure not reported yet fails the "JUnit Jupiter" container. A fork or a store in remote
+ * mode is made and deleted at once, as before.
  *
  * <p>In remote mode ({@link dev.larder.Mode}: {@code LARDER_MODE=remote}, or a {@code LARDER_URL} whose host is
  * not a loopback address) the store's {@link Store#path()} is a local copy. A failed test's copy is checked in
@@ -66,7 +76,54 @@ public final class LarderExtension implements ParameterResolver, AfterEachCallba
 
     /** The stores one test asked for, by annotation, in the order they were made. */
     private static final class Stores {
-        final Map<Object, Store> byKey = new LinkedHashMap<>();
+        final Map<Object, Made> byKey = new LinkedHashMap<>();
+    }
+
+    /** A test's store, the session that made it, and its label (which a failed test's kept store carries). */
+    private record Made(Store store, TestStores session, String label) {}
+
+    /**
+     * The run's {@link TestStores} of one server, in the root context's store: JUnit closes it when the engine's
+     * tests are done, before the JVM exits (and so before a self-started server goes): the ready store is
+     * deleted, the background deletes waited for, and what failed among them and was not yet reported fails the
+     * "JUnit Jupiter" container.
+     */
+    private record Session(TestStores stores) implements ExtensionContext.Store.CloseableResource {
+        @Override
+        public void close() {
+            stores.close();
+        }
+    }
+
+    /**
+     * The background deletes of a test class's passing tests, in the class's context store: JUnit closes it when
+     * the class is done, and a delete that failed fails the class (the nearest a test's own outcome, already
+     * reported, allows); its message names the test.
+     */
+    private static final class ClassDeletes implements ExtensionContext.Store.CloseableResource {
+        final List<TestStores.Request> requests = new ArrayList<>();
+
+        synchronized void add(TestStores.Request r) {
+            requests.add(r);
+        }
+
+        @Override
+        public void close() {
+            List<TestStores.Request> all;
+            synchronized (this) {
+                all = new ArrayList<>(requests);
+                requests.clear();
+            }
+            List<RuntimeException> problems = new ArrayList<>();
+            for (TestStores.Request r : all) {
+                try {
+                    r.await();
+                } catch (RuntimeException e) {
+                    problems.add(e);
+                }
+            }
+            throwAll(problems);
+        }
     }
 
     @Override
@@ -87,9 +144,10 @@ public final class LarderExtension implements ParameterResolver, AfterEachCallba
         Object key = annotation == null ? NO_ANNOTATION : annotation;
         Stores stores = context.getStore(NAMESPACE).getOrComputeIfAbsent(STORES, k -> new Stores(), Stores.class);
         synchronized (stores) {
-            Store existing = stores.byKey.get(key);
-            if (existing != null) return existing;
-            StoreOptions options = options(annotation, label(context));
+            Made existing = stores.byKey.get(key);
+            if (existing != null) return existing.store();
+            String label = annotation != null && !annotation.label().isEmpty() ? annotation.label() : label(context);
+            StoreOptions options = options(annotation, label);
             Larder larder;
             try {
                 larder = SharedServer.client();
@@ -97,16 +155,31 @@ public final class LarderExtension implements ParameterResolver, AfterEachCallba
                 // No server to use, or `larder up` failed: its message says why, first.
                 throw new ParameterResolutionException(e.getMessage(), e);
             }
+            TestStores session = session(context, larder);
             Store store;
             try {
-                store = larder.createStore(options);
+                store = session.take(options, label, readyLabel(context));
             } catch (LarderException e) {
                 throw new ParameterResolutionException("Larder could not make the store " + options + ": " + e, e);
             }
-            stores.byKey.put(key, store);
+            stores.byKey.put(key, new Made(store, session, label));
             context.publishReportEntry("larder.store", store.id());
             return store;
         }
+    }
+
+    /** The run's {@link TestStores} for {@code larder}'s server, made by the first test that asks. */
+    private static TestStores session(ExtensionContext context, Larder larder) {
+        // Keyed by the client itself: SharedServer gives one per server for the JVM.
+        return context.getRoot().getStore(NAMESPACE)
+                .getOrComputeIfAbsent(larder, k -> new Session(new TestStores(larder)), Session.class).stores();
+    }
+
+    /** The deletes of the test class of {@code context} (the nearest context of a class, not of a method). */
+    private static ClassDeletes classDeletes(ExtensionContext context) {
+        ExtensionContext c = context;
+        while (c.getParent().isPresent() && (c.getTestMethod().isPresent() || c.getTestClass().isEmpty())) c = c.getParent().get();
+        return c.getStore(NAMESPACE).getOrComputeIfAbsent(ClassDeletes.class, k -> new ClassDeletes(), ClassDeletes.class);
     }
 
     @Override
@@ -115,28 +188,40 @@ public final class LarderExtension implements ParameterResolver, AfterEachCallba
         if (stores == null) return;
         boolean failed = context.getExecutionException().isPresent();
         List<RuntimeException> problems = new ArrayList<>();
-        List<Store> made;
+        List<Made> made;
         synchronized (stores) {
             made = new ArrayList<>(stores.byKey.values());
         }
-        for (Store store : made) {
+        for (Made m : made) {
+            Store store = m.store();
             try {
-                if (failed) keepWithArtifact(store, context, problems);
-                else store.delete();
+                if (failed) keepWithArtifact(store, m.label(), context, problems);
+                else if (store.isRemote()) store.delete(); // remote mode: as before, at once
+                // In the background: a delete that fails fails the test's class (ClassDeletes) and is printed.
+                else classDeletes(context).add(m.session().delete(store, testName(context)));
             } catch (RuntimeException e) {
                 problems.add(e);
             } finally {
                 store.close(); // remote mode: the local copy's folder goes
             }
         }
-        if (!problems.isEmpty()) {
-            RuntimeException first = problems.get(0);
-            for (RuntimeException other : problems.subList(1, problems.size())) first.addSuppressed(other);
-            throw first;
-        }
+        throwAll(problems);
     }
 
-    private static void keepWithArtifact(Store store, ExtensionContext context, List<RuntimeException> problems) {
+    /** The first of {@code problems}, the others suppressed in it; nothing when there are none. */
+    private static void throwAll(List<RuntimeException> problems) {
+        if (problems.isEmpty()) return;
+        RuntimeException first = problems.get(0);
+        for (RuntimeException other : problems.subList(1, problems.size())) first.addSuppressed(other);
+        throw first;
+    }
+
+    /** The label of the store made ahead for the next test: {@code RUN/PACKAGE/}{@value TestStores#READY_NAME}. */
+    static String readyLabel(ExtensionContext context) {
+        return SharedServer.label(context.getTestClass().map(Class::getName).orElse("test"), TestStores.READY_NAME);
+    }
+
+    private static void keepWithArtifact(Store store, String label, ExtensionContext context, List<RuntimeException> problems) {
         if (store.isRemote()) {
             try {
                 store.checkIn();
@@ -147,7 +232,7 @@ public final class LarderExtension implements ParameterResolver, AfterEachCallba
                 problems.add(new LarderException(e.status(), e.code(), message, e.details(), e));
             }
         }
-        store.keep();
+        store.keep(label); // the test's label, whether its store was made for it or made ahead and relabelled
         Path file = artifactsDirectory().resolve(fileSafe(testName(context)) + "-" + store.id() + ".zip");
         Path saved = store.artifact(file);
         context.publishReportEntry("larder.artifact", saved.toString());
@@ -172,6 +257,7 @@ public final class LarderExtension implements ParameterResolver, AfterEachCallba
         return Optional.empty();
     }
 
+    /** The annotation's spec, labelled {@code label}. */
     private static StoreOptions options(LarderStore a, String label) {
         StoreOptions o = StoreOptions.create();
         if (a != null) {
@@ -181,7 +267,7 @@ public final class LarderExtension implements ParameterResolver, AfterEachCallba
             if (!a.snapshot().isEmpty()) o.snapshot(a.snapshot());
             if (!a.build().isEmpty()) o.build(a.build());
         }
-        o.label(a != null && !a.label().isEmpty() ? a.label() : label);
+        o.label(label);
         return o;
     }
 
