@@ -48,7 +48,10 @@ import java.util.concurrent.locks.LockSupport;
  * and should that fail too, the ready store's failure is suppressed in its exception.
  */
 public final class TestStores implements AutoCloseable {
-    /** A ready store older than this is deleted, not handed out: well under a store's ttl (the server's default is 300 s). */
+    /**
+     * A ready store older than this, or than a fifth of its own lifetime (its {@code expires_at} less its
+     * {@code created_at}: the server's {@code --ttl-seconds}, an hour by default), is deleted, not handed out.
+     */
     public static final Duration READY_MAX_AGE = Duration.ofSeconds(60);
 
     /** The most deletes whose answers are not read yet; beyond it, the oldest is read (waited for). */
@@ -188,11 +191,17 @@ public final class TestStores implements AutoCloseable {
         Store store = null;
         LarderException aheadFailed = null;
         if (found != null) {
+            Store made = null;
             try {
-                store = relabel(found.create().store(), label);
+                made = found.create().store();
             } catch (LarderException e) {
                 aheadFailed = e;
                 System.err.println("larder: a store asked for ahead could not be made, so this test's is made now: " + e.getMessage());
+            }
+            if (made != null && System.nanoTime() - found.askedAt() >= maxAge(made.created(), readyMaxAge).toNanos()) {
+                deleteMade(made.id()); // a short --ttl-seconds: it might expire under its test
+            } else if (made != null) {
+                store = relabel(made, label);
             }
         }
         if (store == null) {
@@ -313,11 +322,23 @@ public final class TestStores implements AutoCloseable {
             System.err.println("larder: a store asked for ahead could not be made: " + e.getMessage());
             return;
         }
+        deleteMade(id);
+    }
+
+    /** Sends the delete of the store made ahead {@code id}, which no test will take. */
+    private void deleteMade(String id) {
         Request d = new Request(this, "deleting store " + id + ", made ahead and not taken",
                 larder.send("DELETE", Larder.storePath(id), null, Duration.ZERO), true);
         synchronized (lock) {
             unread.addLast(d);
         }
+    }
+
+    /** The oldest a store made ahead may be handed out: {@code cap}, or a fifth of its lifetime when that is less. */
+    static Duration maxAge(StoreInfo info, Duration cap) {
+        if (info.createdAt() == null || info.expiresAt() == null) return cap;
+        Duration fifth = Duration.between(info.createdAt(), info.expiresAt()).dividedBy(5);
+        return fifth.compareTo(cap) < 0 ? fifth : cap;
     }
 
     /** What is left until {@code deadline}, in ms, for a read: at least 1. */

@@ -160,6 +160,17 @@ class TestStoresTest {
     }
 
     @Test
+    void theAgeBoundIsAFifthOfAShortLifetime() {
+        Map<String, Object> json = new java.util.HashMap<>(Map.of("id", "st_1", "path", "/x/store.sqlite",
+                "created_at", "2026-01-01T00:00:00.000Z", "expires_at", "2026-01-01T01:00:00.000Z"));
+        assertEquals(TestStores.READY_MAX_AGE, TestStores.maxAge(StoreInfo.from(json), TestStores.READY_MAX_AGE), "an hour's store: 60 s");
+        json.put("expires_at", "2026-01-01T00:01:40.000Z");
+        assertEquals(Duration.ofSeconds(20), TestStores.maxAge(StoreInfo.from(json), TestStores.READY_MAX_AGE), "a 100 s store: 20 s");
+        json.put("expires_at", null);
+        assertEquals(TestStores.READY_MAX_AGE, TestStores.maxAge(StoreInfo.from(json), TestStores.READY_MAX_AGE), "kept forever");
+    }
+
+    @Test
     void aStoreHeldLongIsRelabelledWithoutItsHandle() throws Exception {
         String run = run();
         String ready = run + "/Pkg/" + TestStores.READY_NAME;
