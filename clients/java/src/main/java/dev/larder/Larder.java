@@ -641,26 +641,50 @@ public final class Larder {
      * now. For {@link TestStores}: the server works while the test runs, and no thread is handed anything.
      */
     Deferred send(String method, String path, Object body, Duration extraTimeout) {
+        return sendAll(List.of(new Call(method, path, body, extraTimeout))).get(0);
+    }
+
+    /** A request for {@link #sendAll}. */
+    record Call(String method, String path, Object body, Duration extraTimeout) {}
+
+    /**
+     * {@link #send} of several requests at once: to an {@code http://} server they go on one connection in one
+     * write (pipelined), and the server is woken once for all of them.
+     */
+    List<Deferred> sendAll(List<Call> calls) {
+        List<Deferred> out = new ArrayList<>();
         if (plain == null || Thread.currentThread().isInterrupted()) {
-            Deferred d = new Deferred(method, path, null);
-            try {
-                d.result = call(method, path, body, extraTimeout);
-            } catch (LarderException e) {
-                d.failure = e;
+            for (Call c : calls) {
+                Deferred d = new Deferred(c.method(), c.path(), null);
+                try {
+                    d.result = call(c.method(), c.path(), c.body(), c.extraTimeout());
+                } catch (LarderException e) {
+                    d.failure = e;
+                }
+                out.add(d);
             }
-            return d;
+            return out;
         }
-        StringBuilder headers = new StringBuilder("Accept: application/json\r\n");
-        if (token != null) headers.append("Authorization: Bearer ").append(token).append("\r\n");
+        StringBuilder h = new StringBuilder("Accept: application/json\r\n");
+        if (token != null) h.append("Authorization: Bearer ").append(token).append("\r\n");
+        String headers = h.toString();
+        List<PlainHttp.Request> requests = new ArrayList<>();
+        for (Call c : calls) {
+            requests.add(new PlainHttp.Request(c.method(), basePath + c.path(),
+                    c.body() == null ? null : Json.write(c.body()).getBytes(StandardCharsets.UTF_8),
+                    c.body() == null ? null : "application/json; charset=utf-8", headers, requestTimeout.plus(c.extraTimeout())));
+        }
         try {
-            return new Deferred(method, path, plain.start(method, basePath + path,
-                    body == null ? null : Json.write(body).getBytes(StandardCharsets.UTF_8),
-                    body == null ? null : "application/json; charset=utf-8", headers.toString(), requestTimeout.plus(extraTimeout)));
+            List<PlainHttp.Exchange> exchanges = plain.startAll(requests);
+            for (int i = 0; i < calls.size(); i++) out.add(new Deferred(calls.get(i).method(), calls.get(i).path(), exchanges.get(i)));
         } catch (IOException e) {
-            Deferred d = new Deferred(method, path, null);
-            d.failure = new LarderException(0, "connection_failed", method + " " + url + path + " failed: " + e, Map.of(), e);
-            return d;
+            for (Call c : calls) {
+                Deferred d = new Deferred(c.method(), c.path(), null);
+                d.failure = new LarderException(0, "connection_failed", c.method() + " " + url + c.path() + " failed: " + e, Map.of(), e);
+                out.add(d);
+            }
         }
+        return out;
     }
 
     /** A request {@link #send} sent: its answer, read once. Thread-safe. */

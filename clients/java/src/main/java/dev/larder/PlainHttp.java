@@ -13,6 +13,8 @@ import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Locale;
 
 /**
@@ -80,53 +82,99 @@ final class PlainHttp {
     /**
      * Sends the request as {@link #exchange} does, and answers without waiting for the answer, which
      * {@link Exchange#finish} reads: the server works on it meanwhile, and this thread hands nothing to another
-     * (a test helper's relabels, deletes and stores made ahead, issue 48). Holds its connection until then.
+     * (a test helper's deletes and stores made ahead, issue 48). Holds its connection until then.
      */
     Exchange start(String method, String target, byte[] body, String contentType, String headers, Duration timeout)
             throws IOException {
-        StringBuilder head = new StringBuilder(160)
-                .append(method).append(' ').append(target).append(" HTTP/1.1\r\nHost: ").append(hostHeader).append("\r\n")
-                .append(headers);
-        if (contentType != null) head.append("Content-Type: ").append(contentType).append("\r\n");
-        head.append("Content-Length: ").append(body == null ? 0 : body.length).append("\r\n\r\n");
-        byte[] h = head.toString().getBytes(StandardCharsets.UTF_8);
-        byte[] request = h;
-        if (body != null && body.length > 0) {
-            // One write: with TCP_NODELAY two would be two packets.
-            request = java.util.Arrays.copyOf(h, h.length + body.length);
-            System.arraycopy(body, 0, request, h.length, body.length);
-        }
-        int soTimeout = (int) Math.min(Integer.MAX_VALUE, Math.max(1, timeout.toMillis()));
-        Exchange e = new Exchange(method, request, soTimeout);
-        e.send();
-        return e;
+        return startAll(List.of(new Request(method, target, body, contentType, headers, timeout))).get(0);
     }
 
-    /** One request sent on a connection of its own, its answer not read yet. Thread-safe. */
-    final class Exchange {
-        private final String method;
-        private final byte[] request;
-        private final int soTimeout;
-        private Connection connection; // guarded by this: until the answer is read
-        private boolean reused; // guarded by this
-        private Reply reply; // guarded by this
-        private IOException failure; // guarded by this
+    /** A request for {@link #startAll}. */
+    record Request(String method, String target, byte[] body, String contentType, String headers, Duration timeout) {}
 
-        private Exchange(String method, byte[] request, int soTimeout) {
-            this.method = method;
-            this.request = request;
-            this.soTimeout = soTimeout;
+    /**
+     * Sends {@code requests} on one connection, in one write (HTTP/1.1 pipelining: the server answers them in
+     * order), and answers without waiting; each {@link Exchange#finish} reads the answers up to its own. One
+     * write wakes the server once: on a busy 2-core machine each wakeup of its thread took the test's core for
+     * as long as the server's work (issue 48).
+     */
+    List<Exchange> startAll(List<Request> requests) throws IOException {
+        ByteArrayOutputStream all = new ByteArrayOutputStream(256 * requests.size());
+        String[] methods = new String[requests.size()];
+        int soTimeout = 1;
+        for (int i = 0; i < requests.size(); i++) {
+            Request r = requests.get(i);
+            StringBuilder head = new StringBuilder(160)
+                    .append(r.method()).append(' ').append(r.target()).append(" HTTP/1.1\r\nHost: ").append(hostHeader).append("\r\n")
+                    .append(r.headers());
+            if (r.contentType() != null) head.append("Content-Type: ").append(r.contentType()).append("\r\n");
+            head.append("Content-Length: ").append(r.body() == null ? 0 : r.body().length).append("\r\n\r\n");
+            all.write(head.toString().getBytes(StandardCharsets.UTF_8));
+            if (r.body() != null) all.write(r.body());
+            methods[i] = r.method();
+            soTimeout = (int) Math.max(soTimeout, Math.min(Integer.MAX_VALUE, r.timeout().toMillis()));
+        }
+        // One write: with TCP_NODELAY more would be more packets, and more wakeups of the server.
+        Pipeline p = new Pipeline(all.toByteArray(), methods, soTimeout);
+        p.send();
+        List<Exchange> exchanges = new ArrayList<>();
+        for (int i = 0; i < methods.length; i++) exchanges.add(new Exchange(p, i));
+        return exchanges;
+    }
+
+    /** One request of a {@link Pipeline}: its answer, read when asked for. Thread-safe. */
+    static final class Exchange {
+        private final Pipeline pipeline;
+        private final int index;
+
+        private Exchange(Pipeline pipeline, int index) {
+            this.pipeline = pipeline;
+            this.index = index;
         }
 
-        /** Writes the request on a kept-alive connection, or a new one (also when writing on the kept one fails). */
-        private synchronized void send() throws IOException {
+        /** Whether the answer is known or the connection has bytes to read (a read would hardly wait): without blocking. */
+        boolean arrived() {
+            return pipeline.arrived(index);
+        }
+
+        /** Reads the answer (once; later calls answer it again). */
+        Reply finish() throws IOException {
+            return pipeline.finish(index, 0);
+        }
+
+        /** {@link #finish()}, waiting at most {@code maxWaitMs} (0: the request's own limit) for each read. */
+        Reply finish(int maxWaitMs) throws IOException {
+            return pipeline.finish(index, maxWaitMs);
+        }
+    }
+
+    /** Requests written at once on one connection; their answers, read in order. Thread-safe. */
+    private final class Pipeline {
+        private final byte[] requests;
+        private final String[] methods;
+        private final int soTimeout;
+        private final Reply[] replies;
+        private Connection connection; // guarded by this: until the last answer is read
+        private boolean reused; // guarded by this
+        private int next; // guarded by this: the answer to read next
+        private IOException failure; // guarded by this: of the answers from `next` on
+
+        Pipeline(byte[] requests, String[] methods, int soTimeout) {
+            this.requests = requests;
+            this.methods = methods;
+            this.soTimeout = soTimeout;
+            this.replies = new Reply[methods.length];
+        }
+
+        /** Writes the requests on a kept-alive connection, or a new one (also when writing on the kept one fails). */
+        synchronized void send() throws IOException {
             while (true) {
                 Connection c = take();
                 reused = c != null;
                 if (c == null) c = open();
                 try {
                     c.socket.setSoTimeout(soTimeout);
-                    c.out.write(request);
+                    c.out.write(requests);
                     c.out.flush();
                     connection = c;
                     return;
@@ -137,9 +185,8 @@ final class PlainHttp {
             }
         }
 
-        /** Whether the answer is known or has begun to arrive (a read would not wait): without blocking. */
-        synchronized boolean arrived() {
-            if (connection == null) return true;
+        synchronized boolean arrived(int index) {
+            if (index < next || connection == null) return true;
             try {
                 return connection.in.available() > 0;
             } catch (IOException e) {
@@ -147,43 +194,35 @@ final class PlainHttp {
             }
         }
 
-        /** Reads the answer (once; later calls answer it again). */
-        synchronized Reply finish() throws IOException {
-            return finish(0);
-        }
-
-        /** {@link #finish()}, waiting at most {@code maxWaitMs} (0: the request's own limit) for each read. */
-        synchronized Reply finish(int maxWaitMs) throws IOException {
-            if (reply != null) return reply;
-            if (failure != null) throw failure;
-            try {
-                while (true) {
-                    Connection c = connection;
-                    boolean answered = false;
-                    try {
-                        if (maxWaitMs > 0) c.socket.setSoTimeout(Math.min(soTimeout, maxWaitMs));
-                        int first = c.in.read();
-                        if (first < 0) throw new EOFException("the server closed the connection");
-                        answered = true;
-                        connection = null;
-                        reply = read(c, first, method);
-                        return reply;
-                    } catch (NumberFormatException e) {
-                        c.close();
-                        connection = null;
-                        throw new IOException("an answer with a malformed number in its head: " + e.getMessage(), e);
-                    } catch (IOException e) {
-                        c.close();
-                        connection = null;
-                        // The server closed a kept-alive connection before it read this request: send it on a new one.
-                        if (!(reused && !answered)) throw e;
+        synchronized Reply finish(int index, int maxWaitMs) throws IOException {
+            while (next <= index) {
+                if (failure != null) throw failure;
+                Connection c = connection;
+                boolean answered = false;
+                try {
+                    c.socket.setSoTimeout(maxWaitMs > 0 ? Math.min(soTimeout, maxWaitMs) : soTimeout);
+                    int first = c.in.read();
+                    if (first < 0) throw new EOFException("the server closed the connection");
+                    answered = true;
+                    boolean last = next == methods.length - 1;
+                    Read r = read(c, first, methods[next], last);
+                    replies[next++] = r.reply();
+                    if (last || r.closed()) connection = null;
+                    if (r.closed() && !last) failure = new EOFException("the server closed the connection after answer " + next + " of " + methods.length);
+                } catch (IOException | NumberFormatException e) {
+                    c.close();
+                    connection = null;
+                    // The server closed a kept-alive connection before it read these requests: send them on a new one.
+                    if (reused && !answered && next == 0) {
                         send();
+                        continue;
                     }
+                    failure = e instanceof IOException io ? io
+                            : new IOException("an answer with a malformed number in its head: " + e.getMessage(), e);
                 }
-            } catch (IOException e) {
-                failure = e;
-                throw e;
             }
+            if (replies[index] != null) return replies[index];
+            throw failure;
         }
     }
 
@@ -220,8 +259,14 @@ final class PlainHttp {
         c.close();
     }
 
-    /** The answer whose first byte is {@code first}; the connection goes back to the pool when it may be reused. */
-    private Reply read(Connection c, int first, String method) throws IOException {
+    /** An answer, and whether the server ended the connection with it (so that nothing follows on it). */
+    private record Read(Reply reply, boolean closed) {}
+
+    /**
+     * The answer whose first byte is {@code first}; when it is the {@code last} one expected, the connection goes
+     * back to the pool if it may be reused.
+     */
+    private Read read(Connection c, int first, String method, boolean last) throws IOException {
         while (true) {
             String status = line(c.in, first);
             first = -1;
@@ -270,8 +315,8 @@ final class PlainHttp {
                 close = true;
             }
             if (close) c.close();
-            else release(c);
-            return new Reply(code, new String(body, StandardCharsets.UTF_8), retryAfter);
+            else if (last) release(c);
+            return new Read(new Reply(code, new String(body, StandardCharsets.UTF_8), retryAfter), close);
         }
     }
 

@@ -37,15 +37,18 @@ import java.util.concurrent.locks.LockSupport;
  * the server's PATCH (a durable journal line) cost 0.9 ms of its CPU, three times a create's, on a 2-core
  * machine where every test shares the CPU with it (issue 48).
  *
- * <p><b>"In the background"</b> means: the request is written on a kept-alive connection of its own, and its
- * answer read later, by the thread that next needs it or has time for it. The server works on it while the test
- * runs, and no other thread is involved: on a busy 2-core machine, handing each request to a thread cost more
- * than the request (issue 48). A store made ahead is read when the next test takes it; deletes when more than
- * {@link #MAX_IN_FLIGHT} are unread (the oldest first), when they have arrived, when the caller awaits them, or
- * at {@link #close}. A failed delete is printed to standard error when its answer is read, and thrown by
- * {@link Request#await} or else by {@link #close}. A failed relabel is printed only (a failed test's keep sets
- * the label again). A ready store that could not be made is printed only: the test's store is then made now,
- * and should that fail too, the ready store's failure is suppressed in its exception.
+ * <p><b>"In the background"</b> means: no other thread. A passing test's delete waits in this object until the next
+ * test asks for its store ahead: the deletes and that {@code POST /stores} go on one kept-alive connection in one
+ * write (pipelined, answered in order), so that the server is woken once a test, and their answers are read later,
+ * by the thread that next needs them or has time for them. The server works on them while the tests run: on a busy
+ * 2-core machine, handing each request to a thread, or waking the server twice a test, cost more than the
+ * request (issue 48). A store made ahead is read when the next test takes it; deletes are sent at once when
+ * {@link #MAX_IN_FLIGHT} wait, or when someone awaits one, or at {@link #close}; their answers are read when they
+ * have come, when more than {@link #MAX_IN_FLIGHT} are unread (the oldest first, waiting), when the caller awaits
+ * them, or at {@link #close}. A failed delete is printed to standard error when its answer is read, and thrown by
+ * {@link Request#await} or else by {@link #close}. A failed relabel is printed only (a failed test's keep sets the
+ * label again). A ready store that could not be made is printed only: the test's store is then made now, and
+ * should that fail too, the ready store's failure is suppressed in its exception.
  */
 public final class TestStores implements AutoCloseable {
     /**
@@ -54,7 +57,7 @@ public final class TestStores implements AutoCloseable {
      */
     public static final Duration READY_MAX_AGE = Duration.ofSeconds(60);
 
-    /** The most deletes whose answers are not read yet; beyond it, the oldest is read (waited for). */
+    /** The most deletes not sent (then they are sent), and not read (beyond it, the oldest is read, waited for). */
     public static final int MAX_IN_FLIGHT = 4;
 
     /** How long {@link #close} waits for the answers not read yet, in all. */
@@ -70,7 +73,10 @@ public final class TestStores implements AutoCloseable {
     private final Duration readyMaxAge;
     private final Object lock = new Object();
     private Ready ready; // guarded by lock
-    private final ArrayDeque<Request> unread = new ArrayDeque<>(); // guarded by lock: deletes sent, oldest first
+    private final ArrayDeque<Request> unread = new ArrayDeque<>(); // guarded by lock: deletes not read, oldest first
+    private final List<Request> unsent = new ArrayList<>(); // guarded by lock: deletes to send with the next request
+    /** Held while deletes are sent, so that a reader of one finds it sent once it has the lock. */
+    private final Object sending = new Object();
     private final List<Request> failed = new ArrayList<>(); // guarded by lock: failed deletes, not yet thrown to anyone
     private boolean closed; // guarded by lock
     /** Stores made ahead that tests hold, their relabel not sent yet; the watch thread's. */
@@ -102,17 +108,24 @@ public final class TestStores implements AutoCloseable {
     public static final class Request {
         private final TestStores owner;
         private final String what;
-        private final Larder.Deferred request;
+        private final String path;
+        private volatile Larder.Deferred request; // null until sent (TestStores#flush)
         private final boolean goneIsFine;
         private boolean read; // guarded by this
         private LarderException failure; // guarded by this
         private boolean thrown; // guarded by owner.lock
 
-        private Request(TestStores owner, String what, Larder.Deferred request, boolean goneIsFine) {
+        private Request(TestStores owner, String what, String path, boolean goneIsFine) {
             this.owner = owner;
             this.what = what;
-            this.request = request;
+            this.path = path;
             this.goneIsFine = goneIsFine;
+        }
+
+        /** Whether its answer is read or could be read without waiting long (false while it is not even sent). */
+        private boolean arrived() {
+            Larder.Deferred d = request;
+            return d != null && d.arrived();
         }
 
         /** What it does, e.g. {@code deleting store st_… (OrdersTest.checkout passed)}. */
@@ -122,6 +135,7 @@ public final class TestStores implements AutoCloseable {
 
         /** Reads its answer, once, waiting at most {@code maxWaitMs} a read (0: the request's own limit). */
         private void read(int maxWaitMs) {
+            if (request == null) owner.flush();
             LarderException f = null;
             synchronized (this) {
                 if (read) return;
@@ -232,15 +246,20 @@ public final class TestStores implements AutoCloseable {
         if (now) {
             store.dropSettling();
             store.delete();
-            Request r = new Request(this, what, null, false);
+            Request r = new Request(this, what, Larder.storePath(store.id()), false);
             r.read = true;
             return r;
         }
         store.dropSettling(); // a relabel not sent yet: no one will see it (one being sent is waited for)
-        Request r = new Request(this, what, larder.send("DELETE", Larder.storePath(store.id()), null, Duration.ZERO), false);
+        // Sent with the next test's request ahead, in one write (or now, when MAX_IN_FLIGHT wait).
+        Request r = new Request(this, what, Larder.storePath(store.id()), false);
+        boolean full;
         synchronized (lock) {
             unread.addLast(r);
+            unsent.add(r);
+            full = unsent.size() >= MAX_IN_FLIGHT;
         }
+        if (full) flush();
         readArrived();
         return r;
     }
@@ -262,6 +281,7 @@ public final class TestStores implements AutoCloseable {
             if (watch != null) LockSupport.unpark(watch);
         }
         if (left != null) discard(left, waitMs(deadline));
+        flush();
         while (true) {
             Request r;
             synchronized (lock) {
@@ -295,9 +315,9 @@ public final class TestStores implements AutoCloseable {
         return spec;
     }
 
-    /** Asks for a store of {@code options} ahead; it becomes {@link #ready}. */
+    /** Asks for a store of {@code options} ahead, with the deletes not sent yet; it becomes {@link #ready}. */
     private void askAhead(StoreOptions options, Map<String, Object> spec) {
-        Ready next = new Ready(spec, larder.send("POST", "/stores", options.toJson(), options.serverWait()), System.nanoTime());
+        Ready next = new Ready(spec, flush(new Larder.Call("POST", "/stores", options.toJson(), options.serverWait())), System.nanoTime());
         Ready displaced;
         synchronized (lock) {
             displaced = ready;
@@ -327,10 +347,36 @@ public final class TestStores implements AutoCloseable {
 
     /** Sends the delete of the store made ahead {@code id}, which no test will take. */
     private void deleteMade(String id) {
-        Request d = new Request(this, "deleting store " + id + ", made ahead and not taken",
-                larder.send("DELETE", Larder.storePath(id), null, Duration.ZERO), true);
+        Request d = new Request(this, "deleting store " + id + ", made ahead and not taken", Larder.storePath(id), true);
         synchronized (lock) {
             unread.addLast(d);
+            unsent.add(d);
+        }
+    }
+
+    /** Sends the deletes not sent yet (one write). */
+    private void flush() {
+        flush(null);
+    }
+
+    /**
+     * Sends the deletes not sent yet and {@code then} (null: none), pipelined in one write: the server is woken
+     * once. Answers {@code then}'s request.
+     */
+    private Larder.Deferred flush(Larder.Call then) {
+        synchronized (sending) {
+            List<Request> deletes;
+            synchronized (lock) {
+                deletes = new ArrayList<>(unsent);
+                unsent.clear();
+            }
+            if (deletes.isEmpty() && then == null) return null;
+            List<Larder.Call> calls = new ArrayList<>();
+            for (Request r : deletes) calls.add(new Larder.Call("DELETE", r.path, null, Duration.ZERO));
+            if (then != null) calls.add(then);
+            List<Larder.Deferred> sent = larder.sendAll(calls);
+            for (int i = 0; i < deletes.size(); i++) deletes.get(i).request = sent.get(i);
+            return then == null ? null : sent.get(sent.size() - 1);
         }
     }
 
@@ -399,7 +445,7 @@ public final class TestStores implements AutoCloseable {
             Request r;
             synchronized (lock) {
                 r = unread.peekFirst();
-                if (r == null || (unread.size() <= MAX_IN_FLIGHT && !r.request.arrived())) return;
+                if (r == null || (unread.size() <= MAX_IN_FLIGHT && !r.arrived())) return;
                 unread.pollFirst();
             }
             r.read(0);

@@ -203,6 +203,43 @@ class PlainHttpTest {
     }
 
     @Test
+    void pipelinedRequestsGoInOneWriteAndTheirAnswersAreReadInOrder() throws Exception {
+        try (Scripted server = new Scripted(line -> line.startsWith("DELETE /stores/gone")
+                ? "HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\n{}"
+                : line.startsWith("DELETE") ? "HTTP/1.1 204 No Content\r\n\r\n" : json("{\"id\":\"st_new\"}"))) {
+            PlainHttp http = new PlainHttp(server.url());
+            List<PlainHttp.Exchange> sent = http.startAll(List.of(
+                    new PlainHttp.Request("DELETE", "/stores/st_1", null, null, "", TIMEOUT),
+                    new PlainHttp.Request("DELETE", "/stores/gone", null, null, "", TIMEOUT),
+                    new PlainHttp.Request("POST", "/stores", "{}".getBytes(StandardCharsets.UTF_8), "application/json", "", TIMEOUT)));
+            // The last answer first: the ones before it are read on the way, and kept.
+            assertEquals("{\"id\":\"st_new\"}", sent.get(2).finish().body());
+            assertTrue(sent.get(0).arrived() && sent.get(1).arrived());
+            assertEquals(204, sent.get(0).finish().status());
+            assertEquals(404, sent.get(1).finish().status());
+            assertEquals(1, server.connections(), "one connection for the three");
+            assertEquals(List.of("1 DELETE /stores/st_1 HTTP/1.1 ", "1 DELETE /stores/gone HTTP/1.1 ", "1 POST /stores HTTP/1.1 {}"),
+                    List.of(server.requests.take(), server.requests.take(), server.requests.take()));
+            // The connection serves again once its last answer is read.
+            assertEquals(200, http.exchange("GET", "/health", null, null, "", TIMEOUT).status());
+            assertEquals(1, server.connections());
+        }
+    }
+
+    @Test
+    void answersAfterTheServerClosedThePipelineFail() throws Exception {
+        try (Scripted server = new Scripted(line -> "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")) {
+            PlainHttp http = new PlainHttp(server.url());
+            List<PlainHttp.Exchange> sent = http.startAll(List.of(
+                    new PlainHttp.Request("DELETE", "/stores/st_1", null, null, "", TIMEOUT),
+                    new PlainHttp.Request("DELETE", "/stores/st_2", null, null, "", TIMEOUT)));
+            assertEquals(204, sent.get(0).finish().status());
+            IOException e = assertThrows(IOException.class, () -> sent.get(1).finish());
+            assertTrue(e.getMessage().contains("closed the connection after answer 1 of 2"), e.getMessage());
+        }
+    }
+
+    @Test
     void anUnreachableServerFailsAtOnce() {
         PlainHttp http = new PlainHttp(URI.create("http://127.0.0.1:9"));
         assertThrows(IOException.class, () -> http.exchange("GET", "/health", null, null, "", TIMEOUT));
