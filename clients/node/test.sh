@@ -25,4 +25,4 @@ fi
 cd "$(dirname "$0")"
 LARDER_BINARY=$binary exec node --test --test-reporter=spec test/defaults.test.js test/types.test.js test/client.test.js test/build.test.js \
     test/helper.test.js test/appcheck.test.js test/remote.test.js test/up.test.js test/retry.test.js test/package.test.js \
-    test/lean.test.js
+    test/lean.test.js test/background.test.js

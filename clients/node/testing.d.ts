@@ -14,8 +14,23 @@ export interface WithStoreOptions extends CreateStoreOptions {
 /**
  * A fresh store for the test, labelled storeLabel(t) unless `label` is given: deleted after a pass,
  * kept with its artifact saved after a failure (in remote mode its local copy checked in first).
+ * In local mode the next store of the same spec is made ready in the background, and a passing
+ * test's store is deleted in the background; the process's end waits for both.
  */
 export declare function withStore(t: TestContext, options?: WithStoreOptions): Promise<Store>;
+
+/** A store made ready for the next test is deleted, not handed out, once older than this (60000 ms) or a quarter of its ttl. */
+export declare const READY_MAX_AGE_MS: number;
+/** How many background requests (deletes, a ready store, relabellings) may be under way before a test's end waits for the oldest: 4. */
+export declare const BACKGROUND_MAX: number;
+
+/**
+ * Deletes the store made ready for a next test, if any, and waits until the helper's background
+ * requests have settled (a failed one reported). A `node --test` run does it after each file's
+ * last test, before the file's own `after` hooks; elsewhere call it before stopping a server the
+ * tests used.
+ */
+export declare function settle(): Promise<void>;
 
 /** Whether the test of context `t` has failed so far, as withStore judges it. */
 export declare function testFailed(t: TestContext): boolean;

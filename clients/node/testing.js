@@ -4,7 +4,7 @@
 import * as nodeTest from 'node:test';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { execFile } from 'node:child_process';
-import { accessSync, chmodSync, constants as fsConstants, existsSync, realpathSync, statSync } from 'node:fs';
+import { accessSync, chmodSync, constants as fsConstants, existsSync, realpathSync, statSync, writeSync } from 'node:fs';
 import { delimiter, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Larder, LarderError, formatCheckFailure, resolveMode, snapshotFiles } from './index.js';
@@ -273,9 +273,9 @@ function testNamePath(t) {
   return [...(suiteNames.getStore() ?? []), String(t?.name ?? '')].join(' > ');
 }
 
-function labelOf(t, fallbackFile) {
-  const file = testFile(t, fallbackFile);
-  const parts = [runPrefix(), file && relativeToCwd(file), testNamePath(t)].filter(Boolean);
+// `name`: the TEST part, when not the test's own name path; `file`: the test file, when known.
+function labelOf(t, fallbackFile, name, file = testFile(t, fallbackFile)) {
+  const parts = [runPrefix(), file && relativeToCwd(file), name ?? testNamePath(t)].filter(Boolean);
   return cutLabel(parts.join('/'));
 }
 
@@ -467,6 +467,8 @@ function runUp(binary, source, args) {
 /**
  * A store for the test of context `t` (createStore's options, plus `larder` and `artifacts`): deleted
  * after a pass, kept with its artifact saved after a failure, so that a failure can be looked into.
+ * In local mode the next store of the same spec is made ready in the background, and a passing
+ * test's store is deleted in the background (see "What the helper does in the background").
  */
 export async function withStore(t, options = {}) {
   if (!t || typeof t.after !== 'function') {
@@ -482,11 +484,42 @@ export async function withStore(t, options = {}) {
   }
   track(t);
   // Before the first await: the caller's stack still holds the test file.
-  const label = createOptions.label === undefined ? labelOf(t, callerFile) : createOptions.label;
+  const file = testFile(t, callerFile);
+  const label = createOptions.label === undefined ? labelOf(t, null, undefined, file) : createOptions.label;
+  const readyLabel = labelOf(t, null, READY_NAME, file);
   const client = larder ?? (await defaultLarder());
-  const store = await client.createStore({ ...createOptions, label });
+  const spec = readySpec(client, createOptions, label);
+  let store = spec ? await takeReady(client, spec) : null;
+  const fromReady = store !== null;
+  if (fromReady) store.info = { ...store.info, label };
+  else store = await client.createStore({ ...createOptions, label });
+
+  // This test's background work (relabelling the store, making the next one ready) begins once the
+  // test has begun, its first steps first; or, when the test is over by then, once its end's own
+  // work is done, so that a failed test's keep and artifact do not wait behind it.
+  const work = { open: false, ended: false, go: null };
+  work.gate = new Promise((resolveGate) => {
+    work.go = () => {
+      work.open = true;
+      resolveGate();
+    };
+  });
+  if (spec) setImmediate(() => work.ended || work.go());
+  const relabelled = fromReady ? relabel(client, store, label, createOptions.ttlSeconds, work) : null;
+  if (spec) makeReady(client, spec, { ...createOptions, label: readyLabel }, work.gate);
 
   t.after(async () => {
+    const early = !work.open; // over before its background work began: a ready store is not relabelled
+    work.ended = true;
+    if (spec && !testFailed(t)) {
+      // Passed: deleted in the background, after its relabelling (a bounded number at a time).
+      work.go();
+      await inBackground(async () => {
+        await relabelled;
+        await deleteStore(client, store);
+      }, (err) => cleanupFailed(t, store, err));
+      return;
+    }
     try {
       if (testFailed(t)) {
         // Remote mode: the test's changes are in its local copy; hand them back first.
@@ -499,7 +532,11 @@ export async function withStore(t, options = {}) {
             process.emitWarning(message, { code: 'LARDER_CHECK_IN' });
           }
         }
-        await store.keep();
+        // Kept under the test's label (a ready store's relabelling may not have been sent, or have
+        // failed), once that relabelling, which sets a ttl, is over; past the client's fence.
+        if (relabelled && !early) await relabelled;
+        const body = fromReady ? { keep: true, label } : { keep: true };
+        store.info = (await internals.send(client, 'PATCH', store.base, { body })).body;
         const dir = resolve(artifacts ?? (process.env.LARDER_ARTIFACTS || DEFAULT_ARTIFACTS_DIR));
         const file = await store.artifact(join(dir, `${fileSafeName(t.name)}-${store.id}.zip`));
         t.diagnostic(`larder: store ${store.id} of the failed test is kept (${store.info.links?.self ?? store.info.path}); artifact saved to ${file}`);
@@ -512,14 +549,184 @@ export async function withStore(t, options = {}) {
       }
     } catch (err) {
       // Cleanup never turns a result around; it says what went wrong.
-      const message = `larder: cleanup of store ${store.id} failed: ${err?.message ?? err}`;
-      t.diagnostic(message);
-      process.emitWarning(message, { code: 'LARDER_CLEANUP' });
+      cleanupFailed(t, store, err);
     } finally {
+      work.go();
       await store.close().catch(() => {}); // a local copy's folder goes in any case
     }
   });
   return store;
+}
+
+function cleanupFailed(t, store, err) {
+  const message = `larder: cleanup of store ${store.id} failed: ${err?.message ?? err}`;
+  t.diagnostic(message);
+  process.emitWarning(message, { code: 'LARDER_CLEANUP' });
+}
+
+// What the helper does in the background (issue 48), so that a test waits for no round trip to the
+// server in local mode: the next test's store is made while this one runs, and a passing test's
+// store is deleted after it. The README's "What the helper does in the background" says it in full.
+
+/** The TEST part of the label of a store made ready, before a test takes it. */
+const READY_NAME = '(made ready for the next test)';
+/** A ready store older than this (or than a quarter of its ttl) is deleted, not handed out. */
+export const READY_MAX_AGE_MS = 60_000;
+/** Background requests under way before a test's end waits for the oldest. */
+export const BACKGROUND_MAX = 4;
+/** How long a background delete or relabelling may take before it counts as failed. */
+const BACKGROUND_TIMEOUT_MS = 30_000;
+
+const internals = Larder[Symbol.for('larder-sqlite.internals')];
+let ready = null; // {client, key, made, generation, promise: Promise<Store | null>, dropped}
+const background = new Set(); // Promises of the work under way; each settles, never rejects
+let hooked = false;
+
+// The spec a ready store must match (createStore's options but the label), or null where the helper
+// makes none: remote mode, forks, a client that is not a Larder.
+function readySpec(client, createOptions, label) {
+  if (!internals || !(client instanceof Larder) || client.mode === 'remote') return null;
+  if (createOptions.from !== undefined || typeof label !== 'string') return null;
+  const keys = Object.keys(createOptions).filter((k) => k !== 'label' && createOptions[k] !== undefined).sort();
+  return JSON.stringify(keys.map((k) => [k, createOptions[k]]));
+}
+
+/** The ready store of `spec`, or null (none, another spec's, too old, of an older build, not made). */
+async function takeReady(client, spec) {
+  const entry = ready;
+  if (!entry) return null;
+  ready = null;
+  if (entry.client !== client || entry.key !== spec) {
+    dropReady(entry);
+    return null;
+  }
+  const store = await entry.promise;
+  if (store && Date.now() - entry.made <= maxAge(store) && entry.generation === internals.buildGeneration()) return store;
+  dropReady(entry);
+  return null;
+}
+
+function maxAge(store) {
+  const ttl = Date.parse(store.info.expires_at) - Date.parse(store.info.created_at);
+  return ttl > 0 ? Math.min(READY_MAX_AGE_MS, ttl / 4) : READY_MAX_AGE_MS;
+}
+
+/** Makes the next store of `spec` once `gate` opens, unless one is on its way. */
+function makeReady(client, spec, options, gate) {
+  if (ready) {
+    if (ready.client === client && ready.key === spec) return;
+    dropReady(ready);
+  }
+  const entry = { client, key: spec, made: Date.now(), generation: internals.buildGeneration(), dropped: false, promise: null };
+  entry.promise = gate
+    .then(() => {
+      entry.made = Date.now();
+      return internals.createStore(client, options);
+    })
+    .then(
+      (store) => store,
+      () => null // not made: the test that wanted it makes its own, and meets the error if there is one
+    );
+  ready = entry;
+  underWay(entry.promise);
+  hookSessionEnd();
+}
+
+/** The ready store of `entry`, once made, deleted in the background. */
+function dropReady(entry) {
+  if (entry.dropped) return;
+  entry.dropped = true;
+  inBackground(
+    async () => {
+      const store = await entry.promise;
+      if (store) await deleteStore(entry.client, store);
+    },
+    (err) => process.emitWarning(`larder: deleting a store made ready for a test failed: ${err?.message ?? err}`, { code: 'LARDER_CLEANUP' })
+  );
+}
+
+/**
+ * The test's label given to a ready store in the background once `work` opens, unless the test is
+ * over by then; the client's requests wait for it (its fence).
+ */
+function relabel(client, store, label, ttlSeconds, work) {
+  // As long a life as a store made now.
+  const ttl = ttlSeconds ?? Math.round((Date.parse(store.info.expires_at) - Date.parse(store.info.created_at)) / 1000);
+  const body = Number.isInteger(ttl) && ttl > 0 ? { label, ttl_seconds: ttl } : { label };
+  const done = work.gate.then(() => (work.ended ? undefined : internals.send(client, 'PATCH', store.base, { body, timeoutMs: BACKGROUND_TIMEOUT_MS })));
+  internals.fence(client, done);
+  const settled = done.then(
+    () => {},
+    (err) => {
+      if (err?.status === 404) return; // the test deleted it
+      process.emitWarning(`larder: relabelling store ${store.id} to ${JSON.stringify(label)} failed: ${err?.message ?? err}`, {
+        code: 'LARDER_RELABEL',
+      });
+    }
+  );
+  underWay(settled);
+  return settled;
+}
+
+async function deleteStore(client, store) {
+  try {
+    await internals.send(client, 'DELETE', store.base, { timeoutMs: BACKGROUND_TIMEOUT_MS });
+  } catch (err) {
+    if (err?.status !== 404) throw err; // the test deleted it itself
+  }
+}
+
+/** Runs `work` in the background, `onError` hearing of its failure; waits first while BACKGROUND_MAX are under way. */
+async function inBackground(work, onError) {
+  while (background.size >= BACKGROUND_MAX) await background.values().next().value;
+  underWay(work().catch(onError));
+  hookSessionEnd();
+}
+
+function underWay(promise) {
+  background.add(promise);
+  promise.then(() => background.delete(promise));
+}
+
+/**
+ * Deletes the store made ready for a next test, if any, and waits until the helper's background
+ * requests have settled (each within its timeout); a failed one has been reported by then. In a
+ * `node --test` run the helper does it itself after the file's last test, before the file's own
+ * `after` hooks; elsewhere, call it before stopping a server the tests used.
+ */
+export async function settle() {
+  if (ready) {
+    dropReady(ready);
+    ready = null;
+  }
+  while (background.size > 0) await Promise.all([...background]);
+}
+
+// The session's end. In a test process of `node --test` (NODE_TEST_CONTEXT child-v8), a hook of the
+// root test, registered as the helper is imported and so before the test file's own `after` hooks
+// (one of which may stop the server): settle(). Not in other processes, where a hook would make
+// node:test report. Then, when the process has nothing left to do, the same again (another runner,
+// or a file that imported the helper late); the work under way keeps the process alive until it
+// settles, so a server `larder up` started for the process outlives it. A process ended by
+// process.exit() or a signal does none of it: what is left is said.
+if (process.env.NODE_TEST_CONTEXT === 'child-v8') nodeTest.after(settle);
+
+function hookSessionEnd() {
+  if (hooked) return;
+  hooked = true;
+  process.on('beforeExit', () => {
+    if (ready) {
+      dropReady(ready);
+      ready = null;
+    }
+  });
+  process.on('exit', () => {
+    if (background.size === 0 && !ready) return;
+    const what = `${background.size} background request(s) of larder-sqlite/test were cut short by the process's exit`;
+    try {
+      writeSync(2, `larder: ${what}; a store they were making or deleting is left to its ttl\n`);
+    } catch {}
+  });
 }
 
 /** A snapshot that failed the migration check; `result` is the check's result. */
