@@ -195,9 +195,10 @@ export class Larder {
 
   /** As `request`, answering {status, body}: for answers whose 2xx status says something. */
   async exchange(method, path, options) {
-    // A store the test helper handed out is being relabelled: what this client asks next sees its label.
-    const fence = fences.get(this);
-    if (fence) await fence;
+    // Stores the test helper handed out with a label still to be given: given first, so that what this
+    // client asks sees their labels.
+    const due = fences.get(this);
+    if (due?.size) await Promise.all([...due].map((relabel) => relabel()));
     return send(this, method, path, options);
   }
 
@@ -701,29 +702,27 @@ async function leanExchange(client, pool, method, path, { query, body, allow, ti
 }
 
 // What the test helper (testing.js) needs of this module beyond its API, under a symbol so that it
-// stays out of the API: requests that wait for no relabelling, stores made that way, the fence a
-// relabelling puts up, and how many times this process built or discarded a build.
-const fences = new WeakMap(); // Larder -> Promise that settles once its stores being relabelled are
+// stays out of the API: requests past the fence, stores made that way, the fence of relabellings a
+// client's requests give first, and how many times this process built or discarded a build.
+const fences = new WeakMap(); // Larder -> Set of () => Promise: relabellings due before its next request
 let buildGeneration = 0;
 
-/** Requests of `client` wait (through exchange) until `promise` settles. */
-function fence(client, promise) {
-  const settled = promise.then(
-    () => {},
-    () => {}
-  );
-  const before = fences.get(client);
-  const all = before ? Promise.all([before, settled]).then(() => {}) : settled;
-  fences.set(client, all);
-  all.then(() => {
-    if (fences.get(client) === all) fences.delete(client);
-  });
+/** `relabel` (idempotent, never rejecting) is run before `client`'s next request, until unfence(). */
+function fence(client, relabel) {
+  let due = fences.get(client);
+  if (!due) fences.set(client, (due = new Set()));
+  due.add(relabel);
+}
+
+function unfence(client, relabel) {
+  fences.get(client)?.delete(relabel);
 }
 
 Object.defineProperty(Larder, Symbol.for('larder-sqlite.internals'), {
   value: Object.freeze({
     send,
     fence,
+    unfence,
     buildGeneration: () => buildGeneration,
     /** createStore, past the fence, in local mode only. */
     async createStore(client, options, timeoutMs) {

@@ -21,6 +21,11 @@ export declare function withStore(t: TestContext, options?: WithStoreOptions): P
 
 /** A store made ready for the next test is deleted, not handed out, once older than this (60000 ms) or a quarter of its ttl. */
 export declare const READY_MAX_AGE_MS: number;
+/**
+ * How long into a test (100 ms) the store it got ready is relabelled to its label when the test's
+ * client has not asked the server anything sooner; a test over sooner is not relabelled.
+ */
+export declare const RELABEL_AFTER_MS: number;
 /** How many background requests (deletes, a ready store, relabellings) may be under way before a test's end waits for the oldest: 4. */
 export declare const BACKGROUND_MAX: number;
 

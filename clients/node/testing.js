@@ -494,23 +494,20 @@ export async function withStore(t, options = {}) {
   if (fromReady) store.info = { ...store.info, label };
   else store = await client.createStore({ ...createOptions, label });
 
-  // This test's background work (relabelling the store, making the next one ready) begins once the
-  // test has begun, its first steps first; or, when the test is over by then, once its end's own
-  // work is done, so that a failed test's keep and artifact do not wait behind it.
-  const work = { open: false, ended: false, go: null };
+  // The next store is made ready once the test has begun, its first steps first; or, when the test
+  // is over by then, once its end's own work is done, so that a failed test's keep and artifact do
+  // not wait behind it.
+  const work = { ended: false, go: null };
   work.gate = new Promise((resolveGate) => {
-    work.go = () => {
-      work.open = true;
-      resolveGate();
-    };
+    work.go = resolveGate;
   });
   if (spec) setImmediate(() => work.ended || work.go());
-  const relabelled = fromReady ? relabel(client, store, label, createOptions.ttlSeconds, work) : null;
   if (spec) makeReady(client, spec, { ...createOptions, label: readyLabel }, work.gate);
+  const relabel = fromReady ? relabelLater(client, store, label, createOptions.ttlSeconds) : null;
 
   t.after(async () => {
-    const early = !work.open; // over before its background work began: a ready store is not relabelled
     work.ended = true;
+    const relabelled = relabel?.end(); // the relabelling under way, if it was sent
     if (spec && !testFailed(t)) {
       // Passed: deleted in the background, after its relabelling (a bounded number at a time).
       work.go();
@@ -533,8 +530,8 @@ export async function withStore(t, options = {}) {
           }
         }
         // Kept under the test's label (a ready store's relabelling may not have been sent, or have
-        // failed), once that relabelling, which sets a ttl, is over; past the client's fence.
-        if (relabelled && !early) await relabelled;
+        // failed), once a relabelling sent, which sets a ttl, is over; past the client's fence.
+        await relabelled;
         const body = fromReady ? { keep: true, label } : { keep: true };
         store.info = (await internals.send(client, 'PATCH', store.base, { body })).body;
         const dir = resolve(artifacts ?? (process.env.LARDER_ARTIFACTS || DEFAULT_ARTIFACTS_DIR));
@@ -574,6 +571,8 @@ const READY_NAME = '(made ready for the next test)';
 export const READY_MAX_AGE_MS = 60_000;
 /** Background requests under way before a test's end waits for the oldest. */
 export const BACKGROUND_MAX = 4;
+/** How long into a test its ready store is relabelled, when nothing asked for it sooner. */
+export const RELABEL_AFTER_MS = 100;
 /** How long a background delete or relabelling may take before it counts as failed. */
 const BACKGROUND_TIMEOUT_MS = 30_000;
 
@@ -646,26 +645,43 @@ function dropReady(entry) {
 }
 
 /**
- * The test's label given to a ready store in the background once `work` opens, unless the test is
- * over by then; the client's requests wait for it (its fence).
+ * The test's label for a ready store, given in the background when it is needed: before the
+ * client's next request (its fence), or RELABEL_AFTER_MS into the test; not when the test is over
+ * first (a passing test's store is deleted, a failed one's keep carries the label). end(): the
+ * relabelling sent (a promise that never rejects), or undefined, and none from then on.
  */
-function relabel(client, store, label, ttlSeconds, work) {
+function relabelLater(client, store, label, ttlSeconds) {
   // As long a life as a store made now.
   const ttl = ttlSeconds ?? Math.round((Date.parse(store.info.expires_at) - Date.parse(store.info.created_at)) / 1000);
   const body = Number.isInteger(ttl) && ttl > 0 ? { label, ttl_seconds: ttl } : { label };
-  const done = work.gate.then(() => (work.ended ? undefined : internals.send(client, 'PATCH', store.base, { body, timeoutMs: BACKGROUND_TIMEOUT_MS })));
-  internals.fence(client, done);
-  const settled = done.then(
-    () => {},
-    (err) => {
-      if (err?.status === 404) return; // the test deleted it
-      process.emitWarning(`larder: relabelling store ${store.id} to ${JSON.stringify(label)} failed: ${err?.message ?? err}`, {
-        code: 'LARDER_RELABEL',
-      });
+  let sent;
+  const run = () => {
+    if (!sent) {
+      clearTimeout(timer);
+      internals.unfence(client, run);
+      sent = internals.send(client, 'PATCH', store.base, { body, timeoutMs: BACKGROUND_TIMEOUT_MS }).then(
+        () => {},
+        (err) => {
+          if (err?.status === 404) return; // the test deleted it
+          process.emitWarning(`larder: relabelling store ${store.id} to ${JSON.stringify(label)} failed: ${err?.message ?? err}`, {
+            code: 'LARDER_RELABEL',
+          });
+        }
+      );
+      underWay(sent);
     }
-  );
-  underWay(settled);
-  return settled;
+    return sent;
+  };
+  const timer = setTimeout(run, RELABEL_AFTER_MS);
+  timer.unref?.();
+  internals.fence(client, run);
+  return {
+    end() {
+      clearTimeout(timer);
+      internals.unfence(client, run);
+      return sent;
+    },
+  };
 }
 
 async function deleteStore(client, store) {

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { Larder } from 'larder-sqlite';
-import { BACKGROUND_MAX, READY_MAX_AGE_MS, fileSafeName } from 'larder-sqlite/test';
+import { BACKGROUND_MAX, READY_MAX_AGE_MS, RELABEL_AFTER_MS, fileSafeName } from 'larder-sqlite/test';
 import { fixturesDir, startServer, zipNames } from './support.js';
 import { jsonLines, makeProject, runNode, runsFolder, sampleEnv, sharedServers, waitGone } from './project.js';
 
@@ -46,6 +46,16 @@ export async function readyStore(file, spec = SPEC) {
   throw new Error('no store made ready within 20 s');
 }
 
+/** The label of store \`id\` once it is \`label\` (20 s at most; then the last one seen). */
+export async function labelled(id, label) {
+  let seen;
+  for (const deadline = Date.now() + 20_000; Date.now() < deadline; await pause()) {
+    seen = (await larder.getStore(id)).info.label;
+    if (seen === label) break;
+  }
+  return seen;
+}
+
 /** Whether the store \`id\` is gone from the server within 20 s. */
 export async function gone(id) {
   for (const deadline = Date.now() + 20_000; Date.now() < deadline; await pause()) {
@@ -62,13 +72,14 @@ export async function gone(id) {
 export { larder };
 `;
 
-// Three tests of one spec, then one of another. Each of the first two writes into its store; the
-// next must get the store made ready meanwhile, untouched, labelled its own.
+// Four tests of one spec, then one of another. Each of the first three writes into its store; the
+// next must get the store made ready meanwhile, untouched, labelled its own (the fourth asks the
+// server nothing through the helper's client: relabelled all the same).
 const READY = `
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { storeLabel, withStore } from 'larder-sqlite/test';
-import { SPEC, larder, readyStore, record } from './record.mjs';
+import { SPEC, labelled, larder, readyStore, record } from './record.mjs';
 
 async function look(t, store, ready) {
   const entry = {
@@ -90,6 +101,13 @@ for (const name of ['first', 'second', 'third']) {
     ready = await readyStore('ready.test.mjs');
   });
 }
+
+test('fourth, quiet', async (t) => {
+  const store = await withStore(t, SPEC);
+  // Its client asks nothing: the label comes a while into the test.
+  record({ name: t.name, id: store.id, ready, label: store.info.label, serverLabel: await labelled(store.id, storeLabel(t)) });
+  ready = await readyStore('ready.test.mjs');
+});
 
 test('another spec', async (t) => {
   const store = await withStore(t, { template: 'gallery' });
@@ -162,12 +180,13 @@ async function storesOf(url, prefix) {
 describe('withStore in the background', () => {
   test('the next test gets the store made ready while the last one ran: fresh, isolated, labelled its own; another spec discards it', async () => {
     assert.equal(READY_MAX_AGE_MS, 60_000);
+    assert.equal(RELABEL_AFTER_MS, 100);
     const runId = `bg-ready-${randomUUID()}`;
     const { run, entries, output } = await runSample('ready', { 'ready.test.mjs': READY }, {
       LARDER_URL: server.url, SAMPLE_SERVER: server.url, LARDER_RUN: runId,
     });
     assert.equal(run.code, 0, output);
-    assert.match(run.stdout, /^# pass 4$/m, output);
+    assert.match(run.stdout, /^# pass 5$/m, output);
     const { first, second, third } = entries;
     const template = { artists: 4, artworks: 12 };
     for (const entry of [first, second, third]) {
@@ -188,6 +207,12 @@ describe('withStore in the background', () => {
     // Isolated: a store and a file of its own.
     assert.equal(new Set([first.id, second.id, third.id]).size, 3);
     assert.equal(new Set([first.path, second.path, third.path]).size, 3);
+
+    // A test whose client asks the server nothing is relabelled RELABEL_AFTER_MS into it.
+    const quiet = entries['fourth, quiet'];
+    assert.equal(quiet.id, quiet.ready);
+    assert.equal(quiet.label, `${runId}/ready.test.mjs/fourth, quiet`);
+    assert.equal(quiet.serverLabel, quiet.label);
 
     // Another spec: a store made for it, the ready one deleted while the test ran.
     const other = entries['another spec'];
