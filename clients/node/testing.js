@@ -513,6 +513,8 @@ export async function withStore(t, options = {}) {
       work.go();
       await inBackground(async () => {
         await relabelled;
+        // Sent once the next test has begun, alongside its own first steps.
+        await new Promise((resolveTurn) => setImmediate(resolveTurn));
         await deleteStore(client, store);
       }, (err) => cleanupFailed(t, store, err));
       return;
