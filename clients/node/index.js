@@ -528,7 +528,7 @@ class LeanConnection {
 
   exchange(head, body, limitMs) {
     return new Promise((resolvePromise, reject) => {
-      const pending = { resolve: resolvePromise, reject, got: false, head: null, timer: null };
+      const pending = { resolve: resolvePromise, reject, got: false, head: null, parts: null, size: 0, timer: null };
       this.socket.setTimeout(0);
       pending.timer = setTimeout(() => {
         const err = new Error(`no answer within ${limitMs} ms`);
@@ -549,6 +549,13 @@ class LeanConnection {
       return;
     }
     pending.got = true;
+    if (pending.head && !pending.head.chunked) {
+      // A body of a known length, or one that ends with the connection: gathered, joined once.
+      pending.parts.push(chunk);
+      pending.size += chunk.length;
+      this.complete(pending);
+      return;
+    }
     this.buffer = this.buffer ? Buffer.concat([this.buffer, chunk]) : chunk;
     try {
       this.parse(pending);
@@ -556,6 +563,14 @@ class LeanConnection {
       this.fail(err);
       this.destroy();
     }
+  }
+
+  /** Finishes `pending` once its body of a known length has come. */
+  complete(pending) {
+    const { length } = pending.head;
+    if (length < 0 || pending.size < length) return;
+    const all = pending.parts.length === 1 ? pending.parts[0] : Buffer.concat(pending.parts, pending.size);
+    this.finish(pending, all.subarray(0, length), pending.size > length);
   }
 
   parse(pending) {
@@ -595,10 +610,13 @@ class LeanConnection {
     if (head.chunked) {
       const body = dechunk(this.buffer);
       if (body) this.finish(pending, body.data, body.end < this.buffer.length);
-    } else if (head.length >= 0 && this.buffer.length >= head.length) {
-      this.finish(pending, this.buffer.subarray(0, head.length), this.buffer.length > head.length);
+      return;
     }
-    // Else more is to come; an answer of no length ends with the connection.
+    // From here on onData gathers the body; an answer of no length ends with the connection.
+    pending.parts = [this.buffer];
+    pending.size = this.buffer.length;
+    this.buffer = null;
+    this.complete(pending);
   }
 
   finish(pending, body, extra) {
@@ -631,7 +649,7 @@ class LeanConnection {
     if (!pending) return;
     // An answer of no length: the connection's end ends it.
     if (!err && pending.head && !pending.head.chunked && pending.head.length === -1 && !wasClosed) {
-      this.finish(pending, this.buffer ?? Buffer.alloc(0), false);
+      this.finish(pending, Buffer.concat(pending.parts ?? [], pending.size ?? 0), false);
       return;
     }
     this.fail(err ?? new Error(pending.got ? 'the connection closed before the answer ended' : 'the connection closed without an answer'));

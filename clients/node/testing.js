@@ -531,11 +531,14 @@ export async function withStore(t, options = {}) {
             process.emitWarning(message, { code: 'LARDER_CHECK_IN' });
           }
         }
-        // Kept under the test's label (a ready store's relabelling may not have been sent, or have
-        // failed), once a relabelling sent, which sets a ttl, is over; past the client's fence.
-        await relabelled;
-        const body = fromReady ? { keep: true, label } : { keep: true };
-        store.info = (await internals.send(client, 'PATCH', store.base, { body })).body;
+        // A ready store is kept under the test's label (its relabelling may not have been sent, or
+        // have failed), once a relabelling sent, which sets a ttl, is over; past the client's fence.
+        if (fromReady) {
+          await relabelled;
+          store.info = (await internals.send(client, 'PATCH', store.base, { body: { keep: true, label } })).body;
+        } else {
+          await store.keep();
+        }
         const dir = resolve(artifacts ?? (process.env.LARDER_ARTIFACTS || DEFAULT_ARTIFACTS_DIR));
         const file = await store.artifact(join(dir, `${fileSafeName(t.name)}-${store.id}.zip`));
         t.diagnostic(`larder: store ${store.id} of the failed test is kept (${store.info.links?.self ?? store.info.path}); artifact saved to ${file}`);

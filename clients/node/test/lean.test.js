@@ -100,6 +100,23 @@ describe('the lean HTTP path', () => {
     assert.equal(server.connections, 2);
   });
 
+  test('an answer that comes in pieces: the head split, a long body in many writes', async () => {
+    const stores = Array.from({ length: 2000 }, (_, i) => ({ id: `st_${i}`, label: `é ${i}`, path: `/x/${i}` }));
+    const body = Buffer.from(JSON.stringify({ stores }));
+    const server = await standIn(async (req, n, socket) => {
+      const head = Buffer.from(`HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`);
+      const all = Buffer.concat([head, body]);
+      // 20 bytes (part of the head), then pieces of 1000, each its own write after the last has gone.
+      for (let at = 0, size = 20; at < all.length; at += size, size = 1000) {
+        await new Promise((resolvePromise) => socket.write(all.subarray(at, at + size), resolvePromise));
+      }
+    });
+    const larder = new Larder({ url: server.url });
+    assert.deepEqual(await larder.listStores({ limit: 2000 }), stores);
+    assert.deepEqual(await larder.listStores({ limit: 2000 }), stores, 'and again on the same connection');
+    assert.equal(server.connections, 1);
+  });
+
   test('a kept-alive connection the server closed under a request: asked again on a new one', async () => {
     // The second request on each connection finds it closed, as an idle one a server dropped.
     const server = await standIn((req, n, socket) => (n === 1 ? socket.write(json(200, { status: 'ok' })) : socket.destroy()));
