@@ -245,18 +245,28 @@ function callerFile() {
   return found;
 }
 
+const relatives = new Map(); // `${cwd}\0${file}` -> relativeToCwd(file), where no real path was asked
+
 // `file` relative to the working directory, with `/` (through real paths when
 // the path as given lies outside it: a symbolic link).
 function relativeToCwd(file) {
   if (file.startsWith('file:')) file = fileURLToPath(file);
   const cwd = process.cwd();
+  // The same file for every test of a file: worked out once (not where real paths are asked).
+  const key = `${cwd}\0${file}`;
+  const known = relatives.get(key);
+  if (known !== undefined) return known;
   let rel = relative(cwd, resolve(file));
-  if (rel.startsWith('..')) {
-    try {
-      const real = relative(realpathSync(cwd), realpathSync(file));
-      if (!real.startsWith('..')) rel = real;
-    } catch {}
+  if (!rel.startsWith('..')) {
+    const found = (rel || file).split(sep).join('/');
+    if (relatives.size >= 1000) relatives.clear();
+    relatives.set(key, found);
+    return found;
   }
+  try {
+    const real = relative(realpathSync(cwd), realpathSync(file));
+    if (!real.startsWith('..')) rel = real;
+  } catch {}
   return (rel || file).split(sep).join('/');
 }
 
@@ -273,9 +283,10 @@ function testNamePath(t) {
   return [...(suiteNames.getStore() ?? []), String(t?.name ?? '')].join(' > ');
 }
 
-// `name`: the TEST part, when not the test's own name path; `file`: the test file, when known.
-function labelOf(t, fallbackFile, name, file = testFile(t, fallbackFile)) {
-  const parts = [runPrefix(), file && relativeToCwd(file), name ?? testNamePath(t)].filter(Boolean);
+// `name`: the TEST part, when not the test's own name path; `file`: the test file and `run` the run
+// prefix, when known.
+function labelOf(t, fallbackFile, name, file = testFile(t, fallbackFile), run = runPrefix()) {
+  const parts = [run, file && relativeToCwd(file), name ?? testNamePath(t)].filter(Boolean);
   return cutLabel(parts.join('/'));
 }
 
@@ -485,8 +496,8 @@ export async function withStore(t, options = {}) {
   track(t);
   // Before the first await: the caller's stack still holds the test file.
   const file = testFile(t, callerFile);
-  const label = createOptions.label === undefined ? labelOf(t, null, undefined, file) : createOptions.label;
-  const readyLabel = labelOf(t, null, READY_NAME, file);
+  const run = runPrefix();
+  const label = createOptions.label === undefined ? labelOf(t, null, undefined, file, run) : createOptions.label;
   const client = larder ?? (await defaultLarder());
   const spec = readySpec(client, createOptions, label);
   let store = spec ? await takeReady(client, spec) : null;
@@ -502,7 +513,7 @@ export async function withStore(t, options = {}) {
     work.go = resolveGate;
   });
   if (spec) setImmediate(() => work.ended || work.go());
-  if (spec) makeReady(client, spec, { ...createOptions, label: readyLabel }, work.gate);
+  if (spec) makeReady(client, spec, { ...createOptions, label: labelOf(t, null, READY_NAME, file, run) }, work.gate);
   const relabel = fromReady ? relabelLater(client, store, label, createOptions.ttlSeconds) : null;
 
   t.after(async () => {
