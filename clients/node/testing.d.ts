@@ -26,8 +26,13 @@ export declare const READY_MAX_AGE_MS: number;
  * client has not asked the server anything sooner; a test over sooner is not relabelled.
  */
 export declare const RELABEL_AFTER_MS: number;
-/** How many background requests (deletes, a ready store, relabellings) may be under way before a test's end waits for the oldest: 4. */
+/** How many background requests (deletes, a ready store, relabellings) may be under way; beyond it a test's end waits for the oldest: 4. */
 export declare const BACKGROUND_MAX: number;
+/**
+ * How many stores made ready make a batch (4): a passing test's store that kept the label it was
+ * made ready with is deleted with the rest of its batch by one DELETE /stores?label=.
+ */
+export declare const DELETE_BATCH: number;
 
 /**
  * Deletes the store made ready for a next test, if any, and waits until the helper's background

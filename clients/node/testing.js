@@ -4,6 +4,7 @@
 import * as nodeTest from 'node:test';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { accessSync, chmodSync, constants as fsConstants, existsSync, realpathSync, statSync, writeSync } from 'node:fs';
 import { delimiter, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -500,10 +501,15 @@ export async function withStore(t, options = {}) {
   const label = createOptions.label === undefined ? labelOf(t, null, undefined, file, run) : createOptions.label;
   const client = larder ?? (await defaultLarder());
   const spec = readySpec(client, createOptions, label);
-  let store = spec ? await takeReady(client, spec) : null;
-  const fromReady = store !== null;
-  if (fromReady) store.info = { ...store.info, label };
-  else store = await client.createStore({ ...createOptions, label });
+  const taken = spec ? await takeReady(client, spec) : null; // {store, batch}
+  const fromReady = taken !== null;
+  let store;
+  if (fromReady) {
+    store = taken.store;
+    store.info = { ...store.info, label };
+  } else {
+    store = await client.createStore({ ...createOptions, label });
+  }
 
   // The next store is made ready once the test has begun, its first steps first; or, when the test
   // is over by then, once its end's own work is done, so that a failed test's keep and artifact do
@@ -513,21 +519,26 @@ export async function withStore(t, options = {}) {
     work.go = resolveGate;
   });
   if (spec) setImmediate(() => work.ended || work.go());
-  if (spec) makeReady(client, spec, { ...createOptions, label: labelOf(t, null, READY_NAME, file, run) }, work.gate);
+  if (spec) makeReady(client, spec, createOptions, labelOf(t, null, READY_NAME, file, run), work.gate);
   const relabel = fromReady ? relabelLater(client, store, label, createOptions.ttlSeconds) : null;
 
   t.after(async () => {
     work.ended = true;
     const relabelled = relabel?.end(); // the relabelling under way, if it was sent
     if (spec && !testFailed(t)) {
-      // Passed: deleted in the background, after its relabelling (a bounded number at a time).
+      // Passed: deleted in the background: with the rest of its batch, when it still has its batch's
+      // label; else on its own, after its relabelling (a bounded number at a time).
       work.go();
-      await inBackground(async () => {
-        await relabelled;
-        // Sent once the next test has begun, alongside its own first steps.
-        await new Promise((resolveTurn) => setImmediate(resolveTurn));
-        await deleteStore(client, store);
-      }, (err) => cleanupFailed(t, store, err));
+      if (fromReady) decide(taken.batch, relabelled ? null : store);
+      if (!fromReady || relabelled) {
+        inBackground(async () => {
+          await relabelled;
+          // Sent once the next test has begun, alongside its own first steps.
+          await new Promise((resolveTurn) => setImmediate(resolveTurn));
+          await deleteStore(client, store);
+        }, (err) => cleanupFailed(t, store, err));
+      }
+      await roomInBackground();
       return;
     }
     try {
@@ -546,7 +557,15 @@ export async function withStore(t, options = {}) {
         // have failed), once a relabelling sent, which sets a ttl, is over; past the client's fence.
         if (fromReady) {
           await relabelled;
-          store.info = (await internals.send(client, 'PATCH', store.base, { body: { keep: true, label } })).body;
+          try {
+            store.info = (await internals.send(client, 'PATCH', store.base, { body: { keep: true, label } })).body;
+          } catch (err) {
+            // It may still have its batch's label: the batch is not deleted by label then.
+            taken.batch.poisoned = true;
+            throw err;
+          } finally {
+            decide(taken.batch, null);
+          }
         } else {
           await store.keep();
         }
@@ -581,19 +600,24 @@ function cleanupFailed(t, store, err) {
 // server in local mode: the next test's store is made while this one runs, and a passing test's
 // store is deleted after it. The README's "What the helper does in the background" says it in full.
 
-/** The TEST part of the label of a store made ready, before a test takes it. */
+/** The TEST part of the label of a store made ready, before a test takes it (then its batch's token). */
 const READY_NAME = '(made ready for the next test)';
 /** A ready store older than this (or than a quarter of its ttl) is deleted, not handed out. */
 export const READY_MAX_AGE_MS = 60_000;
 /** Background requests under way before a test's end waits for the oldest. */
 export const BACKGROUND_MAX = 4;
+/** Stores made ready in a batch, deleted at once (DELETE /stores?label=) once each has passed or is out of it. */
+export const DELETE_BATCH = 4;
 /** How long into a test its ready store is relabelled, when nothing asked for it sooner. */
 export const RELABEL_AFTER_MS = 100;
 /** How long a background delete or relabelling may take before it counts as failed. */
 const BACKGROUND_TIMEOUT_MS = 30_000;
 
 const internals = Larder[Symbol.for('larder-sqlite.internals')];
-let ready = null; // {client, key, made, generation, promise: Promise<Store | null>, dropped}
+let ready = null; // {client, key, made, generation, promise: Promise<Store | null>, dropped, batch}
+let batch = null; // the batch stores are made ready into now
+let batches = 0;
+const token = `${process.pid.toString(36)}-${randomBytes(3).toString('hex')}`;
 const background = new Set(); // Promises of the work under way; each settles, never rejects
 let hooked = false;
 
@@ -606,7 +630,7 @@ function readySpec(client, createOptions, label) {
   return JSON.stringify(keys.map((k) => [k, createOptions[k]]));
 }
 
-/** The ready store of `spec`, or null (none, another spec's, too old, of an older build, not made). */
+/** The ready store of `spec` and its batch, or null (none, another spec's, too old, of an older build, not made). */
 async function takeReady(client, spec) {
   const entry = ready;
   if (!entry) return null;
@@ -616,7 +640,9 @@ async function takeReady(client, spec) {
     return null;
   }
   const store = await entry.promise;
-  if (store && Date.now() - entry.made <= maxAge(store) && entry.generation === internals.buildGeneration()) return store;
+  if (store && Date.now() - entry.made <= maxAge(store) && entry.generation === internals.buildGeneration()) {
+    return { store, batch: entry.batch };
+  }
   dropReady(entry);
   return null;
 }
@@ -626,38 +652,91 @@ function maxAge(store) {
   return ttl > 0 ? Math.min(READY_MAX_AGE_MS, ttl / 4) : READY_MAX_AGE_MS;
 }
 
-/** Makes the next store of `spec` once `gate` opens, unless one is on its way. */
-function makeReady(client, spec, options, gate) {
+/**
+ * Makes the next store of `spec` (createStore's `options`, labelled `name` and its batch's token)
+ * once `gate` opens, unless one is on its way.
+ */
+function makeReady(client, spec, options, name, gate) {
   if (ready) {
     if (ready.client === client && ready.key === spec) return;
     dropReady(ready);
   }
-  const entry = { client, key: spec, made: Date.now(), generation: internals.buildGeneration(), dropped: false, promise: null };
+  const into = joinBatch(client, name);
+  const entry = { client, key: spec, made: Date.now(), generation: internals.buildGeneration(), dropped: false, promise: null, batch: into };
   entry.promise = gate
     .then(() => {
       entry.made = Date.now();
-      return internals.createStore(client, options);
+      return internals.createStore(client, { ...options, label: into.label });
     })
     .then(
       (store) => store,
-      () => null // not made: the test that wanted it makes its own, and meets the error if there is one
+      () => {
+        // Not made: the test that wanted it makes its own, and meets the error if there is one.
+        decide(into, null);
+        return null;
+      }
     );
   ready = entry;
   underWay(entry.promise);
   hookSessionEnd();
 }
 
-/** The ready store of `entry`, once made, deleted in the background. */
+/** The ready store of `entry`, once made, deleted in the background with its batch. */
 function dropReady(entry) {
   if (entry.dropped) return;
   entry.dropped = true;
-  inBackground(
-    async () => {
-      const store = await entry.promise;
-      if (store) await deleteStore(entry.client, store);
-    },
-    (err) => process.emitWarning(`larder: deleting a store made ready for a test failed: ${err?.message ?? err}`, { code: 'LARDER_CLEANUP' })
-  );
+  // Under way until its batch's delete is: settle() waits for both.
+  underWay(entry.promise.then((store) => store && decide(entry.batch, store)));
+}
+
+// Batches: a passing test's store that still has the label it was made ready with is deleted with the
+// others of its batch by one DELETE /stores?label=, once every store of the batch has passed (or
+// been dropped) or is out of it (relabelled: deleted on its own; kept under its test's label). The
+// label is the file's and a token of this process's, so it names these stores and no others.
+
+/** The batch a store made ready for `client` joins: the one open, or a new one; closed once full. */
+function joinBatch(client, name) {
+  if (!batch || batch.client !== client || batch.name !== name) {
+    if (batch) closeBatch(batch);
+    batches += 1;
+    batch = { client, name, label: cutLabel(`${name} ${token}-${batches}`), open: true, members: 0, undecided: 0, doomed: [], poisoned: false };
+  }
+  const joined = batch;
+  joined.members += 1;
+  joined.undecided += 1;
+  if (joined.members >= DELETE_BATCH) closeBatch(joined);
+  return joined;
+}
+
+function closeBatch(b) {
+  b.open = false;
+  if (batch === b) batch = null;
+  if (b.undecided === 0) flush(b);
+}
+
+/** A store of batch `b` decided: `store` to be deleted with it, or null (made not, out of it). */
+function decide(b, store) {
+  if (store) b.doomed.push(store);
+  b.undecided -= 1;
+  if (!b.open && b.undecided === 0) flush(b);
+}
+
+/** Deletes the stores of a batch all decided: by its label at once, or one by one when one of them may keep it. */
+function flush(b) {
+  const stores = b.doomed.splice(0);
+  if (stores.length === 0) return;
+  const failed = (err) => {
+    const ids = stores.map((s) => s.id).join(', ');
+    process.emitWarning(`larder: cleanup of store${stores.length > 1 ? 's' : ''} ${ids} failed: ${err?.message ?? err}`, { code: 'LARDER_CLEANUP' });
+  };
+  if (b.poisoned) {
+    for (const store of stores) inBackground(() => deleteStore(b.client, store), failed);
+    return;
+  }
+  inBackground(async () => {
+    await new Promise((resolveTurn) => setImmediate(resolveTurn)); // as a deferred delete is
+    await internals.send(b.client, 'DELETE', '/stores', { query: { label: b.label }, timeoutMs: BACKGROUND_TIMEOUT_MS });
+  }, failed);
 }
 
 /**
@@ -708,11 +787,15 @@ async function deleteStore(client, store) {
   }
 }
 
-/** Runs `work` in the background, `onError` hearing of its failure; waits first while BACKGROUND_MAX are under way. */
-async function inBackground(work, onError) {
-  while (background.size >= BACKGROUND_MAX) await background.values().next().value;
-  underWay(work().catch(onError));
+/** Runs `work` in the background, `onError` hearing of its failure. */
+function inBackground(work, onError) {
+  underWay(Promise.resolve().then(work).catch(onError));
   hookSessionEnd();
+}
+
+/** Waits while more than BACKGROUND_MAX pieces of work are under way, for the oldest. */
+async function roomInBackground() {
+  while (background.size > BACKGROUND_MAX) await background.values().next().value;
 }
 
 function underWay(promise) {
@@ -727,11 +810,17 @@ function underWay(promise) {
  * `after` hooks; elsewhere, call it before stopping a server the tests used.
  */
 export async function settle() {
+  endSession();
+  while (background.size > 0) await Promise.all([...background]);
+}
+
+/** The ready store dropped, the open batch closed: what is left of them is deleted. */
+function endSession() {
   if (ready) {
     dropReady(ready);
     ready = null;
   }
-  while (background.size > 0) await Promise.all([...background]);
+  if (batch) closeBatch(batch);
 }
 
 // The session's end. In a test process of `node --test` (NODE_TEST_CONTEXT child-v8), a hook of the
@@ -746,12 +835,7 @@ if (process.env.NODE_TEST_CONTEXT === 'child-v8') nodeTest.after(settle);
 function hookSessionEnd() {
   if (hooked) return;
   hooked = true;
-  process.on('beforeExit', () => {
-    if (ready) {
-      dropReady(ready);
-      ready = null;
-    }
-  });
+  process.on('beforeExit', endSession);
   process.on('exit', () => {
     if (background.size === 0 && !ready) return;
     const what = `${background.size} background request(s) of larder-sqlite/test were cut short by the process's exit`;

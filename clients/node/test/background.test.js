@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { Larder } from 'larder-sqlite';
-import { BACKGROUND_MAX, READY_MAX_AGE_MS, RELABEL_AFTER_MS, fileSafeName } from 'larder-sqlite/test';
+import { BACKGROUND_MAX, DELETE_BATCH, READY_MAX_AGE_MS, RELABEL_AFTER_MS, fileSafeName } from 'larder-sqlite/test';
 import { fixturesDir, startServer, zipNames } from './support.js';
 import { jsonLines, makeProject, runNode, runsFolder, sampleEnv, sharedServers, waitGone } from './project.js';
 
@@ -35,11 +35,16 @@ export function record(entry) {
 const larder = new Larder({ url: process.env.SAMPLE_SERVER });
 const pause = () => new Promise((r) => setTimeout(r, 20));
 
+/** The stores whose label starts with \`prefix\`. */
+export async function storesOf(prefix) {
+  return (await larder.request('GET', '/stores', { query: { label_prefix: prefix } })).stores;
+}
+
 /** The id of the store made ready for the next test of file \`file\`, once it is on the server (20 s at most). */
 export async function readyStore(file, spec = SPEC) {
-  const label = (process.env.LARDER_RUN ? process.env.LARDER_RUN + '/' : '') + file + '/(made ready for the next test)';
+  const prefix = (process.env.LARDER_RUN ? process.env.LARDER_RUN + '/' : '') + file + '/(made ready for the next test) ';
   for (const deadline = Date.now() + 20_000; Date.now() < deadline; await pause()) {
-    const found = (await larder.listStores({ label })).filter((s) => s.template === spec.template);
+    const found = (await storesOf(prefix)).filter((s) => s.template === spec.template);
     if (found.length === 1) return found[0].id;
     if (found.length > 1) throw new Error('more than one ready store: ' + found.map((s) => s.id));
   }
@@ -147,6 +152,22 @@ for (let i = 1; i <= ${n}; i += 1) {
     record({ name: t.name, id: store.id, url: (await defaultLarder()).url, pid: process.pid });
   });
 }
+`;
+
+// settle() in a describe's after hook (where a suite would stop a server of its own): nothing of the
+// run is left on the server by then.
+const SETTLE = `
+import { after, describe, test } from 'node:test';
+import { settle, withStore } from 'larder-sqlite/test';
+import { SPEC, record, storesOf } from './record.mjs';
+
+describe('suite', () => {
+  after(async () => {
+    await settle();
+    record({ name: 'after settle', left: (await storesOf(process.env.LARDER_RUN + '/')).map((s) => s.label) });
+  });
+  for (let i = 1; i <= 6; i += 1) test('passes ' + i, async (t) => { await withStore(t, SPEC); });
+});
 `;
 
 let server;
@@ -289,27 +310,51 @@ describe('withStore in the background', () => {
     assert.doesNotMatch(output, /larder: /, 'nothing to report');
   });
 
-  test('a background delete that fails is reported, naming the store', async (t) => {
-    // A proxy in front of the server that refuses every DELETE of a store.
-    const proxy = createServer((req, res) => {
-      if (req.method === 'DELETE' && req.url.startsWith('/stores/')) {
-        req.resume();
-        res.writeHead(500, { 'Content-Type': 'application/json' });
-        res.end(JSON.stringify({ error: { code: 'internal', message: 'the proxy refuses deletes', details: {} } }));
-        return;
-      }
-      const { port, hostname } = new URL(server.url);
-      const upstream = httpRequest({ host: hostname, port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
-        res.writeHead(answer.statusCode, answer.headers);
-        answer.pipe(res);
-      });
-      upstream.on('error', () => res.destroy());
-      req.pipe(upstream);
+  test('settle(), in an after hook of the file\'s own: the ready store and the passing tests\' stores are gone', async () => {
+    const runId = `bg-settle-${randomUUID()}`;
+    const { run, entries, output } = await runSample('settle', { 'settle.test.mjs': SETTLE }, {
+      LARDER_URL: server.url, SAMPLE_SERVER: server.url, LARDER_RUN: runId,
     });
-    await new Promise((resolvePromise) => proxy.listen(0, '127.0.0.1', resolvePromise));
-    t.after(() => proxy.close());
-    const url = `http://127.0.0.1:${proxy.address().port}`;
+    assert.equal(run.code, 0, output);
+    assert.deepEqual(entries['after settle'].left, [], output);
+  });
 
+  test('passing tests\' stores go in batches, deleted by their label', async (t) => {
+    const { url, requests } = await proxy(t, () => false);
+    const runId = `bg-batch-${randomUUID()}`;
+    const tests = 3 * DELETE_BATCH + 1;
+    const { run, output } = await runSample('batch', { 'passing.test.mjs': PASSING(tests) }, {
+      LARDER_URL: url, SAMPLE_SERVER: server.url, LARDER_RUN: runId,
+    });
+    assert.equal(run.code, 0, output);
+    assert.deepEqual(await storesOf(server.url, `${runId}/`), [], 'none left');
+    const deletes = requests.filter((r) => r.method === 'DELETE');
+    const byLabel = deletes.filter((r) => r.url.startsWith('/stores?label='));
+    assert.ok(byLabel.length > 0, `batches deleted by label: ${JSON.stringify(deletes)}`);
+    for (const r of byLabel) {
+      assert.ok(decodeURIComponent(r.url.replace(/\+/g, ' ')).startsWith(`/stores?label=${runId}/passing.test.mjs/(made ready for the next test) `), r.url);
+    }
+    assert.ok(deletes.length < tests, `fewer deletes than tests: ${deletes.length}`);
+  });
+
+  test('a failed test whose keep is refused: its batch goes store by store, and its store stays', async (t) => {
+    // A proxy that refuses to keep stores.
+    const { url } = await proxy(t, (req) => req.method === 'PATCH', 'the proxy refuses to keep');
+    const runId = `bg-unkept-${randomUUID()}`;
+    const { run, entries, output } = await runSample('unkept', { 'kept.test.mjs': KEPT }, {
+      LARDER_URL: url, SAMPLE_SERVER: server.url, LARDER_RUN: runId,
+    });
+    assert.equal(run.code, 1, output);
+    const { id } = entries['fails with a ready store'];
+    assert.match(output, new RegExp(`larder: cleanup of store ${id} failed: the proxy refuses to keep`));
+    // Still on the server, though it kept the label of its batch, whose other store is gone.
+    const left = await storesOf(server.url, `${runId}/`);
+    assert.deepEqual(left.map((s) => s.id), [id], output);
+    await new Larder({ url: server.url }).request('DELETE', `/stores/${id}`);
+  });
+
+  test('a background delete that fails is reported, naming the store', async (t) => {
+    const { url } = await proxy(t, (req) => req.method === 'DELETE', 'the proxy refuses deletes');
     const runId = `bg-refused-${randomUUID()}`;
     const { run, entries, output } = await runSample('refused', { 'passing.test.mjs': PASSING(1) }, {
       LARDER_URL: url, SAMPLE_SERVER: server.url, LARDER_RUN: runId,
@@ -319,13 +364,42 @@ describe('withStore in the background', () => {
     assert.match(run.stdout, /^# pass 1$/m, output);
     const { id } = entries['passes 1'];
     // As a warning of the test process (the test itself was reported before the delete was sent),
-    // which node --test shows in its output.
-    assert.match(output, new RegExp(`\\[LARDER_CLEANUP\\] Warning: larder: cleanup of store ${id} failed: the proxy refuses deletes`));
-    assert.match(output, /\[LARDER_CLEANUP\] Warning: larder: deleting a store made ready for a test failed: the proxy refuses deletes/);
-
-    // Both are still there; gone by hand.
+    // which node --test shows in its output: the test's store, and the one made ready for a next test.
     const left = await storesOf(server.url, `${runId}/`);
     assert.equal(left.length, 2, JSON.stringify(left));
+    const ready = left.find((s) => s.id !== id);
+    for (const store of [id, ready.id]) {
+      assert.match(output, new RegExp(`\\[LARDER_CLEANUP\\] Warning: larder: cleanup of store ${store} failed: the proxy refuses deletes`));
+    }
+
+    // Both are gone by hand.
     for (const store of left) await new Larder({ url: server.url }).request('DELETE', `/stores/${store.id}`);
   });
 });
+
+/**
+ * A proxy in front of this file's server, closed after test `t`: it answers a 500 saying `message` to
+ * the requests `refuse` picks and passes the others on. Answers {url, requests: [{method, url}]}.
+ */
+async function proxy(t, refuse, message) {
+  const requests = [];
+  const { port, hostname } = new URL(server.url);
+  const front = createServer((req, res) => {
+    requests.push({ method: req.method, url: req.url });
+    if (refuse(req)) {
+      req.resume();
+      res.writeHead(500, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify({ error: { code: 'internal', message, details: {} } }));
+      return;
+    }
+    const upstream = httpRequest({ host: hostname, port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+      res.writeHead(answer.statusCode, answer.headers);
+      answer.pipe(res);
+    });
+    upstream.on('error', () => res.destroy());
+    req.pipe(upstream);
+  });
+  await new Promise((resolvePromise) => front.listen(0, '127.0.0.1', resolvePromise));
+  t.after(() => front.close());
+  return { url: `http://127.0.0.1:${front.address().port}`, requests };
+}
