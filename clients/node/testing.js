@@ -604,7 +604,7 @@ function cleanupFailed(t, store, err) {
 const READY_NAME = '(made ready for the next test)';
 /** A ready store older than this (or than a quarter of its ttl) is deleted, not handed out. */
 export const READY_MAX_AGE_MS = 60_000;
-/** Background requests under way before a test's end waits for the oldest. */
+/** With more background work under way than this, a test's end waits for the oldest. */
 export const BACKGROUND_MAX = 4;
 /** Stores made ready in a batch, deleted at once (DELETE /stores?label=) once each has passed or is out of it. */
 export const DELETE_BATCH = 4;
@@ -699,7 +699,10 @@ function joinBatch(client, name) {
   if (!batch || batch.client !== client || batch.name !== name) {
     if (batch) closeBatch(batch);
     batches += 1;
-    batch = { client, name, label: cutLabel(`${name} ${token}-${batches}`), open: true, members: 0, undecided: 0, doomed: [], poisoned: false };
+    // The token is kept whole, however long the rest: the label names this batch and no other.
+    const suffix = ` ${token}-${batches}`;
+    const label = cutLabel(name, LABEL_MAX_BYTES - Buffer.byteLength(suffix)) + suffix;
+    batch = { client, name, label, open: true, members: 0, undecided: 0, doomed: [], poisoned: false };
   }
   const joined = batch;
   joined.members += 1;
@@ -725,18 +728,18 @@ function decide(b, store) {
 function flush(b) {
   const stores = b.doomed.splice(0);
   if (stores.length === 0) return;
-  const failed = (err) => {
-    const ids = stores.map((s) => s.id).join(', ');
-    process.emitWarning(`larder: cleanup of store${stores.length > 1 ? 's' : ''} ${ids} failed: ${err?.message ?? err}`, { code: 'LARDER_CLEANUP' });
+  const failed = (some) => (err) => {
+    const ids = some.map((s) => s.id).join(', ');
+    process.emitWarning(`larder: cleanup of store${some.length > 1 ? 's' : ''} ${ids} failed: ${err?.message ?? err}`, { code: 'LARDER_CLEANUP' });
   };
   if (b.poisoned) {
-    for (const store of stores) inBackground(() => deleteStore(b.client, store), failed);
+    for (const store of stores) inBackground(() => deleteStore(b.client, store), failed([store]));
     return;
   }
   inBackground(async () => {
     await new Promise((resolveTurn) => setImmediate(resolveTurn)); // as a deferred delete is
     await internals.send(b.client, 'DELETE', '/stores', { query: { label: b.label }, timeoutMs: BACKGROUND_TIMEOUT_MS });
-  }, failed);
+  }, failed(stores));
 }
 
 /**

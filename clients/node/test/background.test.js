@@ -170,6 +170,22 @@ describe('suite', () => {
 });
 `;
 
+// Tests whose stores must still be there while they run, asked through a client of the sample's own
+// (the helper's would relabel them): a batch's delete must take its own stores and no others.
+const ALIVE = (n) => `
+import { test } from 'node:test';
+import { withStore } from 'larder-sqlite/test';
+import { SPEC, larder, record } from './record.mjs';
+
+for (let i = 1; i <= ${n}; i += 1) {
+  test('alive ' + i, async (t) => {
+    const store = await withStore(t, SPEC);
+    await larder.getStore(store.id);
+    record({ name: t.name, id: store.id });
+  });
+}
+`;
+
 let server;
 let work;
 
@@ -335,6 +351,15 @@ describe('withStore in the background', () => {
       assert.ok(decodeURIComponent(r.url.replace(/\+/g, ' ')).startsWith(`/stores?label=${runId}/passing.test.mjs/(made ready for the next test) `), r.url);
     }
     assert.ok(deletes.length < tests, `fewer deletes than tests: ${deletes.length}`);
+
+    // A run prefix so long that the label made ready is cut: each batch's label still its own.
+    const longRun = `bg-long-${randomUUID()}-${'x'.repeat(250)}`;
+    const long = await runSample('batch-long', { 'alive.test.mjs': ALIVE(tests) }, {
+      LARDER_URL: server.url, SAMPLE_SERVER: server.url, LARDER_RUN: longRun,
+    });
+    assert.equal(long.run.code, 0, long.output);
+    assert.equal(Object.keys(long.entries).length, tests, long.output);
+    assert.deepEqual(await storesOf(server.url, longRun.slice(0, 100)), []);
   });
 
   test('a failed test whose keep is refused: its batch goes store by store, and its store stays', async (t) => {
