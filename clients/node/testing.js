@@ -616,6 +616,7 @@ const BACKGROUND_TIMEOUT_MS = 30_000;
 const internals = Larder[Symbol.for('larder-sqlite.internals')];
 let ready = null; // {client, key, made, generation, promise: Promise<Store | null>, dropped, batch}
 let batch = null; // the batch stores are made ready into now
+const unflushed = new Set(); // the batches whose delete is not sent yet
 let batches = 0;
 const token = `${process.pid.toString(36)}-${randomBytes(3).toString('hex')}`;
 const background = new Set(); // Promises of the work under way; each settles, never rejects
@@ -703,6 +704,7 @@ function joinBatch(client, name) {
     const suffix = ` ${token}-${batches}`;
     const label = cutLabel(name, LABEL_MAX_BYTES - Buffer.byteLength(suffix)) + suffix;
     batch = { client, name, label, open: true, members: 0, undecided: 0, doomed: [], poisoned: false };
+    unflushed.add(batch);
   }
   const joined = batch;
   joined.members += 1;
@@ -726,6 +728,7 @@ function decide(b, store) {
 
 /** Deletes the stores of a batch all decided: by its label at once, or one by one when one of them may keep it. */
 function flush(b) {
+  unflushed.delete(b);
   const stores = b.doomed.splice(0);
   if (stores.length === 0) return;
   const failed = (some) => (err) => {
@@ -840,10 +843,15 @@ function hookSessionEnd() {
   hooked = true;
   process.on('beforeExit', endSession);
   process.on('exit', () => {
-    if (background.size === 0 && !ready) return;
-    const what = `${background.size} background request(s) of larder-sqlite/test were cut short by the process's exit`;
+    let waiting = 0; // passing tests' stores waiting for their batch
+    for (const b of unflushed) waiting += b.doomed.length;
+    if (background.size === 0 && waiting === 0 && !ready) return;
+    const what =
+      `the process exited with ${background.size} background request(s) of larder-sqlite/test under way` +
+      (waiting ? ` and ${waiting} store(s) of passing tests waiting to be deleted` : '') +
+      (ready ? ', and a store made ready for a next test' : '');
     try {
-      writeSync(2, `larder: ${what}; a store they were making or deleting is left to its ttl\n`);
+      writeSync(2, `larder: ${what}; what they leave on the server stays until its ttl\n`);
     } catch {}
   });
 }
