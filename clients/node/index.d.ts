@@ -252,6 +252,8 @@ export interface Health {
   /** Templates in the fixtures folder. */
   templates: number;
   started_at: string;
+  /** The root's file system, and whether copies there share blocks (any size in well under a millisecond, no room taken). */
+  storage: { file_system: string | null; shares_blocks: boolean };
   /** The fleet's bucket (--cache-url), whether this server only reads it, and where kept stores' artifacts go; never credentials. */
   cache: { url: string | null; read_only: boolean; artifacts_url: string | null };
 }

@@ -411,8 +411,18 @@ type Health struct {
 	Version       string `json:"version"`
 	SQLiteVersion string `json:"sqlite_version"`
 	Stores        int64  `json:"stores"`
+	// Storage says the root's file system and whether copies there share blocks.
+	Storage HealthStorage `json:"storage"`
 	// Cache says which bucket the server's templates are shared through, if any.
 	Cache HealthCache `json:"cache"`
+}
+
+// HealthStorage is /health's "storage": the root's file system (nil when the
+// server cannot tell) and whether a copy there shares its blocks (XFS with
+// reflinks, btrfs): any size in well under a millisecond, taking no room.
+type HealthStorage struct {
+	FileSystem   *string `json:"file_system"`
+	SharesBlocks bool    `json:"shares_blocks"`
 }
 
 // HealthCache is /health's "cache": the fleet's bucket (--cache-url), whether
