@@ -273,6 +273,9 @@ class Client:
         # Every thread's connection, with its thread, to close them all.
         self._connections: List[Tuple[threading.Thread, http.client.HTTPConnection]] = []
         self._generation = 0
+        # Called before each request: the pytest plugin's, which first waits
+        # for the deletes it sent in the background (larder._ahead).
+        self._settle: Optional[Callable[[], None]] = None
 
     def __repr__(self) -> str:
         return "larder.Client(%r, mode=%r)" % (self.url, self.mode)
@@ -321,6 +324,16 @@ class Client:
         `timeout_ms` (the server's default 30000; only with `build`), then
         `larder.Timeout`. In remote mode the new store is downloaded into a
         local copy, its `path` (when that fails, the store is deleted)."""
+        body, limit = self._create_body(template, fixtures, version, snapshot, label, build, from_store,
+                                        ttl_seconds=ttl_seconds, timeout_ms=timeout_ms)
+        return self._new_store(self._call("POST", "/stores", body=body, timeout=limit))
+
+    def _create_body(self, template: Optional[str] = None, fixtures: Union[str, Sequence[str], None] = None,
+                     version: Any = "latest", snapshot: Optional[str] = None, label: Optional[str] = None,
+                     build: Optional[str] = None, from_store: Union[str, "Store", None] = None, *,
+                     ttl_seconds: Optional[int] = None, timeout_ms: Optional[int] = None,
+                     ) -> Tuple[Dict[str, Any], Optional[float]]:
+        """`create_store`'s POST /stores body, and its time limit (None: the client's)."""
         body: Dict[str, Any] = {}
         if template is not None:
             body["template"] = template
@@ -347,7 +360,7 @@ class Client:
             # The server may wait for the build before it copies it.
             wait = int(timeout_ms) if timeout_ms is not None else WAIT_TIMEOUT_MS
             limit = wait / 1000.0 + self.timeout
-        return self._new_store(self._call("POST", "/stores", body=body, timeout=limit))
+        return body, limit
 
     def upload(self, database: Union[str, "os.PathLike[str]", bytes], *, template: Optional[str] = None,
                version: Any = "latest", label: Optional[str] = None, ttl_seconds: Optional[int] = None) -> "Store":
@@ -726,6 +739,8 @@ class Client:
         answer. The body is `body` as JSON, or `raw` (bytes, or a file
         opened for reading in binary, sent from where it stands) of the
         type `raw_type` (a SQLite database unless said)."""
+        if self._settle is not None:
+            self._settle()
         target = self._prefix + path
         if query:
             target += "?" + urllib.parse.urlencode([(k, v) for k, v in query.items() if v is not None])

@@ -55,10 +55,12 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Tuple
 
 import pytest
 
+from ._ahead import Ahead, settle_hook
 from ._client import Client, LarderError, Store, _reference, assert_passed, run_prefix, store_label
 from ._up import start_server
 
@@ -79,6 +81,10 @@ _build_key = pytest.StashKey[Tuple[Optional[str], Optional[BaseException]]]()
 _notes_key = pytest.StashKey[List[str]]()
 # larder_client's last failure to find or start the server.
 _no_server_key = pytest.StashKey[BaseException]()
+# The session's requests off the critical path (None: remote mode, or https).
+_ahead_key = pytest.StashKey[Optional[Ahead]]()
+# The item pytest runs after this one (None: the last).
+_next_key = pytest.StashKey[Optional[pytest.Item]]()
 # pytest.skip() or pytest.fail() in the hook.
 _OUTCOMES = (pytest.skip.Exception, pytest.fail.Exception)
 
@@ -265,8 +271,22 @@ def larder_client(pytestconfig: pytest.Config) -> Iterator[Client]:
         client = Client(url=url, mode=pytestconfig.getoption("larder_mode") or None)
     except ValueError as error:  # $LARDER_MODE is neither remote nor local
         raise pytest.fail.Exception("larder_client: %s" % error, pytrace=False) from None
+    ahead = Ahead(client) if Ahead.usable(client) else None
+    pytestconfig.stash[_ahead_key] = ahead
+    if ahead is not None:
+        client._settle = settle_hook(ahead)
     yield client
+    # The session's end, before a server `larder up` started for it can go:
+    # the store made ahead that no test took is deleted, and every request
+    # still unanswered waited for; what failed errors the last test.
+    failures = []
+    if ahead is not None:
+        client._settle = None
+        ahead.finish()
+        failures = ahead.take_failures()
     client.close()
+    if failures:
+        _fail_background(failures)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -286,21 +306,32 @@ def larder_store(request: pytest.FixtureRequest, larder_client: Client) -> Itera
     first; the local copy removed either way)."""
     item = request.node
     options = store_options(item, larder_client)
-    failure: Optional[str]
-    try:
-        store = larder_client.create_store(label=item_label(item), **options)
-    except LarderError as error:
-        failure = "larder_store: no store from %s with %r: %s" % (larder_client.url, options, error)
-    else:
-        failure = None
+    label = item_label(item)
+    ahead = request.config.stash.get(_ahead_key, None)
+    store: Optional[Store] = None
+    if ahead is not None:
+        store = ahead.take((item.nodeid, label, options))
+    failure: Optional[str] = None
+    if store is None:
+        try:
+            store = larder_client.create_store(label=label, **options)
+        except LarderError as error:
+            failure = "larder_store: no store from %s with %r: %s" % (larder_client.url, options, error)
     if failure is not None:
         pytest.fail(failure, pytrace=False)
+    assert store is not None
+    if ahead is not None:
+        _prepare_next(item, larder_client, ahead)
     yield store
     reports = item.stash.get(_reports_key, {})
     failed = any(report.failed for when, report in reports.items() if when in ("setup", "call"))
     try:
         if failed:
             _keep(item, store)
+        elif ahead is not None:
+            # Answered later (by the next test's teardown, or the session's
+            # end): a failure is reported then, naming this test.
+            ahead.delete(store.id, "the store of %s, which passed" % item.nodeid)
         else:
             try:
                 store.delete()  # remote mode: no upload, what the test did is not wanted
@@ -309,6 +340,30 @@ def larder_store(request: pytest.FixtureRequest, larder_client: Client) -> Itera
                     raise
     finally:
         store.close()  # remote mode: the local copy goes
+    if ahead is not None:
+        failures = ahead.take_failures()
+        if failures:
+            _fail_background(failures)
+
+
+def _prepare_next(item: pytest.Item, client: Client, ahead: Ahead) -> None:
+    """Asks for the store of the test pytest runs next, when it takes a
+    `larder_store`, so that the server makes it while this test runs."""
+    following = item.stash.get(_next_key, None)
+    if following is None or "larder_store" not in getattr(following, "fixturenames", ()):
+        return
+    try:
+        # The session's build is asked for by the test that first needs it, not ahead of it.
+        options = store_options(following, client if _build_key in item.config.stash else None)
+        label = item_label(following)
+    except (Exception, *_OUTCOMES):  # the test meets its own error when it runs
+        return
+    ahead.prepare(following.nodeid, (following.nodeid, label, options), dict(options, label=label))
+
+
+def _fail_background(failures: List[str]) -> None:
+    raise pytest.fail.Exception("larder: a request made in the background failed:\n" + "\n".join(failures),
+                                pytrace=False)
 
 
 def _keep(item: pytest.Item, store: Store) -> None:
@@ -385,6 +440,31 @@ def larder_check_snapshot(request: pytest.FixtureRequest,
         return assert_passed(result)
 
     return check
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: Optional[pytest.Item]) -> None:
+    item.stash[_next_key] = nextitem  # larder_store makes the next test's store while this one runs
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # Where larder_client's own end did not come (an interrupted run): the
+    # same clean-up, its failures said on the terminal.
+    ahead = session.config.stash.get(_ahead_key, None)
+    if ahead is None or ahead.finished:
+        return
+    ahead.client._settle = None
+    ahead.finish()
+    failures = ahead.take_failures()
+    if failures:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        text = "larder: a request made in the background failed:\n" + "\n".join(failures)
+        if reporter is not None:
+            reporter.write_line(text)
+        else:
+            sys.stderr.write(text + "\n")
+        if session.exitstatus == 0:
+            session.exitstatus = 1
 
 
 @pytest.hookimpl(hookwrapper=True)
