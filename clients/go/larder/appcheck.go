@@ -230,6 +230,9 @@ func (c *Client) Check(ctx context.Context, id string, against Reference, opts .
 
 // Check judges this store against the reference: see Client.Check.
 func (s *Store) Check(ctx context.Context, against Reference, opts ...CheckOptions) (*CheckResult, error) {
+	if s.settle != nil {
+		s.settle()
+	}
 	return s.client.Check(ctx, s.ID, against, opts...)
 }
 

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/larder-dev/larder/clients/go/internal/hook"
 )
 
 // StoreInfo is a store as the server describes it (POST /stores,
@@ -85,6 +87,9 @@ type Store struct {
 
 	client *Client
 	remote *localCopy // the local copy, in remote mode
+	// settle, when set (lardertest, through internal/hook), is waited for
+	// before every request about the store: its label set in the background.
+	settle func()
 }
 
 func (c *Client) newStore(info StoreInfo) *Store {
@@ -95,7 +100,23 @@ func (c *Client) newStore(info StoreInfo) *Store {
 func (s *Store) Client() *Client { return s.client }
 
 func (s *Store) path(sub string) string {
+	if s.settle != nil {
+		s.settle()
+	}
 	return "/stores/" + url.PathEscape(s.ID) + sub
+}
+
+func init() {
+	hook.Settle = func(store any, wait func()) { store.(*Store).settle = wait }
+	hook.Patch = func(ctx context.Context, store any, body map[string]any) error {
+		s := store.(*Store)
+		var info StoreInfo
+		if err := s.client.call(ctx, http.MethodPatch, "/stores/"+url.PathEscape(s.ID), nil, body, &info); err != nil {
+			return err
+		}
+		s.setInfo(info)
+		return nil
+	}
 }
 
 func (s *Store) setInfo(info StoreInfo) {

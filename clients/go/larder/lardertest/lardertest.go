@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/larder-dev/larder/clients/go/internal/hook"
 	"github.com/larder-dev/larder/clients/go/larder"
 )
 
@@ -53,26 +54,53 @@ const (
 // it ends (t.Cleanup functions registered after StoreForTest run first).
 func StoreForTest(t testing.TB, opts larder.StoreOptions) *larder.Store {
 	t.Helper()
-	if opts.Label == "" {
-		opts.Label = testLabel(testPackage(), t.Name())
+	pkg := testPackage()
+	label := opts.Label
+	if label == "" {
+		label = testLabel(pkg, t.Name())
 	}
-	client, err := TestClient()
+	client, err := testClient()
 	if err != nil {
 		t.Fatal(err)
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	store, err := client.CreateStore(ctx, opts)
-	if err != nil {
-		t.Fatalf("larder: creating a store for %s at %s: %v", t.Name(), client.URL, err)
-		return nil
+	reportFailures(t)
+	var store *larder.Store
+	var r *relabel // the label of a store made ahead, set in the background
+	applies := aheadApplies(client, opts)
+	key := ""
+	if applies {
+		key = aheadKey(client, opts)
+		if store = takeReady(key); store != nil {
+			store.Info.Label = label
+			r = newRelabel(store, label)
+		}
 	}
-	t.Cleanup(func() { finishTestStore(t, store) })
+	if store == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		made := opts
+		made.Label = label
+		if store, err = client.CreateStore(ctx, made); err != nil {
+			t.Fatalf("larder: creating a store for %s at %s: %v", t.Name(), client.URL, err)
+			return nil
+		}
+	}
+	if applies {
+		prepare(client, opts, key, testLabel(pkg, aheadTest))
+	}
+	t.Cleanup(func() { finishTestStore(t, store, applies, r, label) })
 	return store
 }
 
-func finishTestStore(t testing.TB, store *larder.Store) {
+// finishTestStore: a passing test's store deleted (in the background when
+// Main works ahead: background), a failed one's kept and its artifact
+// saved. r is the background label of a store made ahead, label the test's.
+func finishTestStore(t testing.TB, store *larder.Store, background bool, r *relabel, label string) {
+	if !t.Failed() && background {
+		deleteInBackground(store, r, t.Name())
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	if !t.Failed() {
@@ -91,7 +119,15 @@ func finishTestStore(t testing.TB, store *larder.Store) {
 			t.Logf("larder: the failed test's local copy of store %s could not be checked in; the store is kept as last checked in: %v", store.ID, err)
 		}
 	}
-	if err := store.Keep(ctx); err != nil {
+	keep := store.Keep
+	if r != nil {
+		// Made ahead: the keep carries the test's label, whatever became of the one in the background.
+		r.settle()
+		keep = func(ctx context.Context) error {
+			return hook.Patch(ctx, store, map[string]any{"keep": true, "label": label})
+		}
+	}
+	if err := keep(ctx); err != nil {
 		t.Logf("larder: keeping store %s of the failed test: %v", store.ID, err)
 	}
 	dir := os.Getenv("LARDER_ARTIFACTS")

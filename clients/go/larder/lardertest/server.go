@@ -102,6 +102,12 @@ var upPause = time.Sleep
 // The client's Mode is TestServer.Mode; a LARDER_MODE that is neither
 // "remote" nor "local" is an error, before any server is started.
 func TestClient() (*larder.Client, error) {
+	settleAhead()
+	return testClient()
+}
+
+// testClient is TestClient without waiting for the work under way (Main).
+func testClient() (*larder.Client, error) {
 	if url := testURL(); url != "" {
 		return withMode(larder.New(url, ""))
 	}
