@@ -117,6 +117,14 @@ func init() {
 		s.setInfo(info)
 		return nil
 	}
+	hook.StoreBody = func(opts any) map[string]any { return opts.(StoreOptions).body() }
+	hook.NewStore = func(client any, answer []byte) (any, error) {
+		var info StoreInfo
+		if err := json.Unmarshal(answer, &info); err != nil {
+			return nil, err
+		}
+		return client.(*Client).newStore(info), nil
+	}
 }
 
 func (s *Store) setInfo(info StoreInfo) {

@@ -16,4 +16,9 @@ var (
 	// Patch sends PATCH /stores/{id} with body for store (a *larder.Store),
 	// bypassing its Settle, and updates its Info from the answer.
 	Patch func(ctx context.Context, store any, body map[string]any) error
+	// StoreBody is the POST /stores body of opts (a larder.StoreOptions).
+	StoreBody func(opts any) map[string]any
+	// NewStore is the *larder.Store of client (a *larder.Client) that
+	// answer (a POST /stores answer's body) describes.
+	NewStore func(client any, answer []byte) (any, error)
 )

@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -182,8 +184,31 @@ func prepare(client *larder.Client, opts larder.StoreOptions, key, provisional s
 		defer close(ready.done)
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		defer cancel()
-		ready.store, ready.err = client.CreateStore(ctx, opts)
+		ready.store, ready.err = createStore(ctx, client, opts)
 	}()
+}
+
+// createStore is client.CreateStore(ctx, opts), raw when it can be (wire.go).
+func createStore(ctx context.Context, client *larder.Client, opts larder.StoreOptions) (*larder.Store, error) {
+	if _, _, _, ok := rawServer(client); !ok {
+		return client.CreateStore(ctx, opts)
+	}
+	body, err := json.Marshal(hook.StoreBody(opts))
+	if err != nil {
+		return nil, err
+	}
+	status, data, err := rawCall(ctx, client, http.MethodPost, "/stores", body)
+	if err != nil {
+		return nil, err
+	}
+	if status != http.StatusCreated {
+		return nil, answerError(status, data)
+	}
+	store, err := hook.NewStore(client, data)
+	if err != nil {
+		return nil, err
+	}
+	return store.(*larder.Store), nil
 }
 
 // discard deletes, in the background, a store made ahead that no test takes.
@@ -217,7 +242,17 @@ func deleteInBackground(store *larder.Store, r *relabel, test string) {
 func deleteStore(store *larder.Store, whose string) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	if err := store.Delete(ctx); err != nil && !larder.IsNotFound(err) {
+	var err error
+	if _, _, _, ok := rawServer(store.Client()); ok && !store.Remote() {
+		var status int
+		var data []byte
+		if status, data, err = rawCall(ctx, store.Client(), http.MethodDelete, "/stores/"+url.PathEscape(store.ID), nil); err == nil && status/100 != 2 {
+			err = answerError(status, data)
+		}
+	} else {
+		err = store.Delete(ctx)
+	}
+	if err != nil && !larder.IsNotFound(err) {
 		noteFailure(fmt.Sprintf("deleting store %s (%s): %v", store.ID, whose, err))
 	}
 }
