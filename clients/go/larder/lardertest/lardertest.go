@@ -52,6 +52,11 @@ const (
 // checked in); a passing test's store is deleted with no upload. Either way
 // the copy's folder is removed. Close the test's connections to Path before
 // it ends (t.Cleanup functions registered after StoreForTest run first).
+//
+// In a test binary whose TestMain calls Main, the store may be one made
+// while an earlier test ran, its label set in the background (Info.Label is
+// the test's at once; every request about the store waits for it), and a
+// passing test's store is deleted in the background: see Main.
 func StoreForTest(t testing.TB, opts larder.StoreOptions) *larder.Store {
 	t.Helper()
 	pkg := testPackage()
