@@ -352,10 +352,10 @@ def test_a_failed_background_delete_fails_the_run(server, tmp_path, last):
 # --- the connections ---------------------------------------------------------------
 
 class TerseServer:
-    """A socket server that answers each request and then closes the
-    connection without saying so (as a server does whose idle limit struck
-    between two requests), its answers' bodies chunked. `requests` are the
-    request lines it read."""
+    """A socket server that answers the requests of one write (the plugin
+    writes several at once) and then closes the connection without saying
+    so, as a server does whose idle limit struck between two requests; its
+    answers' bodies are chunked. `requests` are the request lines it read."""
 
     def __init__(self):
         self.listener = socketlib.socket()
@@ -379,24 +379,27 @@ class TerseServer:
                     if not chunk:
                         break
                     data += chunk
-                if not data:
-                    continue
-                line = data.split(b"\r\n", 1)[0].decode()
-                self.requests.append(line)
-                if line.startswith("DELETE /stores/gone"):
-                    body = b'{"error": {"code": "store_not_found", "message": "no store", "details": {}}}'
-                    status = "404 Not Found"
-                elif line.startswith("DELETE /stores/broken"):
-                    body = b'{"error": {"code": "internal", "message": "it broke", "details": {}}}'
-                    status = "500 Internal Server Error"
-                else:
-                    body, status = b"", "204 No Content"
-                if body:
-                    connection.sendall(("HTTP/1.1 %s\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
-                                        "\r\n%x\r\n" % (status, len(body[:10]))).encode() + body[:10] +
-                                       ("\r\n%x\r\n" % len(body[10:])).encode() + body[10:] + b"\r\n0\r\n\r\n")
-                else:
-                    connection.sendall(("HTTP/1.1 %s\r\n\r\n" % status).encode())
+                answers = b""
+                while b"\r\n\r\n" in data:  # these requests carry no bodies
+                    head, data = data.split(b"\r\n\r\n", 1)
+                    line = head.split(b"\r\n", 1)[0].decode()
+                    self.requests.append(line)
+                    answers += self.answer(line)
+                connection.sendall(answers)
+
+    @staticmethod
+    def answer(line):
+        if line.startswith("DELETE /stores/gone"):
+            body = b'{"error": {"code": "store_not_found", "message": "no store", "details": {}}}'
+            status = "404 Not Found"
+        elif line.startswith("DELETE /stores/broken"):
+            body = b'{"error": {"code": "internal", "message": "it broke", "details": {}}}'
+            status = "500 Internal Server Error"
+        else:
+            return b"HTTP/1.1 204 No Content\r\n\r\n"
+        return (("HTTP/1.1 %s\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n"
+                 % (status, len(body[:10]))).encode() + body[:10] + ("\r\n%x\r\n" % len(body[10:])).encode() + body[10:]
+                + b"\r\n0\r\n\r\n")
 
     def close(self):
         self.listener.close()
@@ -407,12 +410,16 @@ def test_connections_the_server_closed_are_made_anew_and_chunked_answers_read():
     try:
         client = larder.Client(url=terse.url)
         ahead = larder._ahead.Ahead(client)
-        for name in ["a", "gone", "b", "broken", "c", "d", "e"]:
-            ahead.delete(name, "the store of test_%s" % name)
+        names = ["a", "gone", "b", "broken", "c", "d", "e", "f", "g"]
+        # Written two by two, the second write of each pair on a connection the server has closed.
+        for pair in range(0, len(names), 2):
+            for name in names[pair:pair + 2]:
+                ahead.delete(name, "the store of test_%s" % name)
+            ahead.flush()
+            ahead.settle()
         ahead.finish(timeout=30)
         # Each delete reached the server once; a store already gone is no failure, a 500 is.
-        assert sorted(terse.requests) == sorted("DELETE /stores/%s HTTP/1.1" % n for n in
-                                                ["a", "gone", "b", "broken", "c", "d", "e"])
+        assert sorted(terse.requests) == sorted("DELETE /stores/%s HTTP/1.1" % n for n in names)
         assert ahead.take_failures() == ["deleting store broken (the store of test_broken) failed: 500 internal: it broke"]
     finally:
         terse.close()

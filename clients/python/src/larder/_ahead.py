@@ -2,14 +2,18 @@
 next test's store made while this test runs, and a passing test's store
 deleted while the next one runs.
 
-No threads: each request is written to a keep-alive connection of its own
-at once, and its answer read later, when it is needed (the next test takes
-its store; the oldest of too many deletes; the session's end), by which
-time the server has long answered it. So the test process pays for writing
-a request and reading an answer that is already there, not for the round
-trip, nor for the server's work. The requests are plain HTTP/1.1 of a few
-lines, read by the small reader below: http.client's header parsing alone
-costs more than the rest of a request here.
+No threads: the requests are written to a keep-alive connection at once,
+and their answers read later, when they are needed (the next test takes its
+store; the oldest of too many deletes; the session's end), by which time
+the server has long answered them. So the test process pays for writing a
+request and reading an answer that is already there, not for the round
+trip, nor for the server's work. A passing test's delete waits for the
+next test's request for a store and goes with it, in one write (HTTP/1.1
+pipelining: the server answers them in order): each write to the server
+wakes it, which on a busy machine costs a test more than the rest. The
+requests are plain HTTP/1.1 of a few lines, read by the small reader below:
+http.client's header parsing alone costs more than the rest of a request
+here.
 
 `Ahead` is one session's (one pytest-xdist worker's): local mode and an
 http:// URL only; the plugin does everything synchronously otherwise.
@@ -60,14 +64,17 @@ class _Answer:
 
 
 class _Wire:
-    """One keep-alive HTTP/1.1 connection: one request written, its answer
-    read later; then the next."""
+    """One keep-alive HTTP/1.1 connection: requests written together, their
+    answers read later, in order; then the next requests."""
 
     def __init__(self, host: str, port: int):
         self.host, self.port = host, port
         self.sock: Optional[socket.socket] = None
         self.buffer = b""
         self.used = False  # has carried an answer: a write may find it closed by the server since
+        self.outstanding: Deque["_Sent"] = collections.deque()  # written, not yet answered, in order
+        self.reused = False  # the last write went to a connection that had carried answers
+        self.answered = 0  # answers read since the last write
 
     def close(self) -> None:
         if self.sock is not None:
@@ -77,15 +84,14 @@ class _Wire:
                 pass
         self.sock, self.buffer, self.used = None, b"", False
 
-    def write(self, data: bytes, timeout: float) -> bool:
-        """Writes a request; whether the connection had carried one before."""
-        reused = self.sock is not None and self.used
+    def write(self, data: bytes, timeout: float) -> None:
+        self.reused = self.sock is not None and self.used
+        self.answered = 0
         if self.sock is None:
             self.sock = socket.create_connection((self.host, self.port), timeout=timeout)
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.settimeout(timeout)
         self.sock.sendall(data)
-        return reused
 
     def _fill(self) -> None:
         assert self.sock is not None
@@ -95,7 +101,7 @@ class _Wire:
         self.buffer += chunk
 
     def read(self, timeout: float, head: bool = False) -> _Answer:
-        """The answer to the request written last."""
+        """The next answer."""
         assert self.sock is not None
         self.sock.settimeout(timeout)
         while b"\r\n\r\n" not in self.buffer:
@@ -120,6 +126,7 @@ class _Wire:
         answer = _Answer(status, reason, headers, b"")
         length = answer.header("Content-Length")
         chunked = (answer.header("Transfer-Encoding") or "").lower() == "chunked"
+        closing = (answer.header("Connection") or "").lower() == "close" or parts[0] == "HTTP/1.0"
         if head or status in (204, 304) or 100 <= status < 200:
             body = b""
         elif chunked:
@@ -135,11 +142,11 @@ class _Wire:
                     self._fill()
                 except http.client.RemoteDisconnected:
                     break
-            body, self.buffer = self.buffer, b""
-            answer.headers.append(("Connection", "close"))
+            body, self.buffer, closing = self.buffer, b"", True
         answer.body = body
         self.used = True
-        if (answer.header("Connection") or "").lower() == "close" or parts[0] == "HTTP/1.0":
+        self.answered += 1
+        if closing:
             self.close()
         return answer
 
@@ -163,55 +170,23 @@ class _Wire:
 class _Sent:
     """A request written and not yet answered (or answered, and read)."""
 
-    def __init__(self, ahead: "Ahead", method: str, target: str, data: bytes, limit: float, what: str):
-        self.ahead, self.method, self.target, self.data, self.limit, self.what = ahead, method, target, data, limit, what
+    def __init__(self, ahead: "Ahead", method: str, data: bytes, limit: float, what: str):
+        self.ahead, self.method, self.data, self.limit, self.what = ahead, method, data, limit, what
         self.wire: Optional[_Wire] = None
-        self.reused = False
         self.answer: Optional[_Answer] = None
         self.failure: Optional[LarderError] = None
         self.sent_at = time.monotonic()
-        self._write()
-
-    def _write(self) -> None:
-        for attempt in (1, 2):
-            wire = self.ahead._idle_wire()
-            carried = wire.used
-            try:
-                self.reused = wire.write(self.data, self.limit)
-                self.wire = wire
-                return
-            except OSError as error:
-                wire.close()
-                # A connection the server closed while it idled: once more on a new one.
-                if attempt == 1 and carried and isinstance(error, _STALE):
-                    continue
-                self.failure = _transport(error, self.what, self.ahead.client.url, self.limit)
-                return
 
     def done(self) -> bool:
         return self.answer is not None or self.failure is not None
 
     def result(self, deadline: Optional[float] = None) -> _Answer:
-        """The answer (any status); raises `LarderError` when none came."""
-        if not self.done():
-            assert self.wire is not None
-            limit = self.limit if deadline is None else max(0.001, min(self.limit, deadline - time.monotonic()))
-            try:
-                try:
-                    self.answer = self.wire.read(limit, head=self.method == "HEAD")
-                except _STALE:
-                    if not self.reused:
-                        raise
-                    # Closed by the server before this request reached it (it idled
-                    # past the server's limit): the request did not run; once more.
-                    self.wire.close()
-                    self.reused = self.wire.write(self.data, limit)
-                    self.answer = self.wire.read(limit, head=self.method == "HEAD")
-            except (OSError, http.client.HTTPException, ValueError) as error:
-                self.wire.close()
-                self.failure = _transport(error, self.what, self.ahead.client.url, limit)
-            self.ahead._release(self.wire)
-            self.wire = None
+        """The answer (any status); raises `LarderError` when none came.
+        The answers to the requests written before it on its connection
+        are read first."""
+        while not self.done():
+            assert self.wire is not None and self.wire.outstanding
+            self.ahead._read_next(self.wire, deadline)
         if self.failure is not None:
             raise self.failure
         assert self.answer is not None
@@ -237,10 +212,11 @@ class Ready:
 class Ahead:
     """A session's requests off the critical path: at most one store made
     ahead (`prepare`, `take`) and at most MAX_PENDING_DELETES deletes
-    unanswered (`delete`). What failed is kept in `failures` (one line
-    each) until the plugin reports it; `settle` waits for the deletes and
-    `finish`, at the session's end, for everything, deleting the store
-    made ahead that no test took."""
+    unanswered (`delete`: sent with the next `prepare`, or by `flush`).
+    What failed is kept in `failures` (one line each) until the plugin
+    reports it; `settle` waits for the deletes and `finish`, at the
+    session's end, for everything, deleting the store made ahead that no
+    test took."""
 
     def __init__(self, client: Client):
         self.client = client
@@ -251,7 +227,8 @@ class Ahead:
         self.prefix = parts.path.rstrip("/")
         self.wires: List[_Wire] = []
         self.ready: Optional[Ready] = None
-        self.deletes: Deque[Tuple[_Sent, str, str]] = collections.deque()  # (request, store id, whose)
+        self.queued: List[Tuple[str, str]] = []  # deletes not yet sent: (store id, whose)
+        self.deletes: Deque[Tuple[_Sent, str, str]] = collections.deque()  # sent: (request, store id, whose)
         self.failures: List[str] = []
         self.finished = False
 
@@ -262,21 +239,9 @@ class Ahead:
 
     # --- the connections -------------------------------------------------------
 
-    def _idle_wire(self) -> _Wire:
-        if self.wires:
-            return self.wires.pop()
-        return _Wire(self.host, self.port)
-
-    def _release(self, wire: _Wire) -> None:
-        if wire.sock is not None and len(self.wires) < MAX_PENDING_DELETES + 2:
-            self.wires.append(wire)
-        else:
-            wire.close()
-
-    def _send(self, method: str, path: str, body: Optional[Dict[str, Any]], limit: float) -> _Sent:
-        target = self.prefix + path
-        lines = ["%s %s HTTP/1.1" % (method, target), "Host: " + self.host_header, "Accept: application/json",
-                 "User-Agent: " + _USER_AGENT]
+    def _request(self, method: str, path: str, body: Optional[Dict[str, Any]], limit: float) -> _Sent:
+        lines = ["%s %s HTTP/1.1" % (method, self.prefix + path), "Host: " + self.host_header,
+                 "Accept: application/json", "User-Agent: " + _USER_AGENT]
         if self.client.token:
             lines.append("Authorization: Bearer " + self.client.token)
         payload = b""
@@ -286,16 +251,71 @@ class Ahead:
         if body is not None or method in ("POST", "PUT", "PATCH"):
             lines.append("Content-Length: %d" % len(payload))
         data = ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8") + payload
-        return _Sent(self, method, target, data, limit, "%s %s" % (method, path))
+        return _Sent(self, method, data, limit, "%s %s" % (method, path))
+
+    def _write(self, requests: List[_Sent]) -> None:
+        """Writes `requests` together on an idle connection (pipelined);
+        on a failure to write, each has it as its failure."""
+        wire = self.wires.pop() if self.wires else _Wire(self.host, self.port)
+        data = b"".join(sent.data for sent in requests)
+        limit = max(sent.limit for sent in requests)
+        for attempt in (1, 2):
+            carried = wire.used
+            try:
+                wire.write(data, limit)
+            except OSError as error:
+                wire.close()
+                # A connection the server closed while it idled: once more on a new one.
+                if attempt == 1 and carried and isinstance(error, _STALE):
+                    continue
+                for sent in requests:
+                    sent.failure = _transport(error, sent.what, self.client.url, limit)
+                return
+            break
+        for sent in requests:
+            sent.wire = wire
+        wire.outstanding.extend(requests)
+
+    def _read_next(self, wire: _Wire, deadline: Optional[float]) -> None:
+        """Reads the answer to the first request `wire` has outstanding."""
+        sent = wire.outstanding[0]
+        limit = sent.limit if deadline is None else max(0.001, min(sent.limit, deadline - time.monotonic()))
+        try:
+            try:
+                sent.answer = wire.read(limit, head=sent.method == "HEAD")
+            except _STALE:
+                if not (wire.reused and wire.answered == 0):
+                    raise
+                # Closed by the server before these requests reached it (it idled
+                # past its limit): none of them ran; all once more, on a new one.
+                wire.close()
+                wire.write(b"".join(s.data for s in wire.outstanding), limit)
+                sent.answer = wire.read(limit, head=sent.method == "HEAD")
+        except (OSError, http.client.HTTPException, ValueError) as error:
+            # This answer, and the ones after it on this connection, cannot be read.
+            wire.close()
+            for lost in wire.outstanding:
+                lost.failure = _transport(error, lost.what, self.client.url, limit)
+            wire.outstanding.clear()
+            return
+        wire.outstanding.popleft()
+        if not wire.outstanding:
+            if wire.sock is not None and len(self.wires) < MAX_PENDING_DELETES + 2:
+                self.wires.append(wire)
+            else:
+                wire.close()
 
     # --- the store made ahead ---------------------------------------------------
 
     def prepare(self, name: str, key: Any, options: Dict[str, Any]) -> None:
         """Asks for the store of the test `name`, made with
-        `create_store(**options)`, and returns at once; `take(key)` gives it."""
+        `create_store(**options)`, and returns at once; `take(key)` gives
+        it. The deletes queued go with it."""
         self._discard_ready()
         body, limit = self.client._create_body(**options)
-        self.ready = Ready(name, key, self._send("POST", "/stores", body, limit or self.client.timeout))
+        create = self._request("POST", "/stores", body, limit or self.client.timeout)
+        self._flush([create])
+        self.ready = Ready(name, key, create)
 
     def take(self, key: Any) -> Optional[Store]:
         """The store made ahead for `key`, or None: none was, it was for
@@ -325,14 +345,16 @@ class Ahead:
         if ready is not None:
             self._discard(ready)
 
-    def _discard(self, ready: Ready) -> None:
-        """Deletes a store made ahead that no test will take."""
+    def _discard(self, ready: Ready, deadline: Optional[float] = None) -> None:
+        """Deletes (queues the delete of) a store made ahead that no test will take."""
         try:
-            answer = ready.sent.result()
-        except LarderError:
-            return  # no store was made
-        if answer.status != 201:
+            answer = ready.sent.result(deadline)
+        except LarderError as error:
+            if error.status == 0 and deadline is not None:  # it may yet be made, and left behind
+                self.failures.append("making the store ahead for %s: %s" % (ready.name, error))
             return
+        if answer.status != 201:
+            return  # none was made
         try:
             store_id = json.loads(answer.body.decode("utf-8"))["id"]
         except (ValueError, KeyError, TypeError):
@@ -342,15 +364,27 @@ class Ahead:
     # --- deletes ----------------------------------------------------------------
 
     def delete(self, store_id: str, whose: str) -> None:
-        """DELETE /stores/{id}, its answer read later; the oldest unanswered
-        delete is read first when MAX_PENDING_DELETES are."""
-        while len(self.deletes) >= MAX_PENDING_DELETES:
+        """Queues DELETE /stores/{id}: it goes with the next `prepare`, or
+        with `flush`, and its answer is read later; when MAX_PENDING_DELETES
+        are unanswered, the oldest is read first."""
+        while self.deletes and len(self.deletes) + len(self.queued) >= MAX_PENDING_DELETES:
             self._reap(*self.deletes.popleft())
-        sent = self._send("DELETE", "/stores/" + _segment(store_id), None, self.client.timeout)
-        if sent.done():
-            self._reap(sent, store_id, whose)
-        else:
-            self.deletes.append((sent, store_id, whose))
+        if len(self.queued) >= MAX_PENDING_DELETES:
+            self.flush()
+            self._reap(*self.deletes.popleft())
+        self.queued.append((store_id, whose))
+
+    def flush(self) -> None:
+        """Sends the deletes queued."""
+        self._flush([])
+
+    def _flush(self, more: List[_Sent]) -> None:
+        queued, self.queued = self.queued, []
+        sent = [(self._request("DELETE", "/stores/" + _segment(store_id), None, self.client.timeout), store_id, whose)
+                for store_id, whose in queued]
+        if sent or more:
+            self._write([request for request, _, _ in sent] + more)
+        self.deletes.extend(sent)
 
     def _reap(self, sent: _Sent, store_id: str, whose: str, deadline: Optional[float] = None) -> None:
         try:
@@ -365,7 +399,9 @@ class Ahead:
             self.failures.append("deleting store %s (%s) failed: %s" % (store_id, whose, refusal))
 
     def settle(self, deadline: Optional[float] = None) -> None:
-        """Waits for every delete sent (not the store made ahead)."""
+        """Sends the deletes queued and waits for every delete (not for the
+        store made ahead)."""
+        self.flush()
         while self.deletes:
             self._reap(*self.deletes.popleft(), deadline=deadline)
 
@@ -379,19 +415,7 @@ class Ahead:
         deadline = time.monotonic() + timeout
         ready, self.ready = self.ready, None
         if ready is not None:
-            try:
-                answer = ready.sent.result(deadline)
-            except LarderError as error:
-                answer = None
-                self.failures.append("making the store ahead for %s failed: %s" % (ready.name, error))
-            if answer is not None and answer.status == 201:
-                try:
-                    store_id = json.loads(answer.body.decode("utf-8"))["id"]
-                except (ValueError, KeyError, TypeError):
-                    store_id = None
-                if store_id:
-                    self.deletes.append((self._send("DELETE", "/stores/" + _segment(store_id), None, self.client.timeout),
-                                         store_id, "made ahead for %s and not taken" % ready.name))
+            self._discard(ready, deadline)
         self.settle(deadline)
         for wire in self.wires:
             wire.close()
@@ -404,12 +428,12 @@ class Ahead:
 
 def settle_hook(ahead: Ahead) -> Callable[[], None]:
     """What the client calls before each request of its own: the deletes
-    sent so far are answered first, so that a test sees the server as if
-    they had been made synchronously. From the session's thread only (a
-    test's own threads leave `ahead` alone)."""
+    queued and sent so far are answered first, so that a test sees the
+    server as if they had been made while their tests waited. From the
+    session's thread only (a test's own threads leave `ahead` alone)."""
     owner = threading.get_ident()
 
     def settle() -> None:
-        if ahead.deletes and threading.get_ident() == owner:
+        if (ahead.deletes or ahead.queued) and threading.get_ident() == owner:
             ahead.settle()
     return settle

@@ -329,9 +329,12 @@ def larder_store(request: pytest.FixtureRequest, larder_client: Client) -> Itera
         if failed:
             _keep(item, store)
         elif ahead is not None:
-            # Answered later (by the next test's teardown, or the session's
-            # end): a failure is reported then, naming this test.
+            # Sent with the next test's request for a store (when it takes one),
+            # answered later: a failure is reported then, naming this test.
             ahead.delete(store.id, "the store of %s, which passed" % item.nodeid)
+            following = item.stash.get(_next_key, None)
+            if following is None or "larder_store" not in getattr(following, "fixturenames", ()):
+                ahead.flush()
         else:
             try:
                 store.delete()  # remote mode: no upload, what the test did is not wanted
