@@ -423,3 +423,12 @@ def test_connections_the_server_closed_are_made_anew_and_chunked_answers_read():
         assert ahead.take_failures() == ["deleting store broken (the store of test_broken) failed: 500 internal: it broke"]
     finally:
         terse.close()
+
+
+def test_a_stores_lifetime_from_its_answer():
+    # A store made ahead is handed out within a fifth of this only (and within READY_MAX_AGE).
+    lifetime = larder._ahead._lifetime
+    assert lifetime({"created_at": "2026-11-27T14:16:45.218Z", "expires_at": "2026-11-27T14:21:45.218Z"}) == 300
+    assert lifetime({"created_at": "2026-11-27T14:16:45Z", "expires_at": "2026-11-27T14:16:47.5Z"}) == 2.5
+    assert lifetime({"created_at": None, "expires_at": None}) == float("inf")
+    assert lifetime({}) == float("inf")

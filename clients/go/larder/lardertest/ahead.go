@@ -164,6 +164,12 @@ func takeReady(key string) *larder.Store {
 	if ready.err != nil {
 		return nil
 	}
+	// Well within its own time to live too (TTLSeconds, or a server's short --ttl-seconds).
+	info := ready.store.Info
+	if lifetime := info.ExpiresAt.Sub(info.CreatedAt); lifetime > 0 && time.Since(ready.requested) > lifetime/5 {
+		discard(ready)
+		return nil
+	}
 	return ready.store
 }
 

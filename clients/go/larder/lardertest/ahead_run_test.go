@@ -69,7 +69,8 @@ func runAheadSample(t *testing.T, env ...string) aheadRun {
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
 		t.Fatalf("go test of the sample: %v, want exit status 1 (one test fails); output:\n%s", err, output)
 	}
-	for _, test := range []string{"TestA_Writes", "TestB_GetsAFreshStore", "TestC_IsLabelledInTheBackground", "TestD_OtherOptions", "TestF_Last"} {
+	for _, test := range []string{"TestA_Writes", "TestB_GetsAFreshStore", "TestC_IsLabelledInTheBackground", "TestC2_LivesTwoSeconds",
+		"TestC3_GetsAStoreOfItsOwn", "TestD_OtherOptions", "TestF_Last"} {
 		if !strings.Contains(output, "--- PASS: "+test) {
 			t.Errorf("%s did not pass:\n%s", test, output)
 		}

@@ -21,6 +21,7 @@ http:// URL only; the plugin does everything synchronously otherwise.
 from __future__ import annotations
 
 import collections
+import datetime
 import http.client
 import json
 import socket
@@ -193,6 +194,16 @@ class _Sent:
         return self.answer
 
 
+def _lifetime(info: Dict[str, Any]) -> float:
+    """A store's time to live in seconds, from its answer (infinite when it says none)."""
+    try:
+        created, expires = (datetime.datetime.fromisoformat(str(info[field]).replace("Z", "+00:00"))
+                            for field in ("created_at", "expires_at"))
+    except (KeyError, ValueError, TypeError):
+        return float("inf")
+    return (expires - created).total_seconds()
+
+
 def _transport(error: BaseException, what: str, url: str, limit: float) -> LarderError:
     if isinstance(error, socket.timeout):
         return LarderError(0, "unreachable", "%s: no answer from %s within %g s" % (what, url, limit))
@@ -337,6 +348,10 @@ class Ahead:
         try:
             info = json.loads(answer.body.decode("utf-8"))
         except ValueError:
+            return None
+        # Well within its own time to live too (a ttl_seconds, or a server's short --ttl-seconds).
+        if time.monotonic() - ready.sent.sent_at > _lifetime(info) / 5:
+            self._discard(ready)
             return None
         return self.client._new_store(info)
 

@@ -138,6 +138,29 @@ func TestC_IsLabelledInTheBackground(t *testing.T) {
 	}
 }
 
+// shortLived's stores live 2 s: one made ahead is handed out within 0.4 s only.
+var shortLived = larder.StoreOptions{Template: "gallery", Fixtures: []string{"artists"}, TTLSeconds: 2}
+
+var tooOld string // the store made ahead for TestC3, too old by then
+
+func TestC2_LivesTwoSeconds(t *testing.T) {
+	store := lardertest.StoreForTest(t, shortLived)
+	label := strings.TrimSuffix(lardertest.TestLabel(t), t.Name()) + "(made ahead)"
+	made := waitListed(t, store, label)
+	tooOld = made.ID
+	// Until the store made ahead is older than a fifth of its life: it only gets older.
+	for time.Since(made.CreatedAt) < 600*time.Millisecond {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestC3_GetsAStoreOfItsOwn(t *testing.T) {
+	store := lardertest.StoreForTest(t, shortLived)
+	if store.ID == tooOld {
+		t.Errorf("got the store made ahead %s, older than a fifth of its 2 s", tooOld)
+	}
+}
+
 func TestD_OtherOptions(t *testing.T) {
 	// The store made ahead has one fixture: not this test's (deleted); this one is made now.
 	store := lardertest.StoreForTest(t, twoFixtures)
