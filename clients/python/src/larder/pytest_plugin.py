@@ -27,6 +27,15 @@ entry point: installing the package activates it.
   build its markers name (`template=None` or `build=None` there: neither,
   and no default); the build key from `pytest_larder_build`;
   --larder-template / $LARDER_TEMPLATE; else an empty store;
+- in local mode over http://, work off the tests' critical path (see
+  larder._ahead): the store of the test pytest runs next (its node id,
+  label and options known from nextitem) is asked for as soon as the
+  current test has its own, and the next test takes it made; a passing
+  test's store is deleted in the background, its request sent with the
+  next test's. The session's end (larder_client's teardown) deletes a
+  store made ahead that no test took and waits for every answer; a delete
+  that failed errors the teardown of the test during which its answer was
+  read, naming the test whose store it was;
 - after a passing test the store is deleted. After a failing one (its setup
   or call failed) it is kept (PATCH keep) and its artifact saved into
   --larder-artifacts / $LARDER_ARTIFACTS (default `larder-artifacts/`) as
