@@ -19,9 +19,9 @@ import (
 )
 
 // What StoreForTest does off a test's critical path (issue 48) in a test
-// binary whose TestMain calls Main: the next store of the same options is
-// made while the current test runs, and a passing test's store is deleted
-// while the next one runs. Main's end, before the process exits (and so
+// binary whose TestMain calls Main: the next stores of the same options
+// (aheadDepth) are made while the current test runs, and a passing test's
+// store is deleted while the next one runs. Main's end, before the process exits (and so
 // before a server `larder up` started for it can go), deletes the store
 // made ahead that no test took and waits for every request.
 
@@ -30,6 +30,13 @@ const (
 	// server's default ttl is 300 s, a user's may be shorter); an older one
 	// is deleted and the test's store made anew.
 	readyMaxAge = 60 * time.Second
+	// aheadDepth: how many stores are made ahead once a test has taken one
+	// (before, and after a test that found none for its options, one). A
+	// Go test is short (a subtest writing a row: half a millisecond),
+	// shorter than a store's making while the test uses the other core:
+	// with one store ahead the next test still waited for it, measured;
+	// with two it did not.
+	aheadDepth = 2
 	// maxPendingDeletes: at most this many deletes under way; one more waits.
 	maxPendingDeletes = 4
 	// settleTimeout bounds how long Main's end waits for what is under way.
@@ -47,7 +54,8 @@ const (
 var ahead struct {
 	mu       sync.Mutex
 	on       bool
-	ready    *readyStore       // at most one
+	ready    []*readyStore     // at most aheadDepth, oldest first
+	depth    int               // how many to make ahead now: 1, or aheadDepth after a hit
 	relabels map[*relabel]bool // not yet settled
 	failures []string          // not yet reported
 	deletes  chan struct{}     // a slot per delete under way
@@ -59,9 +67,9 @@ var ahead struct {
 //	func TestMain(m *testing.M) { os.Exit(lardertest.Main(m)) }
 //
 // While the tests run, each test's store (of a local server, made with
-// options other than From) is followed by a store made with the same
-// options for the next test that asks for them, made while the current test
-// runs; it is handed out with a provisional label (RUN/PACKAGE/(made
+// options other than From) is followed by two stores made with the same
+// options for the next tests that ask for them, made while the current test
+// runs; each is handed out with a provisional label (RUN/PACKAGE/(made
 // ahead)), which becomes the test's own in the background, before any
 // request the test makes about the store (see TestLabel). A passing test's
 // store is deleted in the background, at most 4 at a time; what a failed
@@ -97,8 +105,8 @@ func finishAhead(timeout time.Duration) []string {
 	ready := ahead.ready
 	ahead.ready = nil
 	ahead.mu.Unlock()
-	if ready != nil {
-		discard(ready)
+	for _, r := range ready {
+		discard(r)
 	}
 	done := make(chan struct{})
 	go func() { ahead.work.Wait(); close(done) }()
@@ -144,20 +152,29 @@ func aheadApplies(client *larder.Client, opts larder.StoreOptions) bool {
 	return err == nil && mode == larder.ModeLocal
 }
 
-// takeReady is the store made ahead when it matches key and is young
-// enough, waiting for its answer; nil otherwise (one that does not match is
-// deleted in the background), or when making it failed (the caller makes
-// the test's store itself and meets the error itself).
+// takeReady is the oldest store made ahead that matches key and is young
+// enough, waiting for its answer; nil when there is none (those before it
+// that do not match are deleted in the background), or when making it
+// failed (the caller makes the test's store itself and meets the error
+// itself).
 func takeReady(key string) *larder.Store {
 	ahead.mu.Lock()
-	ready := ahead.ready
-	ahead.ready = nil
+	var ready *readyStore
+	for len(ahead.ready) > 0 && ready == nil {
+		r := ahead.ready[0]
+		ahead.ready = ahead.ready[1:]
+		if r.key != key || time.Since(r.requested) > readyMaxAge {
+			discard(r)
+			continue
+		}
+		ready = r
+	}
+	ahead.depth = 1
+	if ready != nil {
+		ahead.depth = aheadDepth
+	}
 	ahead.mu.Unlock()
 	if ready == nil {
-		return nil
-	}
-	if ready.key != key || time.Since(ready.requested) > readyMaxAge {
-		discard(ready)
 		return nil
 	}
 	<-ready.done
@@ -173,25 +190,27 @@ func takeReady(key string) *larder.Store {
 	return ready.store
 }
 
-// prepare asks for a store made with opts (its label provisional) for the
-// next test, unless one is under way already.
+// prepare asks for stores made with opts (their label provisional) for the
+// next tests, ahead.depth of them in all with those under way.
 func prepare(client *larder.Client, opts larder.StoreOptions, key, provisional string) {
 	ahead.mu.Lock()
 	defer ahead.mu.Unlock()
-	if !ahead.on || ahead.ready != nil {
+	if !ahead.on {
 		return
 	}
-	ready := &readyStore{key: key, requested: time.Now(), done: make(chan struct{})}
-	ahead.ready = ready
-	ahead.work.Add(1)
 	opts.Label = provisional
-	go func() {
-		defer ahead.work.Done()
-		defer close(ready.done)
-		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-		defer cancel()
-		ready.store, ready.err = createStore(ctx, client, opts)
-	}()
+	for len(ahead.ready) < ahead.depth {
+		ready := &readyStore{key: key, requested: time.Now(), done: make(chan struct{})}
+		ahead.ready = append(ahead.ready, ready)
+		ahead.work.Add(1)
+		go func() {
+			defer ahead.work.Done()
+			defer close(ready.done)
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			ready.store, ready.err = createStore(ctx, client, opts)
+		}()
+	}
 }
 
 // createStore is client.CreateStore(ctx, opts), raw when it can be (wire.go).
