@@ -357,7 +357,10 @@ class TerseServer:
     so, as a server does whose idle limit struck between two requests; its
     answers' bodies are chunked. `requests` are the request lines it read."""
 
-    def __init__(self):
+    def __init__(self, one_at_a_time=False):
+        # one_at_a_time: answers only the first request of a write, saying
+        # Connection: close (the server runs none of the others).
+        self.one_at_a_time = one_at_a_time
         self.listener = socketlib.socket()
         self.listener.bind(("127.0.0.1", 0))
         self.listener.listen(16)
@@ -385,6 +388,9 @@ class TerseServer:
                     line = head.split(b"\r\n", 1)[0].decode()
                     self.requests.append(line)
                     answers += self.answer(line)
+                    if self.one_at_a_time:
+                        answers = answers.replace(b"\r\n", b"\r\nConnection: close\r\n", 1)
+                        break
                 connection.sendall(answers)
 
     @staticmethod
@@ -432,3 +438,17 @@ def test_a_stores_lifetime_from_its_answer():
     assert lifetime({"created_at": "2026-11-27T14:16:45Z", "expires_at": "2026-11-27T14:16:47.5Z"}) == 2.5
     assert lifetime({"created_at": None, "expires_at": None}) == float("inf")
     assert lifetime({}) == float("inf")
+
+
+def test_requests_after_an_answer_that_closes_the_connection_are_made_again():
+    terse = TerseServer(one_at_a_time=True)
+    try:
+        ahead = larder._ahead.Ahead(larder.Client(url=terse.url))
+        names = ["a", "b", "gone", "c"]
+        for name in names:
+            ahead.delete(name, "the store of test_%s" % name)
+        ahead.finish(timeout=30)  # written together; each answer closes the connection
+        assert sorted(terse.requests) == sorted("DELETE /stores/%s HTTP/1.1" % n for n in names)
+        assert ahead.take_failures() == []
+    finally:
+        terse.close()

@@ -292,6 +292,10 @@ class Ahead:
         sent = wire.outstanding[0]
         limit = sent.limit if deadline is None else max(0.001, min(sent.limit, deadline - time.monotonic()))
         try:
+            if wire.sock is None:
+                # The server closed the connection after the answer before
+                # (Connection: close): it did not run the requests after it.
+                wire.write(b"".join(s.data for s in wire.outstanding), limit)
             try:
                 sent.answer = wire.read(limit, head=sent.method == "HEAD")
             except _STALE:
