@@ -32,36 +32,13 @@ type aheadRun struct {
 	left   []larder.StoreInfo
 }
 
-// runAheadSample copies testdata/ahead (its go.mod replacing this module by
-// its folder, fixtures/gallery beside it) and runs `go test -count=1 -v .`
+// runAheadSample copies testdata/ahead (sampleModule) and runs `go test -count=1 -v .`
 // in it with env added to this process's environment (without LARDER_,
 // TMPDIR and the run prefix's variables) and SAMPLE_OUT; one test fails
 // there on purpose.
 func runAheadSample(t *testing.T, env ...string) aheadRun {
 	t.Helper()
-	here, err := testenv.ModuleDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fixtures, err := testenv.FixturesDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	module := filepath.Join(t.TempDir(), "ahead")
-	if err := copyTree(filepath.Join("testdata", "ahead"), module); err != nil {
-		t.Fatal(err)
-	}
-	if err := copyTree(filepath.Join(fixtures, "gallery"), filepath.Join(module, "fixtures", "gallery")); err != nil {
-		t.Fatal(err)
-	}
-	goMod := filepath.Join(module, "go.mod")
-	data, err := os.ReadFile(goMod)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(goMod, []byte(strings.Replace(string(data), "=> ../../../..", "=> "+here, 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	module := sampleModule(t, "ahead")
 	out := t.TempDir()
 	env = append(append(sampleEnv(), "SAMPLE_OUT="+out, "TMPDIR="+t.TempDir()), env...)
 	output, err := testenv.Go(t, module, env, "test", "-count=1", "-v", ".")
@@ -82,7 +59,7 @@ func runAheadSample(t *testing.T, env ...string) aheadRun {
 	for _, m := range regexp.MustCompile(`SAMPLE_STORE (\S+) (\S+)`).FindAllStringSubmatch(output, -1) {
 		run.stores[m[1]] = m[2]
 	}
-	data, err = os.ReadFile(filepath.Join(out, "left.json"))
+	data, err := os.ReadFile(filepath.Join(out, "left.json"))
 	if err != nil {
 		t.Fatalf("the sample's TestMain wrote nothing: %v\n%s", err, output)
 	}

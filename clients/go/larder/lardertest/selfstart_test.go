@@ -186,10 +186,16 @@ type selfstartRecord struct {
 	TookMS    int64  `json:"took_ms"`
 }
 
-// selfstartModule copies testdata/selfstart into a temporary folder, its
-// go.mod replacing this module by its folder, with the repository's
-// fixtures/gallery as its fixtures/gallery; answers the copy's folder.
+// selfstartModule is sampleModule(t, "selfstart").
 func selfstartModule(t *testing.T) string {
+	t.Helper()
+	return sampleModule(t, "selfstart")
+}
+
+// sampleModule copies testdata/NAME into a temporary folder, its go.mod
+// replacing this module by its folder, with the repository's
+// fixtures/gallery as its fixtures/gallery; answers the copy's folder.
+func sampleModule(t *testing.T, name string) string {
 	t.Helper()
 	here, err := testenv.ModuleDir()
 	if err != nil {
@@ -199,8 +205,8 @@ func selfstartModule(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	module := filepath.Join(t.TempDir(), "selfstart")
-	if err := copyTree(filepath.Join("testdata", "selfstart"), module); err != nil {
+	module := filepath.Join(t.TempDir(), name)
+	if err := copyTree(filepath.Join("testdata", name), module); err != nil {
 		t.Fatal(err)
 	}
 	if err := copyTree(filepath.Join(fixtures, "gallery"), filepath.Join(module, "fixtures", "gallery")); err != nil {
@@ -213,7 +219,7 @@ func selfstartModule(t *testing.T) string {
 	}
 	replaced := strings.Replace(string(data), "=> ../../../..", "=> "+here, 1)
 	if replaced == string(data) {
-		t.Fatal("testdata/selfstart/go.mod has no `=> ../../../..` replace")
+		t.Fatalf("testdata/%s/go.mod has no `=> ../../../..` replace", name)
 	}
 	if err := os.WriteFile(goMod, []byte(replaced), 0o644); err != nil {
 		t.Fatal(err)
