@@ -283,18 +283,17 @@ public enum FileSystem {
     /// empty WAL and none are the same. `fd` is only read at an offset, so
     /// it may be SQLite's own (`Connection.databaseDescriptor`).
     public static func databaseSignature(fd: Int32, wal: String) -> String? {
-        var info = stat()
-        var header = [UInt8](repeating: 0, count: 8)
-        guard fstat(fd, &info) == 0, header.withUnsafeMutableBytes({ pread(fd, $0.baseAddress, 8, 24) }) >= 0 else { return nil }
-        var text = "\(info.st_ino):\(info.st_size):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec):\(info.st_ctim.tv_sec).\(info.st_ctim.tv_nsec):"
-            + header.map { String($0, radix: 16) }.joined(separator: ".") + "|"
-        guard let log = try? openForReading(wal, followingLinks: false) else { return FileSystem.exists(wal) ? nil : text + "-" }
+        // The file's `signature(descriptor:)` and `count` bytes from `offset`, as text.
+        func describe(_ fd: Int32, _ count: Int, at offset: off_t) -> String? {
+            var bytes = [UInt8](repeating: 0, count: count)
+            guard let file = signature(descriptor: fd), bytes.withUnsafeMutableBytes({ pread(fd, $0.baseAddress, count, offset) }) >= 0 else { return nil }
+            return file + ":" + bytes.map { String($0, radix: 16) }.joined(separator: ".")
+        }
+        guard let database = describe(fd, 8, at: 24) else { return nil }
+        guard let log = try? openForReading(wal, followingLinks: false) else { return FileSystem.exists(wal) ? nil : database + "|-" }
         defer { close(log) }
-        var walHeader = [UInt8](repeating: 0, count: 32)
-        guard fstat(log, &info) == 0, walHeader.withUnsafeMutableBytes({ pread(log, $0.baseAddress, 32, 0) }) >= 0 else { return nil }
-        guard info.st_size > 0 else { return text + "-" }
-        text += "\(info.st_ino):\(info.st_size):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec):\(info.st_ctim.tv_sec).\(info.st_ctim.tv_nsec):"
-        return text + walHeader.map { String($0, radix: 16) }.joined(separator: ".")
+        guard let frames = describe(log, 32, at: 0) else { return nil }
+        return database + "|" + (frames.hasPrefix("0:") ? "-" : frames) // (a signature starts with the size)
     }
 
     /// `databaseSignature` of the database file `path`, which no SQLite

@@ -494,7 +494,7 @@ extension Store {
                 // WAL nobody is using is folded into the file first (never waited for).
                 if count != nil, FileSystem.size(wal) > 0 { _ = try? db.withoutWaiting { try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") } }
                 // A file written within the clock's last tick could be written again with the same time.
-                let settled = db.databaseDescriptor().map { FileSystem.lastWritten($0, atLeast: 0.05) } ?? false
+                let settled = count != nil && (db.databaseDescriptor().map { FileSystem.lastWritten($0, atLeast: 0.05) } ?? false)
                 let before = count == nil ? nil : signature().flatMap { $0.hasSuffix("|-") ? $0 : nil }
                 let known = counts(unchangedSince: before)
                 try db.execute("BEGIN")
