@@ -363,6 +363,31 @@ final class ResetAndForkTests: XCTestCase {
         XCTAssertEqual(try count(test, "artworks"), 0, "the source is its own")
     }
 
+    /// Where copies share blocks a large fork's or upload's base is cloned
+    /// before the answer: a clone costs less than the connection that would
+    /// hold the file for a copy after it.
+    func testWhereCopiesShareBlocksALargeStoresBaseIsMadeBeforeTheAnswer() throws {
+        StoreRegistry.storageInTests = Storage(fileSystem: "xfs", sharesBlocks: true) // (copies fall back to whole ones here)
+        defer { StoreRegistry.storageInTests = nil }
+        let scratch = Scratch()
+        let core = try CoreServices(scratch)
+        let source = try largeStore(core, megabytes: 2)
+        let later = Mutex<[String]>([])
+        StoreRegistry.beforeBaseCopy = { store in later.withLock { $0.append(store.id) } }
+        defer { StoreRegistry.beforeBaseCopy = nil }
+        let (fork, _) = try core.provisioner.createFork(of: source.id, fixtures: nil, label: nil, ttlSeconds: 60)
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: source.databasePath)))
+        let (upload, _) = try core.provisioner.createFromUpload(.bytes(bytes), template: nil, version: nil, label: nil, ttlSeconds: 60)
+        for store in [fork, upload] {
+            XCTAssertTrue(FileSystem.exists(store.basePath), "\(store.id)'s base is there at the answer")
+            let test = try Connection(path: store.databasePath, mode: .readWrite)
+            try test.execute("DELETE FROM big WHERE id % 2 = 0")
+            _ = try core.editor.reset(store.id)
+            XCTAssertEqual(try count(test, "big"), 500)
+        }
+        XCTAssertEqual(later.withLock { $0 }, [], "no base was left for after the answer")
+    }
+
     /// A store of `megabytes` MB: the gallery with a table `big` of 4 KB rows, checkpointed.
     /// The base a large fork gets after the answer is the file it was handed
     /// out as, or none: a test that removes its -shm (another process's
@@ -370,6 +395,8 @@ final class ResetAndForkTests: XCTestCase {
     /// checkpoints into the file before the base is copied must not see its
     /// rows hidden by the diff and kept by a reset.
     func testABaseCopiedAfterTheAnswerIsWhatWasHandedOutOrNone() throws {
+        StoreRegistry.storageInTests = Storage(fileSystem: "ext4", sharesBlocks: false) // whole copies, whatever /tmp is
+        defer { StoreRegistry.storageInTests = nil }
         let scratch = Scratch()
         let core = try CoreServices(scratch)
         let source = try largeStore(core, megabytes: 2)
@@ -438,6 +465,8 @@ final class ResetAndForkTests: XCTestCase {
     /// never reach the base, and a reset right away waits for the base and
     /// restores the fork as it was handed out.
     func testALargeForksBaseIsItsStateAtTheAnswerWhateverItsTestWritesAtOnce() throws {
+        StoreRegistry.storageInTests = Storage(fileSystem: "ext4", sharesBlocks: false) // whole copies, whatever /tmp is
+        defer { StoreRegistry.storageInTests = nil }
         let scratch = Scratch()
         let core = try CoreServices(scratch)
         let source = try largeStore(core, megabytes: 40)
@@ -458,6 +487,8 @@ final class ResetAndForkTests: XCTestCase {
 
     /// A large upload's base too: a reset at once restores the upload.
     func testALargeUploadsBaseIsTheUpload() throws {
+        StoreRegistry.storageInTests = Storage(fileSystem: "ext4", sharesBlocks: false) // whole copies, whatever /tmp is
+        defer { StoreRegistry.storageInTests = nil }
         let scratch = Scratch()
         let core = try CoreServices(scratch)
         let source = try largeStore(core, megabytes: 4)

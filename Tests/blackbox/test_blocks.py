@@ -177,6 +177,15 @@ class SharedBlocks(unittest.TestCase):
         fork = self.larder.post("/stores", {"from": stores[0]["id"]})
         self.assertEqual(fork["counts"], {"blobs": ROWS - 1000})
         self.assertEqual(rows(fork["path"]), ROWS - 1000)
+        # Its creation state is cloned with it, before the answer (whole copies make it after).
+        for made in forks + [fork]:
+            self.assertTrue(os.path.exists(os.path.join(os.path.dirname(made["path"]), "base.sqlite")), made["id"])
+        db = sqlite3.connect(fork["path"], isolation_level=None)
+        db.execute("DELETE FROM blobs WHERE id <= 3000")
+        db.close()
+        status, answer, _ = self.larder.call("POST", "/stores/%s/reset" % fork["id"])
+        self.assertEqual((status, answer["counts"]), (200, {"blobs": ROWS - 1000}), answer)
+        self.assertEqual(rows(fork["path"]), ROWS - 1000)
         for other in stores[1:] + forks:
             self.assertEqual(rows(other["path"]), ROWS)
         for store in stores + forks + [fork]:

@@ -197,9 +197,9 @@ public final class Provisioner: Sendable {
         let sourceBytes = source.sizeBytes
         return try registry.create(label: label, ttlSeconds: ttlSeconds, expectedBytes: sourceBytes) { path in
             // Without fixtures a small store's base is the same copy, both
-            // made at once; a large one's is copied after the answer (`StoreRegistry.create`).
+            // made at once; a large one's, where copies are whole, after the answer (`StoreRegistry.create`).
             let base = FileSystem.parent(path) + "/" + Store.baseName
-            let withBase = fixtures.isEmpty && sourceBytes < StoreRegistry.baseCopiedLaterBytes
+            let withBase = fixtures.isEmpty && !registry.copiesBaseLater(bytes: sourceBytes)
             // Without fixtures the copy's counts are the source's, read beside
             // the copy when they are exactly its state (most often: the source
             // is not being written), and otherwise read from the copy below:

@@ -507,10 +507,11 @@ extension Store {
                                       details: [("id", .string(id)), ("file", .string(Store.databaseName))])
                 }
                 let failures = Mutex<[Error]>([]), counted = Mutex<[(String, Int64)]?>(nil)
-                DispatchQueue.concurrentPerform(iterations: targets.count + (count == nil ? 0 : 1)) { i in
+                // The copies one after another (a clone each, where blocks are shared), the counting beside them.
+                DispatchQueue.concurrentPerform(iterations: count == nil ? 1 : 2) { i in
                     do {
-                        if i < targets.count {
-                            try FileSystem.copyFile(from: source, named: databasePath, to: targets[i]) { false }
+                        if i == 0 {
+                            for target in targets { try FileSystem.copyFile(from: source, named: databasePath, to: target) { false } }
                         } else if let count {
                             let counts = try count(db)
                             counted.withLock { $0 = counts }

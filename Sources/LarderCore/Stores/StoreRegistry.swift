@@ -101,7 +101,7 @@ public final class StoreRegistry: Sendable {
                                        synced: configuration.sync != "off" && !FileSystem.isVolatile(root))
         try lifecycle.recover()
         for shard in 0..<RootLayout.stagingShards { try FileSystem.makeDirectory(layout.staging(shard: shard)) }
-        storage = Storage(layout: layout, cacheDirectory: configuration.cacheDirectory)
+        storage = StoreRegistry.storageInTests ?? Storage(layout: layout, cacheDirectory: configuration.cacheDirectory)
         readyCopies = ReadyCopies(lifecycle: lifecycle, perKey: perKey, maxBytes: configuration.cacheMaxBytes, sharingBlocks: storage.sharesBlocks)
         if limits.maxDiskBytes > 0 {
             // SQLite's temporary files (a client query's sort) grow only into room the quota has.
@@ -172,7 +172,7 @@ public final class StoreRegistry: Sendable {
             var later = false
             if FileSystem.exists(base) {
                 FileSystem.makeReadOnly(base)
-            } else if size >= StoreRegistry.baseCopiedLaterBytes && FileSystem.size(database + "-wal") == 0 {
+            } else if copiesBaseLater(bytes: size) && FileSystem.size(database + "-wal") == 0 {
                 later = true
             } else {
                 try FileSystem.copyFile(from: database, to: base)
@@ -238,6 +238,12 @@ public final class StoreRegistry: Sendable {
     /// after one copy, not two.
     static let baseCopiedLaterBytes: Int64 = 1 << 20
 
+    /// Whether a built store of `bytes` gets its base after the answer: never
+    /// where copies share blocks, since a clone costs less than the keeper's connection.
+    func copiesBaseLater(bytes: Int64) -> Bool {
+        !storage.sharesBlocks && bytes >= StoreRegistry.baseCopiedLaterBytes
+    }
+
     /// Copies the base of the new `store` from its database file, in the
     /// background, through the keeper's connection opened before the store
     /// was handed out; whoever needs the base meanwhile waits for it
@@ -291,6 +297,9 @@ public final class StoreRegistry: Sendable {
 
     /// Runs before each base copied after the answer (tests hold it there).
     nonisolated(unsafe) static var beforeBaseCopy: (@Sendable (Store) -> Void)?
+
+    /// What tests say the root's file system does, instead of asking it (nil: asked).
+    nonisolated(unsafe) static var storageInTests: Storage?
 
     /// The connection whose read transaction keeps a store's file as it was
     /// handed out until its base is copied; only the copy touches it after.
