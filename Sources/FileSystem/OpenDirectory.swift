@@ -38,6 +38,21 @@ public struct OpenDirectory: Sendable {
     /// the copy is on disk before it returns.
     @discardableResult
     public func copy(from source: String, as name: String, mode: Int, group: UInt32?, synced: Bool = false) throws -> Int64 {
+        try copy(from: source, as: name, mode: mode, group: group, synced: synced) { _, _ in nil }.bytes
+    }
+
+    /// `copy` of an SQLite database, its times set a second back
+    /// (`FileSystem.backdate`), with its `FileSystem.databaseSignature`,
+    /// read through the descriptors at hand.
+    public func copyDatabase(from source: String, as name: String, mode: Int, group: UInt32?, synced: Bool = false) throws -> (bytes: Int64, signature: String?) {
+        try copy(from: source, as: name, mode: mode, group: group, synced: synced) { input, output in
+            FileSystem.backdate(fd: output)
+            return FileSystem.databaseSignature(copy: output, of: input)
+        }
+    }
+
+    private func copy(from source: String, as name: String, mode: Int, group: UInt32?, synced: Bool,
+                      finish: (_ input: Int32, _ output: Int32) -> String?) throws -> (bytes: Int64, signature: String?) {
         let input = try FileSystem.openForReading(source)
         defer { close(input) }
         let output = openat(fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
@@ -49,9 +64,10 @@ public struct OpenDirectory: Sendable {
         }
         try FileSystem.setAccess(fd: output, mode: mode, group: group, path: path + "/" + name)
         let size = try FileSystem.copyContents(input, to: output, source: source)
+        let signature = finish(input, output)
         if synced { try FileSystem.sync(output, path: path + "/" + name, dataOnly: true) }
         ok = true
-        return size
+        return (size, signature)
     }
 
     /// A second name `name` for the file `source` (a hard link), or a copy

@@ -202,28 +202,26 @@ public final class ReadyCopies: Sendable {
     func make(from source: String, syncing: Bool = true) throws -> ReadyCopy {
         let synced = lifecycle.synced && syncing, access = lifecycle.access
         let staged = try lifecycle.stage(privately: true)
-        let bytes: Int64
+        let (bytes, signature): (Int64, String?)
         do {
             // By descriptor: the directory's path is looked up once, not once per file.
-            bytes = try OpenDirectory.opening(staged.path) { made in
+            // Backdated: a test's write at once still changes its signature.
+            (bytes, signature) = try OpenDirectory.opening(staged.path) { made in
                 try access.grant(new: made)
-                let bytes = try made.copy(from: source, as: Store.databaseName, mode: access.fileMode, group: access.group, synced: synced)
+                let copied = try made.copyDatabase(from: source, as: Store.databaseName, mode: access.fileMode, group: access.group, synced: synced)
                 try made.link(source, as: Store.baseName)
                 if synced {
                     try lifecycle.syncOnce(source) // the base
                     try FileSystem.sync(made.fd, path: staged.path)
                 }
-                return bytes
+                return copied
             }
         } catch {
             lifecycle.abandon(staged)
             throw error
         }
         var copy = try lifecycle.shelve(staged, bytes: bytes)
-        // (No connection has it open yet.) Backdated: a test's write at once still changes it.
-        let database = copy.directory + "/" + Store.databaseName
-        FileSystem.backdate(database)
-        copy.signature = FileSystem.databaseSignature(path: database)
+        copy.signature = signature
         return copy
     }
 
