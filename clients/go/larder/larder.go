@@ -130,6 +130,12 @@ func newError(resp *http.Response) *Error {
 
 // errorOf is the error answer resp whose body is raw.
 func errorOf(resp *http.Response, raw []byte) *Error {
+	return answerError(resp.StatusCode, resp.Status, raw)
+}
+
+// answerError is the error answer of status (its status line statusLine,
+// "404 Not Found") whose body is raw.
+func answerError(status int, statusLine string, raw []byte) *Error {
 	var body struct {
 		Error *struct {
 			Code    string         `json:"code"`
@@ -137,12 +143,12 @@ func errorOf(resp *http.Response, raw []byte) *Error {
 			Details map[string]any `json:"details"`
 		} `json:"error"`
 	}
-	e := &Error{Status: resp.StatusCode}
+	e := &Error{Status: status}
 	if json.Unmarshal(raw, &body) == nil && body.Error != nil && body.Error.Code != "" {
 		e.Code, e.Message, e.Details = body.Error.Code, body.Error.Message, body.Error.Details
 	} else {
 		e.Code = "http_error"
-		e.Message = strings.TrimSpace(resp.Status + " " + strings.TrimSpace(string(raw)))
+		e.Message = strings.TrimSpace(statusLine + " " + strings.TrimSpace(string(raw)))
 	}
 	if e.Details == nil {
 		e.Details = map[string]any{}

@@ -118,6 +118,9 @@ func init() {
 		return nil
 	}
 	hook.StoreBody = func(opts any) map[string]any { return opts.(StoreOptions).body() }
+	hook.AnswerError = func(status int, raw []byte) error {
+		return answerError(status, strconv.Itoa(status)+" "+http.StatusText(status), raw)
+	}
 	hook.NewStore = func(client any, answer []byte) (any, error) {
 		var info StoreInfo
 		if err := json.Unmarshal(answer, &info); err != nil {

@@ -18,6 +18,9 @@ var (
 	Patch func(ctx context.Context, store any, body map[string]any) error
 	// StoreBody is the POST /stores body of opts (a larder.StoreOptions).
 	StoreBody func(opts any) map[string]any
+	// AnswerError is the *larder.Error of an answer of status, no success,
+	// whose body is raw.
+	AnswerError func(status int, raw []byte) error
 	// NewStore is the *larder.Store of client (a *larder.Client) that
 	// answer (a POST /stores answer's body) describes.
 	NewStore func(client any, answer []byte) (any, error)

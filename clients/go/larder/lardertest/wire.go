@@ -6,18 +6,17 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/larder-dev/larder/clients/go/internal/hook"
 	"github.com/larder-dev/larder/clients/go/larder"
 )
 
@@ -177,20 +176,4 @@ func (w *wire) exchange(ctx context.Context, request []byte, method string) (sta
 }
 
 // answerError is the *larder.Error of a status that is no success and its body.
-func answerError(status int, data []byte) error {
-	var body struct {
-		Error *struct {
-			Code    string         `json:"code"`
-			Message string         `json:"message"`
-			Details map[string]any `json:"details"`
-		} `json:"error"`
-	}
-	e := &larder.Error{Status: status, Code: "http_error", Message: strconv.Itoa(status) + " " + http.StatusText(status), Details: map[string]any{}}
-	if json.Unmarshal(data, &body) == nil && body.Error != nil && body.Error.Code != "" {
-		e.Code, e.Message = body.Error.Code, body.Error.Message
-		if body.Error.Details != nil {
-			e.Details = body.Error.Details
-		}
-	}
-	return e
-}
+func answerError(status int, data []byte) error { return hook.AnswerError(status, data) }
