@@ -106,6 +106,20 @@ final class StoreRegistryTests: XCTestCase {
         XCTAssertEqual(try registry.operate(store, exclusive: "fixtures", timeoutMs: 100) { try $0.scalar("SELECT 7")?.int64 }, 7)
     }
 
+    /// SQLite's temporary files have one budget in the process: a registry
+    /// without a disk quota lifts the one an earlier registry's quota set.
+    func testARegistryWithoutAQuotaLiftsAnEarlierOnesTemporaryFileBudget() throws {
+        let scratch = Scratch()
+        var quota = configuration(scratch.path + "/quota")
+        quota.maxDiskBytes = 4 << 20
+        _ = try StoreRegistry(configuration: quota)
+        _ = try StoreRegistry(configuration: configuration(scratch.path + "/free"))
+        let db = try Connection(path: scratch.path + "/sort.sqlite")
+        try db.execute("PRAGMA cache_size = -512")
+        let sort = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 200000) SELECT x, randomblob(100) AS b FROM c ORDER BY b"
+        XCTAssertEqual(try db.rows(sort).count, 200_000, "a sort past the other root's quota")
+    }
+
     func testRestartFindsCompleteStoresAndRemovesHalfBuiltOnes() throws {
         let scratch = Scratch()
         let root = scratch.path + "/root"

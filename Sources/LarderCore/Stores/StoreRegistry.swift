@@ -103,9 +103,12 @@ public final class StoreRegistry: Sendable {
         for shard in 0..<RootLayout.stagingShards { try FileSystem.makeDirectory(layout.staging(shard: shard)) }
         storage = StoreRegistry.storageInTests ?? Storage(layout: layout, cacheDirectory: configuration.cacheDirectory)
         readyCopies = ReadyCopies(lifecycle: lifecycle, perKey: perKey, maxBytes: configuration.cacheMaxBytes, sharingBlocks: storage.sharesBlocks)
+        // SQLite's temporary files (a client query's sort) grow only into room the quota has; without
+        // one, into any (said either way: the budget is the process's, and an earlier registry's must not hold).
         if limits.maxDiskBytes > 0 {
-            // SQLite's temporary files (a client query's sort) grow only into room the quota has.
             TemporaryFiles.budget { [ledger] bytes in ledger.hasRoom(for: bytes) }
+        } else {
+            TemporaryFiles.budget(nil)
         }
         // A full disk: ready copies give their room back, idle connections close, then the trash is hurried.
         pressure.relief { [readyCopies, lifecycle] in
