@@ -7,6 +7,9 @@ import Text
 /// One SQLite database connection. Not thread-safe: use it from one thread at
 /// a time (callers serialize access). Closed when released.
 public final class Connection: @unchecked Sendable {
+    /// The first 16 bytes of every SQLite database file.
+    public static let fileMagic: [UInt8] = Array("SQLite format 3\0".utf8)
+
     public let handle: OpaquePointer
     public let path: String
     let guardState = Guard()

@@ -112,7 +112,7 @@ public struct StoreEditor: Sendable {
         // The test owns its folder: the base is read from one descriptor,
         // and only a database of the live file's page size is cloned.
         guard let input = try? ReadableFile(path: store.basePath, followingLinks: false),
-              let base = FileSystem.bytes(of: input.descriptor, at: 0, count: 100), base.starts(with: Array("SQLite format 3\0".utf8)),
+              let base = FileSystem.bytes(of: input.descriptor, at: 0, count: 100), base.starts(with: Connection.fileMagic),
               let pageSize = (try? db.scalar("PRAGMA page_size"))??.int64, counter(base[16..<18]) == pageSize
                 || (pageSize == 65536 && counter(base[16..<18]) == 1) else { return false }
         store.dropReaders()

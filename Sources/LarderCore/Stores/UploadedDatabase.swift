@@ -102,7 +102,7 @@ final class UploadedDatabase {
 
     /// Refuses a body of `size` bytes whose first bytes `head` are not a SQLite database's header.
     static func checkHeader(_ head: [UInt8], size: Int64) throws {
-        guard size >= 100, head.starts(with: Array("SQLite format 3\0".utf8)) else {
+        guard size >= 100, head.starts(with: Connection.fileMagic) else {
             throw LarderError.badRequest("the upload is not a SQLite database (no 'SQLite format 3' header)", reason: .notADatabase,
                                          details: [("bytes", .int(size))])
         }

@@ -138,7 +138,7 @@ public final class FleetCache: Sendable {
     /// `integrity_check`, opened hardened (its schema is as good as a
     /// client's SQL) and time-limited, in WAL mode, checkpointed, counted.
     private func check(_ path: String, manifest: JSONValue) throws -> (String?, [(String, Int64)]) {
-        guard try FileSystem.readPrefix(path, count: 16) == Array("SQLite format 3\0".utf8) else {
+        guard try FileSystem.readPrefix(path, count: 16) == Connection.fileMagic else {
             throw LarderError.badRequest("its object is not a SQLite database")
         }
         let db = try Connection(path: path, mode: .readWrite)
