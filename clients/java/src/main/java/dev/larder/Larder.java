@@ -624,15 +624,25 @@ public final class Larder {
             Thread.currentThread().interrupt();
             throw new LarderException(0, "interrupted", method + " " + url + path + " was interrupted", Map.of());
         }
-        StringBuilder headers = new StringBuilder("Accept: application/json\r\n");
-        if (token != null) headers.append("Authorization: Bearer ").append(token).append("\r\n");
         try {
-            return plain.exchange(method, basePath + path, body == null ? null : Json.write(body).getBytes(StandardCharsets.UTF_8),
-                    body == null ? null : "application/json; charset=utf-8", headers.toString(), requestTimeout.plus(extraTimeout));
+            PlainHttp.Request r = plainRequest(new Call(method, path, body, extraTimeout));
+            return plain.exchange(r.method(), r.target(), r.body(), r.contentType(), r.headers(), r.timeout());
         } catch (IOException e) {
-            throw new LarderException(0, "connection_failed",
-                    method + " " + url + path + " failed: " + e, Map.of(), e);
+            throw connectionFailed(method, path, e);
         }
+    }
+
+    /** {@code call} as a request on a plain connection: JSON, with the client's token. */
+    private PlainHttp.Request plainRequest(Call call) {
+        String headers = "Accept: application/json\r\n" + (token == null ? "" : "Authorization: Bearer " + token + "\r\n");
+        byte[] body = call.body() == null ? null : Json.write(call.body()).getBytes(StandardCharsets.UTF_8);
+        return new PlainHttp.Request(call.method(), basePath + call.path(), body, body == null ? null : "application/json; charset=utf-8",
+                headers, requestTimeout.plus(call.extraTimeout()));
+    }
+
+    /** A request that failed below HTTP. */
+    private LarderException connectionFailed(String method, String path, IOException e) {
+        return new LarderException(0, "connection_failed", method + " " + url + path + " failed: " + e, Map.of(), e);
     }
 
     /**
@@ -665,22 +675,15 @@ public final class Larder {
             }
             return out;
         }
-        StringBuilder h = new StringBuilder("Accept: application/json\r\n");
-        if (token != null) h.append("Authorization: Bearer ").append(token).append("\r\n");
-        String headers = h.toString();
         List<PlainHttp.Request> requests = new ArrayList<>();
-        for (Call c : calls) {
-            requests.add(new PlainHttp.Request(c.method(), basePath + c.path(),
-                    c.body() == null ? null : Json.write(c.body()).getBytes(StandardCharsets.UTF_8),
-                    c.body() == null ? null : "application/json; charset=utf-8", headers, requestTimeout.plus(c.extraTimeout())));
-        }
+        for (Call c : calls) requests.add(plainRequest(c));
         try {
             List<PlainHttp.Exchange> exchanges = plain.startAll(requests);
             for (int i = 0; i < calls.size(); i++) out.add(new Deferred(calls.get(i).method(), calls.get(i).path(), exchanges.get(i)));
         } catch (IOException e) {
             for (Call c : calls) {
                 Deferred d = new Deferred(c.method(), c.path(), null);
-                d.failure = new LarderException(0, "connection_failed", c.method() + " " + url + c.path() + " failed: " + e, Map.of(), e);
+                d.failure = connectionFailed(c.method(), c.path(), e);
                 out.add(d);
             }
         }
@@ -720,7 +723,7 @@ public final class Larder {
                 try {
                     result = parse(exchange.finish(maxWaitMs), method, path);
                 } catch (IOException e) {
-                    failure = new LarderException(0, "connection_failed", method + " " + url + path + " failed: " + e, Map.of(), e);
+                    failure = connectionFailed(method, path, e);
                 } catch (LarderException e) {
                     failure = e;
                 }
@@ -828,8 +831,7 @@ public final class Larder {
         try {
             return http().send(request.build(), handler);
         } catch (IOException e) {
-            throw new LarderException(0, "connection_failed",
-                    method + " " + url + path + " failed: " + e, Map.of(), e);
+            throw connectionFailed(method, path, e);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new LarderException(0, "interrupted", method + " " + url + path + " was interrupted", Map.of(), e);
