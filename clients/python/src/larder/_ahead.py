@@ -30,7 +30,7 @@ import time
 import urllib.parse
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
-from ._client import _USER_AGENT, Client, LarderError, Store, _error_from, _segment, _STALE
+from ._client import _USER_AGENT, Client, LarderError, Store, _broken, _error_from, _segment, _STALE, _transport_error
 
 # A store made ahead is handed out only this young (the server's default
 # ttl is 300 s and a user's may be shorter); an older one is deleted.
@@ -205,11 +205,8 @@ def _lifetime(info: Dict[str, Any]) -> float:
 
 
 def _transport(error: BaseException, what: str, url: str, limit: float) -> LarderError:
-    if isinstance(error, socket.timeout):
-        return LarderError(0, "unreachable", "%s: no answer from %s within %g s" % (what, url, limit))
-    if isinstance(error, OSError) and not isinstance(error, _STALE):
-        return LarderError(0, "unreachable", "cannot reach Larder at %s: %s" % (url, error))
-    return LarderError(0, "unreachable", "%s: the connection to %s broke: %r" % (what, url, error))
+    """As the client says a failure below HTTP; an answer the reader cannot parse as a broken connection."""
+    return _transport_error(error, what, url, limit) or _broken(error, what, url)
 
 
 class Ready:

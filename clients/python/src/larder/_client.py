@@ -876,10 +876,15 @@ def _transport_error(error: BaseException, what: str, url: str, limit: float) ->
     if isinstance(error, socket.timeout):
         return LarderError(0, "unreachable", "%s: no answer from %s within %g s" % (what, url, limit))
     if isinstance(error, _STALE) or isinstance(error, http.client.HTTPException):
-        return LarderError(0, "unreachable", "%s: the connection to %s broke: %r" % (what, url, error))
+        return _broken(error, what, url)
     if isinstance(error, OSError):
         return LarderError(0, "unreachable", "cannot reach Larder at %s: %s" % (url, error))
     return None
+
+
+def _broken(error: BaseException, what: str, url: str) -> LarderError:
+    """A connection that broke during `what`, as a LarderError."""
+    return LarderError(0, "unreachable", "%s: the connection to %s broke: %r" % (what, url, error))
 
 
 def _segment(value: str) -> str:
